@@ -1,0 +1,50 @@
+#pragma once
+// Compression caps per worker (papers/dagc.md). An allocator maps the workers' data shares
+// (and, for cost-aware allocation, their fitted link models) to a keep-ratio delta_i, an integer
+// cap k_i in [1, d] and, for threshold compressors, a threshold lambda_i.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tern::allocation {
+
+struct WorkerLoad {
+  double share = 0.0;                 // p_i, sums to 1 over the workers
+  double seconds_per_packet = 0.0;    // fitted link b_i (0 = unknown)
+  double seconds_fixed = 0.0;         // fitted link a_i
+};
+
+struct Budget {
+  double mean_ratio = 0.01;       // sum_i delta_i = n * mean_ratio
+  double bytes_per_round = 0.0;   // alternative budget (0 = unused)
+  double seconds_per_round = 0.0; // alternative budget for cost-aware (0 = unused)
+  double mean_threshold = 0.0;    // lambda_bar for dagc-a / uniform threshold
+  double deadline_seconds = 0.0;  // cost-aware: no worker's upload may exceed it (0 = none)
+  uint32_t bytes_per_coordinate = 8;  // wire bytes one kept coordinate costs (index + value)
+  uint32_t packet_bytes = 1448;
+};
+
+struct Allocation {
+  std::vector<double> ratios;      // delta_i
+  std::vector<uint32_t> caps;      // k_i
+  std::vector<double> thresholds;  // lambda_i (empty unless a threshold method)
+  double phi = 0.0;                // key factor of the ratios (papers/dagc.md)
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual std::string name() const = 0;
+  virtual Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                              const Budget& budget) const = 0;
+};
+
+// Phi(delta) = (sum_i p_i / sqrt(delta_i)) / sqrt(min_i delta_i).
+double keyFactor(const std::vector<double>& shares, const std::vector<double>& ratios);
+
+// uniform | dagc-r | dagc-a | dagc-opt | cost-aware. Throws std::invalid_argument otherwise.
+std::unique_ptr<Allocator> makeAllocator(const std::string& name);
+std::vector<std::string> allocatorNames();
+
+}  // namespace tern::allocation

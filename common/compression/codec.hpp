@@ -1,0 +1,33 @@
+#pragma once
+// tern's compact wire format for compressed gradients (versioned). Header: magic, version,
+// scheme, dimension, count, scale; indices as delta-varint or bitmap, whichever is smaller;
+// values as fp32, fp16, sign bits or packed QSGD levels. The decoder is strict: it checks every
+// length before reading, indices in range and strictly increasing, count <= dimension, no
+// trailing bytes, finite values, and the limits given. It never throws and never reads out of
+// bounds: bad input yields an error string.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/compression/compressor.hpp"
+
+namespace tern::compression {
+
+struct DecodeLimits {
+  uint32_t max_dim = 1u << 28;
+  size_t max_bytes = size_t(1) << 30;
+  uint32_t expected_dim = 0;  // when non-zero, the message's dimension must equal it
+};
+
+struct DecodeResult {
+  std::optional<SparseGradient> value;
+  std::string error;  // set when !value
+};
+
+DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+
+// Encode a plain update (sparse or dense, fp32 values) for the coordinator's broadcast.
+std::vector<uint8_t> encodeUpdate(const SparseGradient& update);
+
+}  // namespace tern::compression

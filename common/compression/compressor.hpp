@@ -1,0 +1,61 @@
+#pragma once
+// Gradient compressors (papers/cat.md, papers/dagc.md): one interface for the whole family.
+// compress() returns the encoded wire bytes together with the exact vector the receiver will
+// decode from them, so error feedback (error_feedback.hpp) can keep e <- e + g - C(e + g)
+// without decoding its own message. decode() (codec.hpp) reads any scheme strictly.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/util/rng.hpp"
+
+namespace tern::compression {
+
+// A decoded gradient: sparse (indices strictly increasing) or dense (indices empty and
+// values.size() == dim).
+struct SparseGradient {
+  uint32_t dim = 0;
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+  bool isDense() const { return indices.empty() && values.size() == dim && dim > 0; }
+  size_t nonZeros() const { return isDense() ? dim : indices.size(); }
+};
+
+// out += weight * g (out.size() must equal g.dim).
+void addScaled(const SparseGradient& g, float weight, std::span<float> out);
+// Dense copy of g.
+std::vector<float> toDense(const SparseGradient& g);
+
+struct Compressed {
+  std::vector<uint8_t> bytes;  // the wire form
+  SparseGradient decoded;      // exactly what decode(bytes) yields
+};
+
+struct CompressorSpec {
+  std::string name = "topk";  // identity | fp16 | topk | randomk | threshold | sq | stochastic | qsgd
+  double threshold = 0.0;     // hard threshold lambda (threshold)
+  uint32_t qsgd_levels = 16;  // s (qsgd)
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual std::string name() const = 0;
+  // `level` is the scheme's knob: coordinates kept for the sparsifiers (k or T, clamped to
+  // [1, dim]); expected coordinates for stochastic sparsification; ignored by identity, fp16,
+  // threshold and qsgd.
+  virtual Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) = 0;
+  // Predicted size of compress(g, level) in bytes for a gradient of dimension dim, without
+  // compressing (the tuner needs it). Exact where the size does not depend on the data.
+  virtual size_t encodedBytes(uint32_t dim, uint32_t level) const = 0;
+  // True when `level` changes what is sent (the sparsifiers); false for fixed schemes.
+  virtual bool hasLevel() const = 0;
+};
+
+// Throws std::invalid_argument on an unknown name or bad parameters.
+std::unique_ptr<Compressor> makeCompressor(const CompressorSpec& spec);
+std::vector<std::string> compressorNames();
+
+}  // namespace tern::compression

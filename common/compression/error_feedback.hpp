@@ -1,0 +1,32 @@
+#pragma once
+// Error feedback as a decorator over any compressor (GRACE's "memory"):
+//   v = e + g;  c = C(v);  e <- v - c.
+// Biased compressors (top-k, threshold, S+Q) then converge. The residual is reset on re-join.
+#include <memory>
+#include <vector>
+
+#include "common/compression/compressor.hpp"
+
+namespace tern::compression {
+
+class ErrorFeedback {
+ public:
+  ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled);
+  // v = e + g is what the tuner should look at before choosing the level.
+  std::span<const float> corrected(std::span<const float> g);
+  // Compress the last corrected vector at `level` and update the residual.
+  Compressed compressCorrected(uint32_t level, Rng& rng);
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng);
+  void reset();
+  const std::vector<float>& residual() const { return residual_; }
+  Compressor& inner() { return *inner_; }
+  bool enabled() const { return enabled_; }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+  bool enabled_;
+  std::vector<float> residual_;
+  std::vector<float> corrected_;
+};
+
+}  // namespace tern::compression

@@ -1,0 +1,48 @@
+#pragma once
+// Models trained by tern, over a flat fp32 parameter vector (that is what is compressed and sent):
+//  - softmax: multinomial logistic regression, params = W (classes x features, row-major) then b.
+//  - logistic: binary logistic regression with L2 (labels 0/1), params = w (features) then b;
+//    smoothness L = 0.25 * max_i ||[x_i,1]||^2 + l2 (an upper bound on the Hessian norm), which is
+//    what CAT (papers/cat.md) needs for its step 1/L.
+//  - mlp: one hidden layer (ReLU) then softmax; params = W1, b1, W2, b2.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/ml/dataset.hpp"
+#include "common/util/rng.hpp"
+
+namespace tern::ml {
+
+struct ModelSpec {
+  std::string kind = "softmax";  // softmax | logistic | mlp
+  uint32_t features = 0;
+  uint32_t classes = 10;
+  uint32_t hidden = 64;
+  double l2 = 0.0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelSpec& spec() const = 0;
+  virtual size_t numParams() const = 0;
+  // Deterministic initialisation (zeros for the linear models, scaled Gaussian for the MLP).
+  virtual void init(std::span<float> params, Rng& rng) const = 0;
+  // Mean loss over `rows` (all rows when empty), plus l2/2 * ||w||^2; writes its gradient to grad.
+  virtual double lossAndGradient(std::span<const float> params, const Dataset& data,
+                                 std::span<const size_t> rows, std::span<float> grad) const = 0;
+  virtual double loss(std::span<const float> params, const Dataset& data,
+                      std::span<const size_t> rows = {}) const = 0;
+  // Fraction of rows whose predicted class equals the label.
+  virtual double accuracy(std::span<const float> params, const Dataset& data) const = 0;
+  // Smoothness constant of the loss on this data, where known in closed form.
+  virtual std::optional<double> smoothness(const Dataset& data) const = 0;
+};
+
+// Throws std::invalid_argument on an unknown kind or zero features/classes.
+std::unique_ptr<Model> makeModel(const ModelSpec& spec);
+
+}  // namespace tern::ml

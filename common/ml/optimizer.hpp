@@ -1,0 +1,32 @@
+#pragma once
+// The coordinator's optimizer: SGD with (heavy-ball) momentum and a step-decay learning-rate
+// schedule. It produces the update delta that both the coordinator and every worker add to
+// their parameters, so all replicas stay bit-identical: x_{r+1}[j] = x_r[j] + delta[j] in fp32.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tern::ml {
+
+struct OptimizerSpec {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double decay = 1.0;          // multiply lr by decay every decay_every rounds
+  uint64_t decay_every = 0;    // 0 = constant learning rate
+};
+
+class SgdOptimizer {
+ public:
+  SgdOptimizer(const OptimizerSpec& spec, size_t params);
+  // Computes delta from the aggregated gradient for this round (velocity kept internally).
+  void step(std::span<const float> gradient, uint64_t round, std::span<float> delta);
+  double learningRate(uint64_t round) const;
+  const std::vector<float>& velocity() const { return velocity_; }
+  void setVelocity(std::vector<float> v) { velocity_ = std::move(v); }
+
+ private:
+  OptimizerSpec spec_;
+  std::vector<float> velocity_;
+};
+
+}  // namespace tern::ml

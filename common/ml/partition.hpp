@@ -1,0 +1,26 @@
+#pragma once
+// Seeded partitioning of a dataset across workers: IID, label skew (Dirichlet(alpha) class
+// proportions per worker) and volume skew (geometric shares with largest/smallest = ratio, as in
+// papers/dagc.md). Both skews can be combined. Every worker computes the same partition from the
+// same seed and keeps only its own part.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tern::ml {
+
+struct PartitionSpec {
+  double dirichlet_alpha = 0.0;  // 0 = no label skew (IID labels)
+  double volume_ratio = 1.0;     // SR = largest share / smallest share; 1 = equal volumes
+  uint64_t seed = 1;
+};
+
+// Shares p_i (sum 1), geometric with p_0/p_{n-1} = ratio, descending.
+std::vector<double> geometricShares(size_t parts, double ratio);
+
+// Row indices for each of `parts` workers. Every row is used at most once, every worker gets at
+// least one row, and the sizes follow geometricShares(parts, volume_ratio) up to rounding.
+std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int32_t num_classes,
+                                           size_t parts, const PartitionSpec& spec);
+
+}  // namespace tern::ml
