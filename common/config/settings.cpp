@@ -1,0 +1,247 @@
+#include "common/config/settings.hpp"
+
+#include <limits>
+
+#include "common/config/yaml_reader.hpp"
+
+namespace tern::config {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void readLogging(MapReader m, LoggingSettings& s) {
+  s.level = m.oneOf("level", m.get<std::string>("level", s.level),
+                    {"trace", "debug", "info", "warn", "error", "off"});
+  m.done();
+}
+
+void readDataSource(MapReader& m, ml::DataSource& d) {
+  d.format = m.oneOf("format", m.get<std::string>("format", d.format),
+                     {"idx", "libsvm", "csv", "synthetic"});
+  d.images = m.get<std::string>("images", d.images);
+  d.labels = m.get<std::string>("labels", d.labels);
+  d.path = m.get<std::string>("path", d.path);
+  d.label_column = m.get<std::string>("label_column", d.label_column);
+  d.features = m.inRange<size_t>("features", m.get<size_t>("features", d.features), 0, 1u << 28);
+  d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, 1u << 28);
+  d.classes = m.inRange<int32_t>("classes", m.get<int32_t>("classes", d.classes), 2, 1 << 16);
+  d.seed = m.get<uint64_t>("seed", d.seed);
+  d.test_fraction = m.inRange("test_fraction", m.get<double>("test_fraction", d.test_fraction),
+                              0.0, 0.9);
+  if (d.format == "idx" && (d.images.empty() || d.labels.empty())) {
+    m.failHere("idx data needs 'images' and 'labels'");
+  }
+  if ((d.format == "libsvm" || d.format == "csv") && d.path.empty()) {
+    m.failHere(d.format + " data needs 'path'");
+  }
+  if (d.format == "synthetic" && (d.rows == 0 || d.features == 0)) {
+    m.failHere("synthetic data needs 'rows' and 'features'");
+  }
+}
+
+void readPartition(MapReader m, ml::PartitionSpec& p) {
+  p.dirichlet_alpha =
+      m.inRange("dirichlet_alpha", m.get<double>("dirichlet_alpha", p.dirichlet_alpha), 0.0, 1e6);
+  p.volume_ratio = m.inRange("volume_ratio", m.get<double>("volume_ratio", p.volume_ratio), 1.0, 1e6);
+  p.seed = m.get<uint64_t>("seed", p.seed);
+  m.done();
+}
+
+void readModel(MapReader m, ml::ModelSpec& s) {
+  s.kind = m.oneOf("kind", m.get<std::string>("kind", s.kind), {"softmax", "logistic", "mlp"});
+  s.features = m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, 1u << 26);
+  s.classes = m.inRange<uint32_t>("classes", m.get<uint32_t>("classes", s.classes), 2, 1u << 16);
+  s.hidden = m.inRange<uint32_t>("hidden", m.get<uint32_t>("hidden", s.hidden), 1, 1u << 16);
+  s.l2 = m.inRange("l2", m.get<double>("l2", s.l2), 0.0, 1e6);
+  m.done();
+}
+
+void readOptimizer(MapReader m, ml::OptimizerSpec& s) {
+  s.lr = m.inRange("lr", m.get<double>("lr", s.lr), 1e-12, 1e6);
+  s.momentum = m.inRange("momentum", m.get<double>("momentum", s.momentum), 0.0, 0.9999);
+  s.decay = m.inRange("decay", m.get<double>("decay", s.decay), 1e-6, 1.0);
+  s.decay_every = m.get<uint64_t>("decay_every", s.decay_every);
+  m.done();
+}
+
+void readTraining(MapReader m, TrainingSettings& s) {
+  s.batch_size = m.inRange<uint32_t>("batch_size", m.get<uint32_t>("batch_size", s.batch_size), 1,
+                                     1u << 24);
+  s.local_steps = m.inRange<uint32_t>("local_steps", m.get<uint32_t>("local_steps", s.local_steps),
+                                      1, 10000);
+  s.local_lr = m.inRange("local_lr", m.get<double>("local_lr", s.local_lr), 1e-12, 1e6);
+  s.seed = m.get<uint64_t>("seed", s.seed);
+  m.done();
+}
+
+void readAllocation(MapReader m, AllocationSettings& s) {
+  s.method = m.oneOf("method", m.get<std::string>("method", s.method),
+                     {"uniform", "dagc-r", "dagc-a", "dagc-opt", "cost-aware"});
+  auto& b = s.budget;
+  b.mean_ratio = m.inRange("mean_ratio", m.get<double>("mean_ratio", b.mean_ratio), 1e-9, 1.0);
+  b.bytes_per_round =
+      m.inRange("bytes_per_round", m.get<double>("bytes_per_round", b.bytes_per_round), 0.0, kInf);
+  b.seconds_per_round = m.inRange(
+      "seconds_per_round", m.get<double>("seconds_per_round", b.seconds_per_round), 0.0, kInf);
+  b.mean_threshold =
+      m.inRange("mean_threshold", m.get<double>("mean_threshold", b.mean_threshold), 0.0, kInf);
+  b.deadline_seconds =
+      m.inRange("deadline_seconds", m.get<double>("deadline_seconds", b.deadline_seconds), 0.0, kInf);
+  s.reallocate_every = m.get<uint64_t>("reallocate_every", s.reallocate_every);
+  m.done();
+}
+
+void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
+  s.bind = m.get<std::string>("bind", s.bind);
+  s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
+  s.min_workers = m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers),
+                                      1, 100000);
+  s.max_rounds = m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1,
+                                     1ull << 40);
+  s.target_accuracy =
+      m.inRange("target_accuracy", m.get<double>("target_accuracy", s.target_accuracy), 0.0, 1.0);
+  s.round_deadline_seconds = m.inRange(
+      "round_deadline_seconds", m.get<double>("round_deadline_seconds", s.round_deadline_seconds),
+      1e-3, 86400.0);
+  s.quorum_share = m.inRange("quorum_share", m.get<double>("quorum_share", s.quorum_share), 0.0, 1.0);
+  s.heartbeat_seconds = m.inRange(
+      "heartbeat_seconds", m.get<double>("heartbeat_seconds", s.heartbeat_seconds), 1e-3, 3600.0);
+  s.worker_patience_seconds =
+      m.inRange("worker_patience_seconds",
+                m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
+  s.eval_every = m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1,
+                                     1ull << 40);
+  readModel(m.child("model"), s.model);
+  readOptimizer(m.child("optimizer"), s.optimizer);
+  readTraining(m.child("training"), s.training);
+  readAllocation(m.child("allocation"), s.allocation);
+  if (m.has("test_data")) {
+    MapReader d = m.child("test_data");
+    readDataSource(d, s.test_data);
+    d.done();
+  } else {
+    s.test_data.format = "";
+  }
+  s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
+  s.max_message_bytes = m.inRange<size_t>(
+      "max_message_bytes", m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  readLogging(m.child("logging"), s.logging);
+}
+
+void readCompression(MapReader m, WorkerSettings& s) {
+  s.compressor.name = m.oneOf("name", m.get<std::string>("name", s.compressor.name),
+                              {"identity", "fp16", "topk", "randomk", "threshold", "sq",
+                               "stochastic", "qsgd"});
+  s.compressor.threshold =
+      m.inRange("threshold", m.get<double>("threshold", s.compressor.threshold), 0.0, kInf);
+  s.compressor.qsgd_levels = m.inRange<uint32_t>(
+      "qsgd_levels", m.get<uint32_t>("qsgd_levels", s.compressor.qsgd_levels), 1, 1u << 15);
+  s.error_feedback = m.get<bool>("error_feedback", s.error_feedback);
+  m.done();
+}
+
+void readTuning(MapReader m, TuningSettings& s) {
+  s.method = m.oneOf("method", m.get<std::string>("method", s.method),
+                     {"cat", "fixed", "dynamic", "full"});
+  s.fixed_level = m.get<uint32_t>("fixed_level", s.fixed_level);
+  s.recompute_every = m.inRange<uint32_t>(
+      "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);
+  s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
+                         {"payload", "packet", "measured"});
+  s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
+  s.c_packet = m.inRange("c_packet", m.get<double>("c_packet", s.c_packet), 0.0, kInf);
+  m.done();
+}
+
+void readLink(MapReader m, LinkSettings& s) {
+  s.packet_bytes = m.inRange<uint32_t>("packet_bytes", m.get<uint32_t>("packet_bytes", s.packet_bytes),
+                                       64, 65536);
+  s.calibration_packets = m.getVector<size_t>("calibration_packets", s.calibration_packets);
+  s.probe_repeats = m.inRange<uint32_t>(
+      "probe_repeats", m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
+  s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
+  s.measure = m.get<bool>("measure", s.measure);
+  m.done();
+}
+
+void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
+  s.name = m.get<std::string>("name", s.name);
+  s.coordinator = m.get<std::string>("coordinator", s.coordinator);
+  if (with_data) {
+    MapReader d = m.child("data");
+    readDataSource(d, s.data);
+    MapReader shard = d.child("shard");
+    s.shard_total = shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1,
+                                          100000);
+    s.shard_index = shard.inRange<size_t>("index", shard.get<size_t>("index", s.shard_index), 0,
+                                          s.shard_total - 1);
+    shard.done();
+    readPartition(d.child("partition"), s.partition);
+    d.done();
+  }
+  readCompression(m.child("compression"), s);
+  readTuning(m.child("tuning"), s.tuning);
+  readLink(m.child("link"), s.link);
+  s.heartbeat_seconds = m.inRange(
+      "heartbeat_seconds", m.get<double>("heartbeat_seconds", s.heartbeat_seconds), 1e-3, 3600.0);
+  s.coordinator_patience_seconds =
+      m.inRange("coordinator_patience_seconds",
+                m.get<double>("coordinator_patience_seconds", s.coordinator_patience_seconds),
+                1e-3, 86400.0);
+  s.max_message_bytes = m.inRange<size_t>(
+      "max_message_bytes", m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  readLogging(m.child("logging"), s.logging);
+}
+
+}  // namespace
+
+CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
+  MapReader m(loadYamlFile(file), file);
+  CoordinatorSettings s;
+  readCoordinatorBody(m, s);
+  m.done();
+  return s;
+}
+
+WorkerSettings loadWorkerSettings(const std::string& file) {
+  MapReader m(loadYamlFile(file), file);
+  WorkerSettings s;
+  readWorkerBody(m, s, true);
+  m.done();
+  return s;
+}
+
+SimSettings loadSimSettings(const std::string& file) {
+  MapReader m(loadYamlFile(file), file);
+  SimSettings s;
+  s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, 100000);
+  MapReader c = m.child("coordinator");
+  readCoordinatorBody(c, s.coordinator);
+  c.done();
+  MapReader w = m.child("worker");
+  readWorkerBody(w, s.worker, false);
+  MapReader part = w.child("partition");
+  readPartition(part, s.worker.partition);
+  w.done();
+  MapReader d = m.child("train_data");
+  readDataSource(d, s.train_data);
+  d.done();
+  for (auto& l : m.list("links")) {
+    SimLink link;
+    link.rate_mbps = l.inRange("rate_mbps", l.get<double>("rate_mbps", link.rate_mbps), 1e-6, 1e6);
+    link.latency_ms = l.inRange("latency_ms", l.get<double>("latency_ms", link.latency_ms), 0.0, 1e6);
+    link.compute_seconds = l.inRange(
+        "compute_seconds", l.get<double>("compute_seconds", link.compute_seconds), 0.0, 1e6);
+    l.done();
+    s.links.push_back(link);
+  }
+  if (s.links.empty()) s.links.push_back(SimLink{});
+  s.download_rate_mbps = m.inRange(
+      "download_rate_mbps", m.get<double>("download_rate_mbps", s.download_rate_mbps), 1e-6, 1e6);
+  s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
+  s.coordinator.min_workers = s.workers;
+  m.done();
+  return s;
+}
+
+}  // namespace tern::config

@@ -1,0 +1,108 @@
+#pragma once
+// Validated configuration of the coordinator, the worker and the simulator, parsed once from
+// YAML and passed by const& from then on. Parsing errors name file:line:column.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/allocation/allocator.hpp"
+#include "common/compression/compressor.hpp"
+#include "common/ml/data_source.hpp"
+#include "common/ml/model.hpp"
+#include "common/ml/optimizer.hpp"
+
+namespace tern::config {
+
+struct LoggingSettings {
+  std::string level = "info";
+};
+
+struct TrainingSettings {
+  uint32_t batch_size = 64;
+  uint32_t local_steps = 1;   // >1: the worker sends the delta of local SGD steps as its gradient
+  double local_lr = 0.1;      // step of the local SGD steps
+  uint64_t seed = 1;
+};
+
+struct AllocationSettings {
+  std::string method = "uniform";
+  allocation::Budget budget;
+  uint64_t reallocate_every = 0;  // 0 = only on membership change
+};
+
+struct CoordinatorSettings {
+  std::string bind = "tcp://127.0.0.1:5555";
+  std::string endpoint_file;      // where the bound endpoint is written (for port 0)
+  uint32_t min_workers = 1;
+  uint64_t max_rounds = 100;
+  double target_accuracy = 0.0;   // 0 = run max_rounds
+  double round_deadline_seconds = 10.0;
+  double quorum_share = 0.0;      // a round closes at the deadline only with this data share in
+  double heartbeat_seconds = 1.0;
+  double worker_patience_seconds = 10.0;
+  uint64_t eval_every = 10;
+  ml::ModelSpec model;
+  ml::OptimizerSpec optimizer;
+  TrainingSettings training;
+  AllocationSettings allocation;
+  ml::DataSource test_data;
+  std::string metrics_csv;
+  size_t max_message_bytes = 64u << 20;
+  LoggingSettings logging;
+};
+
+struct TuningSettings {
+  std::string method = "fixed";   // cat | fixed | dynamic | full
+  uint32_t fixed_level = 0;       // 0 = use the coordinator's cap
+  uint32_t recompute_every = 1;
+  std::string cost_model = "measured";  // payload | packet | measured
+  double c_fixed = 0.005;         // packet model constants (seconds) until a link fit exists
+  double c_packet = 0.0015;
+};
+
+struct LinkSettings {
+  uint32_t packet_bytes = 1448;
+  std::vector<size_t> calibration_packets = {1, 4, 16, 64};
+  uint32_t probe_repeats = 2;
+  size_t probe_bytes_per_minute = 256 * 1024;
+  bool measure = true;
+};
+
+struct WorkerSettings {
+  std::string name = "worker";
+  std::string coordinator = "tcp://127.0.0.1:5555";
+  ml::DataSource data;
+  size_t shard_index = 0;
+  size_t shard_total = 1;
+  ml::PartitionSpec partition;
+  compression::CompressorSpec compressor;
+  bool error_feedback = true;
+  TuningSettings tuning;
+  LinkSettings link;
+  double heartbeat_seconds = 1.0;
+  double coordinator_patience_seconds = 15.0;
+  size_t max_message_bytes = 64u << 20;
+  LoggingSettings logging;
+};
+
+struct SimLink {
+  double rate_mbps = 100.0;
+  double latency_ms = 1.0;
+  double compute_seconds = 0.01;
+};
+
+struct SimSettings {
+  CoordinatorSettings coordinator;
+  WorkerSettings worker;      // template: shard index/total and name are set per worker
+  ml::DataSource train_data;
+  uint32_t workers = 4;
+  std::vector<SimLink> links;  // per worker; the last one repeats when shorter than `workers`
+  double download_rate_mbps = 100.0;
+  std::string metrics_csv;
+};
+
+CoordinatorSettings loadCoordinatorSettings(const std::string& file);
+WorkerSettings loadWorkerSettings(const std::string& file);
+SimSettings loadSimSettings(const std::string& file);
+
+}  // namespace tern::config

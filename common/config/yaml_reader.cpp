@@ -1,0 +1,86 @@
+#include "common/config/yaml_reader.hpp"
+
+#include <filesystem>
+
+namespace tern::config {
+
+MapReader::MapReader(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+  if (node_ && !node_.IsNull() && !node_.IsMap()) {
+    failHere("expected a mapping" + (path_.empty() ? std::string() : " for '" + path_ + "'"));
+  }
+}
+
+std::string MapReader::where(const YAML::Mark& mark) const {
+  if (mark.is_null()) return file_ + ":1:1";
+  return file_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+bool MapReader::has(const std::string& key) const {
+  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+}
+
+void MapReader::fail(const std::string& key, const std::string& message) const {
+  YAML::Node v = node_ && node_.IsMap() ? node_[key] : YAML::Node();
+  throw ConfigError(where(v ? v.Mark() : node_.Mark()) + ": " + message);
+}
+
+void MapReader::failHere(const std::string& message) const {
+  throw ConfigError(where(node_ ? node_.Mark() : YAML::Mark::null_mark()) + ": " + message);
+}
+
+MapReader MapReader::child(const std::string& key) {
+  seen_.insert(key);
+  if (!has(key)) return MapReader(YAML::Node(YAML::NodeType::Map), file_, path_ + key + ".");
+  YAML::Node v = node_[key];
+  if (!v.IsMap()) fail(key, "'" + path_ + key + "' must be a mapping");
+  return MapReader(v, file_, path_ + key + ".");
+}
+
+std::vector<MapReader> MapReader::list(const std::string& key) {
+  seen_.insert(key);
+  std::vector<MapReader> out;
+  if (!has(key)) return out;
+  YAML::Node v = node_[key];
+  if (!v.IsSequence()) fail(key, "'" + path_ + key + "' must be a list");
+  for (size_t i = 0; i < v.size(); ++i) {
+    out.emplace_back(v[i], file_, path_ + key + "[" + std::to_string(i) + "].");
+  }
+  return out;
+}
+
+void MapReader::done() const {
+  if (!node_ || !node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.as<std::string>();
+    if (!seen_.count(key)) {
+      throw ConfigError(where(kv.first.Mark()) + ": unknown key '" + path_ + key + "'");
+    }
+  }
+}
+
+std::string MapReader::oneOf(const std::string& key, const std::string& value,
+                             const std::vector<std::string>& allowed) const {
+  for (const auto& a : allowed) {
+    if (a == value) return value;
+  }
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  fail(key, "'" + path_ + key + "' must be one of " + list + ", got '" + value + "'");
+}
+
+YAML::Node loadYamlFile(const std::string& file) {
+  if (!std::filesystem::exists(file)) throw ConfigError(file + ":1:1: configuration file not found");
+  try {
+    YAML::Node n = YAML::LoadFile(file);
+    if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    return n;
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(file + ":" + std::to_string(e.mark.line + 1) + ":" +
+                      std::to_string(e.mark.column + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(file + ":1:1: " + e.what());
+  }
+}
+
+}  // namespace tern::config

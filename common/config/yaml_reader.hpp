@@ -1,0 +1,98 @@
+#pragma once
+// Strict YAML reading for tern's configuration: every value is read once into a plain struct,
+// unknown keys, wrong types and out-of-range values fail with "file:line:column: message".
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tern::config {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A mapping node being read. Call done() after reading all keys: it rejects unknown keys.
+class MapReader {
+ public:
+  MapReader(YAML::Node node, std::string file, std::string path = "");
+
+  bool has(const std::string& key) const;
+  template <typename T>
+  T get(const std::string& key, T fallback);
+  template <typename T>
+  T require(const std::string& key);
+  template <typename T>
+  std::vector<T> getVector(const std::string& key, std::vector<T> fallback);
+  MapReader child(const std::string& key);  // an empty map when absent
+  std::vector<MapReader> list(const std::string& key);
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  [[noreturn]] void failHere(const std::string& message) const;
+  void done() const;
+  const std::string& file() const { return file_; }
+
+  // Range checks that name the key's position on failure.
+  template <typename T>
+  T inRange(const std::string& key, T value, T lo, T hi) const {
+    if (value < lo || value > hi) {
+      fail(key, "'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "], got " + std::to_string(value));
+    }
+    return value;
+  }
+  std::string oneOf(const std::string& key, const std::string& value,
+                    const std::vector<std::string>& allowed) const;
+
+ private:
+  std::string where(const YAML::Mark& mark) const;
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  mutable std::set<std::string> seen_;
+};
+
+// Loads a YAML file; a missing file or a syntax error becomes a ConfigError with position.
+YAML::Node loadYamlFile(const std::string& file);
+
+template <typename T>
+T MapReader::get(const std::string& key, T fallback) {
+  if (!has(key)) return fallback;
+  return require<T>(key);
+}
+
+template <typename T>
+T MapReader::require(const std::string& key) {
+  seen_.insert(key);
+  YAML::Node v = node_[key];
+  if (!v) failHere("missing required key '" + path_ + key + "'");
+  if (!v.IsScalar()) fail(key, "'" + key + "' must be a scalar value");
+  try {
+    return v.as<T>();
+  } catch (const YAML::Exception&) {
+    fail(key, "'" + key + "' has the wrong type (value '" + v.Scalar() + "')");
+  }
+}
+
+template <typename T>
+std::vector<T> MapReader::getVector(const std::string& key, std::vector<T> fallback) {
+  seen_.insert(key);
+  if (!has(key)) return fallback;
+  YAML::Node v = node_[key];
+  if (!v.IsSequence()) fail(key, "'" + path_ + key + "' must be a list");
+  std::vector<T> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    try {
+      out.push_back(v[i].as<T>());
+    } catch (const YAML::Exception&) {
+      fail(key, "'" + path_ + key + "' has an element of the wrong type");
+    }
+  }
+  return out;
+}
+
+}  // namespace tern::config
