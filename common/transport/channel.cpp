@@ -1,0 +1,77 @@
+#include "common/transport/channel.hpp"
+
+namespace tern::transport {
+
+Channel::Channel(zmq::context_t& ctx, zmq::socket_type type, const ChannelOptions& options)
+    : socket_(ctx, type), router_(type == zmq::socket_type::router) {
+  socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  socket_.set(zmq::sockopt::linger, options.linger_ms);
+  socket_.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
+  socket_.set(zmq::sockopt::reconnect_ivl, options.reconnect_ivl_ms);
+  socket_.set(zmq::sockopt::reconnect_ivl_max, options.reconnect_ivl_max_ms);
+  if (router_) {
+    // Unroutable messages are an error we see, not a silent drop.
+    socket_.set(zmq::sockopt::router_mandatory, 1);
+  }
+}
+
+std::string Channel::bind(const std::string& endpoint) {
+  socket_.bind(endpoint);
+  return socket_.get(zmq::sockopt::last_endpoint);
+}
+
+void Channel::connect(const std::string& endpoint) { socket_.connect(endpoint); }
+
+std::optional<size_t> Channel::send(const std::string& peer, const std::string& header,
+                                    std::span<const uint8_t> payload) {
+  try {
+    const bool has_payload = !payload.empty();
+    if (router_) {
+      if (!socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        return std::nullopt;
+      }
+    }
+    auto flags = has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
+    if (!socket_.send(zmq::buffer(header), flags | zmq::send_flags::dontwait)) return std::nullopt;
+    if (has_payload) {
+      socket_.send(zmq::const_buffer(payload.data(), payload.size()), zmq::send_flags::none);
+    }
+    return header.size() + payload.size();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH || e.num() == EAGAIN) return std::nullopt;
+    throw;
+  }
+}
+
+bool Channel::waitReadable(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, timeout);
+  return (item.revents & ZMQ_POLLIN) != 0;
+}
+
+std::optional<Frames> Channel::receive() {
+  Frames f;
+  zmq::message_t part;
+  bool first = true;
+  while (true) {
+    auto r = socket_.recv(part, zmq::recv_flags::dontwait);
+    if (!r) {
+      if (first) return std::nullopt;
+      // A multipart message arrives whole; a missing continuation cannot happen, but be safe.
+      break;
+    }
+    bool more = part.more();
+    if (router_ && first) {
+      f.peer.assign(static_cast<const char*>(part.data()), part.size());
+    } else {
+      f.bytes += part.size();
+      f.parts.push_back(std::move(part));
+      part = zmq::message_t();
+    }
+    first = false;
+    if (!more) break;
+  }
+  return f;
+}
+
+}  // namespace tern::transport

@@ -1,0 +1,30 @@
+#include "common/transport/framing.hpp"
+
+namespace tern::transport {
+
+Parsed parseFrames(Frames& frames) {
+  Parsed out;
+  if (frames.parts.empty() || frames.parts.size() > 2) {
+    out.error = "expected 1 or 2 frames, got " + std::to_string(frames.parts.size());
+    return out;
+  }
+  Message m;
+  const auto& head = frames.parts[0];
+  if (!m.envelope.ParseFromArray(head.data(), int(head.size()))) {
+    out.error = "envelope does not parse";
+    return out;
+  }
+  if (frames.parts.size() == 2) {
+    const auto* p = static_cast<const uint8_t*>(frames.parts[1].data());
+    m.payload.assign(p, p + frames.parts[1].size());
+  }
+  out.message = std::move(m);
+  return out;
+}
+
+std::optional<size_t> sendMessage(Channel& channel, const std::string& peer, const Message& m) {
+  std::string header = m.envelope.SerializeAsString();
+  return channel.send(peer, header, m.payload);
+}
+
+}  // namespace tern::transport

@@ -1,0 +1,60 @@
+#include "server/allocate_command.hpp"
+
+#include <cmath>
+#include <iostream>
+
+#include "common/allocation/allocator.hpp"
+#include "common/allocation/report.hpp"
+
+namespace tern::server {
+
+void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
+  app.add_option("--shares", o.shares, "data share of each worker (normalised to sum 1)")
+      ->delimiter(',')
+      ->required();
+  app.add_option("--costs", o.costs, "seconds per packet of each worker's link (cost-aware)")
+      ->delimiter(',');
+  app.add_option("--mean-ratio", o.mean_ratio, "mean keep ratio (budget)");
+  app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round");
+  app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round");
+  app.add_option("--mean-threshold", o.mean_threshold, "lambda_bar for dagc-a");
+  app.add_option("--dim", o.dim, "model dimension d")->required();
+  app.add_option("--method", o.method, "uniform|dagc-r|dagc-a|dagc-opt|cost-aware");
+}
+
+int runAllocate(const AllocateOptions& o) {
+  double total = 0.0;
+  for (double s : o.shares) {
+    if (!(s > 0.0) || !std::isfinite(s)) {
+      std::cerr << "tern-coordinator allocate: every share must be a positive number\n";
+      return 2;
+    }
+    total += s;
+  }
+  if (!o.costs.empty() && o.costs.size() != o.shares.size()) {
+    std::cerr << "tern-coordinator allocate: --costs needs one value per share\n";
+    return 2;
+  }
+  if (o.dim == 0) {
+    std::cerr << "tern-coordinator allocate: --dim must be positive\n";
+    return 2;
+  }
+  std::vector<allocation::WorkerLoad> loads;
+  for (size_t i = 0; i < o.shares.size(); ++i) {
+    allocation::WorkerLoad l;
+    l.share = o.shares[i] / total;
+    if (!o.costs.empty()) l.seconds_per_packet = o.costs[i];
+    loads.push_back(l);
+  }
+  allocation::Budget b;
+  b.mean_ratio = o.mean_ratio;
+  b.bytes_per_round = o.bytes_per_round;
+  b.seconds_per_round = o.seconds_per_round;
+  b.mean_threshold = o.mean_threshold;
+  auto allocator = allocation::makeAllocator(o.method);
+  auto plan = allocator->allocate(loads, o.dim, b);
+  std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;
+  return 0;
+}
+
+}  // namespace tern::server

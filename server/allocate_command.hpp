@@ -1,0 +1,25 @@
+#pragma once
+// `tern-coordinator allocate`: print an allocation plan as JSON so operators can inspect it
+// before they deploy it.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tern::server {
+
+struct AllocateOptions {
+  std::vector<double> shares;
+  std::vector<double> costs;  // seconds per packet of each worker's link (cost-aware)
+  double mean_ratio = 0.01;
+  double bytes_per_round = 0.0;
+  double seconds_per_round = 0.0;
+  double mean_threshold = 0.0;
+  uint32_t dim = 0;
+  std::string method = "uniform";
+};
+
+void addAllocateOptions(CLI::App& app, AllocateOptions& o);
+int runAllocate(const AllocateOptions& o);
+
+}  // namespace tern::server

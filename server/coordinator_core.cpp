@@ -1,0 +1,488 @@
+#include "server/coordinator_core.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/compression/codec.hpp"
+#include "common/util/rng.hpp"
+
+namespace tern::server {
+
+CoordinatorCore::CoordinatorCore(const config::CoordinatorSettings& settings,
+                                 std::unique_ptr<ml::Model> model,
+                                 std::shared_ptr<const ml::Dataset> test_data, uint64_t session,
+                                 Clock clock)
+    : settings_(settings),
+      model_(std::move(model)),
+      test_(std::move(test_data)),
+      session_(session),
+      clock_(std::move(clock)),
+      allocator_(allocation::makeAllocator(settings.allocation.method)),
+      optimizer_(settings.optimizer, model_->numParams()) {
+  params_.assign(model_->numParams(), 0.0f);
+  Rng rng(deriveSeed(settings_.training.seed, 0x6d6f64656cULL));
+  model_->init(params_, rng);
+  start_time_ = clock_();
+}
+
+uint64_t CoordinatorCore::rejectedTotal() const {
+  uint64_t n = 0;
+  for (const auto& [reason, count] : rejections_) n += count;
+  return n;
+}
+
+size_t CoordinatorCore::aliveWorkers() const {
+  size_t n = 0;
+  for (const auto& [id, w] : workers_) n += w.rec.alive ? 1 : 0;
+  return n;
+}
+
+CoordinatorCore::Worker* CoordinatorCore::byPeer(const std::string& peer) {
+  for (auto& [id, w] : workers_) {
+    if (w.peer == peer && w.rec.alive) return &w;
+  }
+  return nullptr;
+}
+
+Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code,
+                                 const std::string& reason, const std::string& text) {
+  ++rejections_[reason];
+  spdlog::debug("rejected message from a peer: {} ({})", reason, text);
+  Outgoing out;
+  out.peer = peer;
+  out.message.envelope = makeEnvelope();
+  auto* e = out.message.envelope.mutable_error();
+  e->set_code(code);
+  e->set_text(text);
+  return out;
+}
+
+Outgoing CoordinatorCore::send(Worker& w, Message m) {
+  w.last_sent = clock_();
+  size_t bytes = m.envelope.ByteSizeLong() + m.payload.size();
+  w.rec.download_bytes += bytes;
+  download_bytes_ += bytes;
+  return Outgoing{w.peer, std::move(m)};
+}
+
+std::vector<Outgoing> CoordinatorCore::onMalformed(const std::string& peer,
+                                                   const std::string& reason) {
+  return {reject(peer, wire::Error::MALFORMED, reason, "malformed message: " + reason)};
+}
+
+std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const Message& msg,
+                                                 size_t wire_bytes, double received_at) {
+  const auto& env = msg.envelope;
+  if (env.version() != wire::PROTOCOL_VERSION) {
+    return {reject(peer, wire::Error::BAD_VERSION, "bad_version",
+                   "protocol version " + std::to_string(env.version()) + " not supported")};
+  }
+  if (phase_ == Phase::kDone) {
+    return {reject(peer, wire::Error::SHUTTING_DOWN, "finished", "training has finished")};
+  }
+  switch (env.body_case()) {
+    case wire::Envelope::kJoin:
+      if (!msg.payload.empty()) {
+        return {reject(peer, wire::Error::MALFORMED, "unexpected_payload", "join has no payload")};
+      }
+      return handleJoin(peer, env.join());
+    case wire::Envelope::kPush:
+      return handlePush(peer, msg, wire_bytes, received_at);
+    case wire::Envelope::kHeartbeat: {
+      Worker* w = byPeer(peer);
+      if (!w || env.heartbeat().session() != session_) {
+        return {reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session")};
+      }
+      w->last_seen = clock_();
+      return {};
+    }
+    case wire::Envelope::kLeave: {
+      Worker* w = byPeer(peer);
+      if (!w || env.leave().session() != session_) {
+        return {reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session")};
+      }
+      spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name, env.leave().reason());
+      w->rec.alive = false;
+      w->pending.reset();
+      reallocate();
+      if (phase_ == Phase::kRunning && allPushed()) return closeRound();
+      return {};
+    }
+    default:
+      return {reject(peer, wire::Error::MALFORMED, "unexpected_type",
+                     "message type not accepted by the coordinator")};
+  }
+}
+
+std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
+  if (join.sample_count() == 0) {
+    return {reject(peer, wire::Error::MALFORMED, "bad_join", "join with zero samples")};
+  }
+  if (join.worker_name().empty() || join.worker_name().size() > 256) {
+    return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name empty or too long")};
+  }
+  // A worker that re-joins under the same name keeps its id (restart, network change).
+  Worker* w = nullptr;
+  for (auto& [id, cand] : workers_) {
+    if (cand.rec.name == join.worker_name()) w = &cand;
+  }
+  if (!w) {
+    uint32_t id = next_id_++;
+    w = &workers_[id];
+    w->rec.id = id;
+    w->rec.name = join.worker_name();
+    spdlog::info("worker {} joined as id {} with {} samples", join.worker_name(), id,
+                 join.sample_count());
+  } else {
+    spdlog::info("worker {} re-joined as id {}", join.worker_name(), w->rec.id);
+  }
+  w->peer = peer;
+  w->samples = join.sample_count();
+  w->rec.alive = true;
+  w->rec.pushed = false;
+  w->pending.reset();
+  w->last_seen = clock_();
+  reallocate();
+
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* wel = m.envelope.mutable_welcome();
+  wel->set_worker_id(w->rec.id);
+  wel->set_session(session_);
+  auto* spec = wel->mutable_model();
+  spec->set_kind(model_->spec().kind);
+  spec->set_features(model_->spec().features);
+  spec->set_classes(model_->spec().classes);
+  spec->set_hidden(model_->spec().hidden);
+  spec->set_l2(model_->spec().l2);
+  auto* tr = wel->mutable_training();
+  tr->set_batch_size(settings_.training.batch_size);
+  tr->set_local_steps(settings_.training.local_steps);
+  tr->set_local_lr(settings_.training.local_lr);
+  tr->set_seed(settings_.training.seed);
+  wel->set_cap(w->rec.cap);
+  wel->set_threshold(w->rec.threshold);
+  wel->set_round(round_);
+  wel->set_data_share(w->rec.share);
+  m.payload = floatsToBytes(params_);
+  // The welcome carries model_{round_}: the worker's replica is current.
+  w->synced_round = int64_t(round_);
+  std::vector<Outgoing> out;
+  out.push_back(send(*w, std::move(m)));
+
+  if (phase_ == Phase::kWaiting &&
+      (aliveWorkers() >= settings_.min_workers || (started_ && aliveWorkers() > 0))) {
+    phase_ = Phase::kRunning;
+    if (!started_) start_time_ = clock_();
+    started_ = true;
+    auto starts = startRound();
+    out.insert(out.end(), std::make_move_iterator(starts.begin()),
+               std::make_move_iterator(starts.end()));
+  } else if (phase_ == Phase::kRunning) {
+    // Joins the round in progress: it gets the round start now (its model is current).
+    out.push_back(send(*w, roundStartFor(*w)));
+  }
+  return out;
+}
+
+void CoordinatorCore::reallocate() {
+  std::vector<Worker*> alive;
+  uint64_t total = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.rec.alive) {
+      alive.push_back(&w);
+      total += w.samples;
+    }
+  }
+  if (alive.empty() || total == 0) return;
+  std::vector<allocation::WorkerLoad> loads;
+  for (Worker* w : alive) {
+    allocation::WorkerLoad l;
+    l.share = double(w->samples) / double(total);
+    l.seconds_per_packet = w->rec.link.b_seconds_per_packet();
+    l.seconds_fixed = w->rec.link.a_seconds();
+    loads.push_back(l);
+  }
+  auto plan = allocator_->allocate(loads, uint32_t(params_.size()), settings_.allocation.budget);
+  for (size_t i = 0; i < alive.size(); ++i) {
+    alive[i]->rec.share = loads[i].share;
+    alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());
+    alive[i]->rec.threshold = i < plan.thresholds.size() ? plan.thresholds[i] : 0.0;
+  }
+  rounds_since_alloc_ = 0;
+}
+
+Message CoordinatorCore::roundStartFor(const Worker& w) const {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* rs = m.envelope.mutable_round_start();
+  rs->set_round(round_);
+  rs->set_cap(w.rec.cap);
+  rs->set_threshold(w.rec.threshold);
+  rs->set_session(session_);
+  if (w.synced_round == int64_t(round_)) {
+    // Already current: nothing to apply.
+  } else if (w.synced_round + 1 == int64_t(round_) && !last_update_.empty()) {
+    m.payload = last_update_;
+  } else {
+    rs->set_full_model(true);
+    m.payload = floatsToBytes(params_);
+  }
+  return m;
+}
+
+std::vector<Outgoing> CoordinatorCore::startRound() {
+  round_deadline_ = clock_() + settings_.round_deadline_seconds;
+  std::vector<Outgoing> out;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    w.rec.pushed = false;
+    w.pending.reset();
+    out.push_back(send(w, roundStartFor(w)));
+    w.synced_round = int64_t(round_);
+  }
+  return out;
+}
+
+std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const Message& msg,
+                                                  size_t wire_bytes, double received_at) {
+  const auto& push = msg.envelope.push();
+  Worker* w = byPeer(peer);
+  if (!w || push.session() != session_) {
+    return {reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session")};
+  }
+  if (push.worker_id() != w->rec.id) {
+    return {reject(peer, wire::Error::MALFORMED, "wrong_worker_id", "worker id does not match")};
+  }
+  w->last_seen = clock_();
+  if (push.has_link()) w->rec.link = push.link();
+
+  auto ack = [&](bool probe) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* a = m.envelope.mutable_ack();
+    a->set_round(push.round());
+    a->set_bytes_received(wire_bytes);
+    a->set_probe(probe);
+    a->set_probe_id(push.probe_id());
+    a->set_hold_seconds(std::max(0.0, clock_() - received_at));
+    return send(*w, std::move(m));
+  };
+
+  if (push.probe()) {
+    // Calibration traffic: measured by the worker, acknowledged and discarded here.
+    return {ack(true)};
+  }
+  if (phase_ != Phase::kRunning || push.round() != round_) {
+    ++late_pushes_;
+    return {reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
+                   "push for round " + std::to_string(push.round()) + ", current round is " +
+                       std::to_string(round_))};
+  }
+  if (w->rec.pushed) {
+    // Idempotent: a duplicate of an accepted push is acknowledged again but not applied twice.
+    ++rejections_["duplicate"];
+    return {ack(false)};
+  }
+  if (!std::isfinite(push.local_loss())) {
+    return {reject(peer, wire::Error::BAD_PAYLOAD, "non_finite_loss", "local loss is not finite")};
+  }
+  compression::DecodeLimits limits;
+  limits.expected_dim = uint32_t(params_.size());
+  limits.max_dim = uint32_t(params_.size());
+  limits.max_bytes = settings_.max_message_bytes;
+  auto decoded = compression::decode(msg.payload, limits);
+  if (!decoded.value) {
+    return {reject(peer, wire::Error::BAD_PAYLOAD, "bad_payload",
+                   "gradient rejected: " + decoded.error)};
+  }
+  w->pending = std::move(*decoded.value);
+  w->loss = push.local_loss();
+  w->rec.pushed = true;
+  w->rec.upload_bytes += wire_bytes;
+  upload_bytes_ += wire_bytes;
+  full_bytes_ += params_.size() * sizeof(float);
+
+  std::vector<Outgoing> out;
+  out.push_back(ack(false));
+  if (allPushed()) {
+    auto closed = closeRound();
+    out.insert(out.end(), std::make_move_iterator(closed.begin()),
+               std::make_move_iterator(closed.end()));
+  }
+  return out;
+}
+
+bool CoordinatorCore::allPushed() const {
+  bool any = false;
+  for (const auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    if (!w.rec.pushed) return false;
+    any = true;
+  }
+  return any;
+}
+
+double CoordinatorCore::pushedShare() const {
+  double s = 0.0;
+  for (const auto& [id, w] : workers_) {
+    if (w.rec.alive && w.rec.pushed) s += w.rec.share;
+  }
+  return s;
+}
+
+std::vector<Outgoing> CoordinatorCore::closeRound() {
+  // Aggregate in worker-id order so the result does not depend on arrival order.
+  double total_share = 0.0;
+  double loss = 0.0;
+  uint32_t participants = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.pending) {
+      total_share += w.rec.share;
+      loss += w.rec.share * w.loss;
+      ++participants;
+    }
+  }
+  std::vector<float> aggregate(params_.size(), 0.0f);
+  for (auto& [id, w] : workers_) {
+    if (!w.pending) continue;
+    compression::addScaled(*w.pending, float(w.rec.share / total_share), aggregate);
+    w.pending.reset();
+  }
+  std::vector<float> delta(params_.size(), 0.0f);
+  optimizer_.step(aggregate, round_, delta);
+  compression::SparseGradient update;
+  update.dim = uint32_t(params_.size());
+  size_t nnz = 0;
+  for (float d : delta) nnz += d != 0.0f ? 1 : 0;
+  if (nnz * 2 < params_.size()) {
+    for (uint32_t j = 0; j < delta.size(); ++j) {
+      if (delta[j] != 0.0f) {
+        update.indices.push_back(j);
+        update.values.push_back(delta[j]);
+      }
+    }
+  } else {
+    update.values = delta;
+  }
+  for (size_t j = 0; j < params_.size(); ++j) params_[j] += delta[j];
+  last_update_ = compression::encodeUpdate(update);
+
+  RoundRecord rec;
+  rec.round = round_;
+  rec.time_s = clock_() - start_time_;
+  rec.train_loss = total_share > 0 ? loss / total_share : 0.0;
+  rec.participants = participants;
+  ++round_;
+  ++rounds_since_alloc_;
+  bool last = round_ >= settings_.max_rounds;
+  if (test_ && (round_ % settings_.eval_every == 0 || last)) {
+    last_accuracy_ = model_->accuracy(params_, *test_);
+    rec.evaluated = true;
+  }
+  rec.test_accuracy = last_accuracy_;
+  rec.upload_bytes = upload_bytes_;
+  rec.download_bytes = download_bytes_;
+  rec.full_bytes = full_bytes_;
+  rec.late_pushes = late_pushes_;
+  rec.rejected = rejectedTotal();
+  for (const auto& [id, w] : workers_) rec.workers.push_back(w.rec);
+  bool reached = settings_.target_accuracy > 0 && rec.evaluated &&
+                 last_accuracy_ >= settings_.target_accuracy;
+  if (settings_.allocation.reallocate_every > 0 &&
+      rounds_since_alloc_ >= settings_.allocation.reallocate_every) {
+    reallocate();
+  }
+  if (last || reached) {
+    // The final row is complete: evaluate if the schedule skipped this round.
+    if (test_ && !rec.evaluated) {
+      last_accuracy_ = model_->accuracy(params_, *test_);
+      rec.test_accuracy = last_accuracy_;
+      rec.evaluated = true;
+    }
+    last_record_ = rec;
+    if (on_round) on_round(rec);
+    return finishAll();
+  }
+  last_record_ = rec;
+  if (on_round) on_round(rec);
+  return startRound();
+}
+
+std::vector<Outgoing> CoordinatorCore::finishAll() {
+  phase_ = Phase::kDone;
+  std::vector<Outgoing> out;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_finish()->set_round(round_);
+    m.envelope.mutable_finish()->set_test_accuracy(last_accuracy_);
+    // The last step, so every replica ends on the final model.
+    if (w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
+    out.push_back(send(w, std::move(m)));
+  }
+  return out;
+}
+
+std::vector<Outgoing> CoordinatorCore::stop() {
+  if (phase_ == Phase::kDone) return {};
+  return finishAll();
+}
+
+std::vector<Outgoing> CoordinatorCore::onTick() {
+  std::vector<Outgoing> out;
+  if (phase_ == Phase::kDone) return out;
+  const double now = clock_();
+  bool membership_changed = false;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    if (now - w.last_seen > settings_.worker_patience_seconds) {
+      spdlog::warn("worker {} ({}) silent for {:.1f} s: marked gone", id, w.rec.name,
+                   now - w.last_seen);
+      w.rec.alive = false;
+      w.pending.reset();
+      membership_changed = true;
+      continue;
+    }
+    if (now - w.last_sent >= settings_.heartbeat_seconds) {
+      Message m;
+      m.envelope = makeEnvelope();
+      auto* hb = m.envelope.mutable_heartbeat();
+      hb->set_session(session_);
+      hb->set_worker_id(id);
+      hb->set_round(round_);
+      out.push_back(send(w, std::move(m)));
+    }
+  }
+  if (membership_changed) reallocate();
+  if (phase_ != Phase::kRunning) return out;
+  bool any_pushed = false;
+  for (const auto& [id, w] : workers_) any_pushed = any_pushed || w.pending.has_value();
+  if (allPushed() || (now >= round_deadline_ && any_pushed &&
+                      pushedShare() >= settings_.quorum_share)) {
+    auto closed = closeRound();
+    out.insert(out.end(), std::make_move_iterator(closed.begin()),
+               std::make_move_iterator(closed.end()));
+  } else if (now >= round_deadline_) {
+    // Nobody (or too little data) pushed in time: keep the round open for another period.
+    round_deadline_ = now + settings_.round_deadline_seconds;
+    if (aliveWorkers() == 0) phase_ = Phase::kWaiting;
+  }
+  return out;
+}
+
+double CoordinatorCore::nextWakeup() const {
+  double t = clock_() + settings_.heartbeat_seconds;
+  if (phase_ == Phase::kRunning) t = std::min(t, round_deadline_);
+  for (const auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    t = std::min(t, w.last_seen + settings_.worker_patience_seconds);
+    t = std::min(t, w.last_sent + settings_.heartbeat_seconds);
+  }
+  return t;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,143 @@
+#pragma once
+// The coordinator as a sans-I/O state machine: it takes events (a message from a peer, a tick)
+// and returns the messages to send. It never touches a socket or the wall clock: time comes from
+// the injected clock, so the daemon, the simulator and the tests drive the same code.
+// Per round: collect pushes until all active workers pushed or the deadline passed (with the
+// quorum), aggregate sum_i p_i C_i(...) renormalised over those who pushed, step the optimizer,
+// broadcast the exact fp32 update so every replica stays bit-identical.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/allocation/allocator.hpp"
+#include "common/compression/compressor.hpp"
+#include "common/config/settings.hpp"
+#include "common/ml/model.hpp"
+#include "common/ml/optimizer.hpp"
+#include "message.hpp"
+
+namespace tern::server {
+
+using Clock = std::function<double()>;
+
+struct WorkerRecord {
+  uint32_t id = 0;
+  std::string name;
+  uint32_t cap = 0;
+  double threshold = 0.0;
+  double share = 0.0;
+  bool alive = false;
+  bool pushed = false;
+  wire::LinkModel link;
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+};
+
+// One row of the metrics CSV: counters are cumulative since the start of training.
+struct RoundRecord {
+  uint64_t round = 0;
+  double time_s = 0.0;
+  double train_loss = 0.0;
+  double test_accuracy = 0.0;
+  bool evaluated = false;
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  uint64_t full_bytes = 0;
+  uint32_t participants = 0;
+  uint64_t late_pushes = 0;
+  uint64_t rejected = 0;
+  std::vector<WorkerRecord> workers;  // every known worker, by id
+};
+
+class CoordinatorCore {
+ public:
+  CoordinatorCore(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
+                  std::shared_ptr<const ml::Dataset> test_data, uint64_t session, Clock clock);
+
+  // A message from `peer` (its ROUTER identity); wire_bytes = the frames' total size.
+  std::vector<Outgoing> onMessage(const std::string& peer, const Message& msg, size_t wire_bytes,
+                                  double received_at);
+  // A message that could not even be parsed: counted and answered with an error.
+  std::vector<Outgoing> onMalformed(const std::string& peer, const std::string& reason);
+  // Timers: round deadline, heartbeats, worker patience.
+  std::vector<Outgoing> onTick();
+  // The next time onTick() has work to do.
+  double nextWakeup() const;
+  // Ends training now (signal): every worker is told to finish.
+  std::vector<Outgoing> stop();
+
+  bool finished() const { return phase_ == Phase::kDone; }
+  uint64_t round() const { return round_; }
+  const std::vector<float>& parameters() const { return params_; }
+  double lastAccuracy() const { return last_accuracy_; }
+  const RoundRecord& lastRecord() const { return last_record_; }
+  const std::map<std::string, uint64_t>& rejections() const { return rejections_; }
+  uint64_t rejectedTotal() const;
+  uint64_t uploadBytes() const { return upload_bytes_; }
+  uint64_t fullBytes() const { return full_bytes_; }
+  size_t aliveWorkers() const;
+
+  // Called with every closed round (metrics CSV, progress line).
+  std::function<void(const RoundRecord&)> on_round;
+
+ private:
+  enum class Phase { kWaiting, kRunning, kDone };
+  struct Worker {
+    WorkerRecord rec;
+    std::string peer;
+    uint64_t samples = 0;
+    double last_seen = 0.0;
+    double last_sent = 0.0;
+    int64_t synced_round = -1;  // the model round this worker's replica holds
+    std::optional<compression::SparseGradient> pending;
+    double loss = 0.0;
+  };
+
+  std::vector<Outgoing> handleJoin(const std::string& peer, const wire::Join& join);
+  std::vector<Outgoing> handlePush(const std::string& peer, const Message& msg, size_t wire_bytes,
+                                   double received_at);
+  Outgoing reject(const std::string& peer, wire::Error::Code code, const std::string& reason,
+                  const std::string& text);
+  Outgoing send(Worker& w, Message m);
+  Worker* byPeer(const std::string& peer);
+  void reallocate();
+  std::vector<Outgoing> startRound();
+  std::vector<Outgoing> closeRound();
+  std::vector<Outgoing> finishAll();
+  bool allPushed() const;
+  double pushedShare() const;
+  Message roundStartFor(const Worker& w) const;
+
+  config::CoordinatorSettings settings_;
+  std::unique_ptr<ml::Model> model_;
+  std::shared_ptr<const ml::Dataset> test_;
+  uint64_t session_;
+  Clock clock_;
+  std::unique_ptr<allocation::Allocator> allocator_;
+  ml::SgdOptimizer optimizer_;
+
+  Phase phase_ = Phase::kWaiting;
+  bool started_ = false;
+  std::vector<float> params_;
+  std::vector<uint8_t> last_update_;  // encoded delta from model_{round-1} to model_{round}
+  uint64_t round_ = 0;                // the round being collected
+  double round_deadline_ = 0.0;
+  double start_time_ = 0.0;
+  uint64_t rounds_since_alloc_ = 0;
+  std::map<uint32_t, Worker> workers_;
+  uint32_t next_id_ = 0;
+
+  uint64_t upload_bytes_ = 0;
+  uint64_t download_bytes_ = 0;
+  uint64_t full_bytes_ = 0;
+  uint64_t late_pushes_ = 0;
+  double last_accuracy_ = 0.0;
+  RoundRecord last_record_;
+  std::map<std::string, uint64_t> rejections_;
+};
+
+}  // namespace tern::server

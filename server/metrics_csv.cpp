@@ -1,0 +1,72 @@
+#include "server/metrics_csv.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace tern::server {
+namespace {
+
+template <typename F>
+std::string joinWorkers(const RoundRecord& r, F f) {
+  std::string s;
+  for (size_t i = 0; i < r.workers.size(); ++i) {
+    if (i) s += ';';
+    s += f(r.workers[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+MetricsCsv::MetricsCsv(const std::string& path) : out_(path) {
+  if (!out_) throw std::runtime_error(path + ": cannot open metrics CSV for writing");
+  out_ << header() << '\n';
+}
+
+std::string MetricsCsv::header() {
+  return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"
+         "participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples";
+}
+
+std::string MetricsCsv::row(const RoundRecord& r) {
+  return fmt::format(
+      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
+      r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes,
+      r.participants, r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
+      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.alive ? w.cap : 0); }),
+      joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6f}", w.share); }),
+      joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.link.a_seconds()); }),
+      joinWorkers(r, [](const WorkerRecord& w) {
+        return fmt::format("{:.6g}", w.link.b_seconds_per_packet());
+      }),
+      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.link.samples()); }));
+}
+
+void MetricsCsv::write(const RoundRecord& r) {
+  out_ << row(r) << '\n';
+  out_.flush();
+}
+
+std::string progressLine(const RoundRecord& r) {
+  double pct = r.full_bytes ? 100.0 * double(r.upload_bytes) / double(r.full_bytes) : 0.0;
+  std::string caps = joinWorkers(r, [](const WorkerRecord& w) {
+    return w.alive ? std::to_string(w.cap) : std::string("-");
+  });
+  std::string links = joinWorkers(r, [](const WorkerRecord& w) {
+    if (w.link.samples() == 0) return std::string("?");
+    return fmt::format("{:.2g}s+{:.2g}s/pkt(n={})", w.link.a_seconds(),
+                       w.link.b_seconds_per_packet(), w.link.samples());
+  });
+  return fmt::format("round {:>5} t={:7.2f}s loss={:.4f} acc={:.4f} up={} ({:.2f}% of full) "
+                     "workers={} caps=[{}] links=[{}]",
+                     r.round, r.time_s, r.train_loss, r.test_accuracy, r.upload_bytes, pct,
+                     r.participants, caps, links);
+}
+
+std::string finalLine(const RoundRecord& r) {
+  return fmt::format("final: rounds={} test_accuracy={:.4f} upload_bytes={} full_bytes={}",
+                     r.round + 1, r.test_accuracy, r.upload_bytes, r.full_bytes);
+}
+
+}  // namespace tern::server

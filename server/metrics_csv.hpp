@@ -1,0 +1,26 @@
+#pragma once
+// The per-round metrics CSV written by the coordinator and the simulator, and the one-line
+// progress summary. Per-worker values are ';'-joined in worker-id order inside one column.
+#include <fstream>
+#include <string>
+
+#include "server/coordinator_core.hpp"
+
+namespace tern::server {
+
+class MetricsCsv {
+ public:
+  // Throws std::runtime_error when the file cannot be opened.
+  explicit MetricsCsv(const std::string& path);
+  void write(const RoundRecord& r);
+  static std::string header();
+  static std::string row(const RoundRecord& r);
+
+ private:
+  std::ofstream out_;
+};
+
+std::string progressLine(const RoundRecord& r);
+std::string finalLine(const RoundRecord& r);
+
+}  // namespace tern::server

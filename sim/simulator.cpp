@@ -1,0 +1,179 @@
+#include "sim/simulator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <queue>
+
+#include "common/ml/data_source.hpp"
+#include "common/util/checksum.hpp"
+#include "worker/worker_core.hpp"
+
+namespace tern::sim {
+namespace {
+
+enum class EventKind { kToCoordinator, kToWorker, kWorkerSend, kWorkerTick, kCoordinatorTick };
+
+struct Event {
+  double time;
+  uint64_t seq;
+  EventKind kind;
+  size_t worker;
+  uint64_t generation;
+  std::shared_ptr<Message> message;
+  size_t bytes;
+};
+
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.time != b.time) return a.time > b.time;
+    return a.seq > b.seq;
+  }
+};
+
+size_t wireBytes(const Message& m) { return m.envelope.ByteSizeLong() + m.payload.size(); }
+
+}  // namespace
+
+struct Simulator::Impl {
+  config::SimSettings settings;
+  double now = 0.0;
+  uint64_t seq = 0;
+  std::priority_queue<Event, std::vector<Event>, Later> queue;
+  std::unique_ptr<server::CoordinatorCore> coordinator;
+  std::vector<std::unique_ptr<worker::WorkerCore>> workers;
+  std::vector<config::SimLink> links;
+  std::vector<double> up_free, down_free;
+  std::vector<uint64_t> worker_tick_gen;
+  uint64_t coord_tick_gen = 0;
+
+  explicit Impl(const config::SimSettings& s) : settings(s) {
+    auto full = ml::loadDataset(s.train_data);
+    std::shared_ptr<const ml::Dataset> test;
+    if (!s.coordinator.test_data.format.empty()) {
+      test = std::make_shared<ml::Dataset>(ml::loadDataset(s.coordinator.test_data));
+    }
+    auto cset = s.coordinator;
+    cset.min_workers = s.workers;
+    if (cset.model.features == 0) cset.model.features = uint32_t(full.features());
+    auto clock = [this] { return now; };
+    coordinator = std::make_unique<server::CoordinatorCore>(
+        cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL), clock);
+    auto parts = ml::partition(full.labels, full.num_classes, s.workers, s.worker.partition);
+    for (size_t i = 0; i < s.workers; ++i) {
+      auto wset = s.worker;
+      wset.name = "sim-worker-" + std::to_string(i);
+      wset.shard_index = i;
+      wset.shard_total = s.workers;
+      auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
+      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, clock));
+      links.push_back(s.links[std::min(i, s.links.size() - 1)]);
+    }
+    up_free.assign(s.workers, 0.0);
+    down_free.assign(s.workers, 0.0);
+    worker_tick_gen.assign(s.workers, 0);
+  }
+
+  void push(double t, EventKind kind, size_t w, std::shared_ptr<Message> m, size_t bytes,
+            uint64_t gen = 0) {
+    queue.push(Event{t, seq++, kind, w, gen, std::move(m), bytes});
+  }
+
+  // A worker hands messages to its uplink; a push departs after its compute time.
+  void workerOut(size_t i, std::vector<Message> out) {
+    double depart = now;
+    for (auto& m : out) {
+      if (m.envelope.has_push() && !m.envelope.push().probe()) depart = now + links[i].compute_seconds;
+      auto msg = std::make_shared<Message>(std::move(m));
+      push(depart, EventKind::kWorkerSend, i, msg, wireBytes(*msg));
+    }
+    scheduleWorkerTick(i);
+  }
+
+  void coordinatorOut(std::vector<Outgoing> out) {
+    for (auto& o : out) {
+      size_t i = std::stoul(o.peer);
+      auto msg = std::make_shared<Message>(std::move(o.message));
+      size_t bytes = wireBytes(*msg);
+      double start = std::max(now, down_free[i]);
+      double done = start + double(bytes) * 8.0 / (settings.download_rate_mbps * 1e6);
+      down_free[i] = done;
+      push(done + links[i].latency_ms / 1000.0, EventKind::kToWorker, i, msg, bytes);
+    }
+    scheduleCoordinatorTick();
+  }
+
+  void scheduleWorkerTick(size_t i) {
+    if (workers[i]->finished()) return;
+    push(std::max(now, workers[i]->nextWakeup()), EventKind::kWorkerTick, i, nullptr, 0,
+         ++worker_tick_gen[i]);
+  }
+  void scheduleCoordinatorTick() {
+    if (coordinator->finished()) return;
+    push(std::max(now, coordinator->nextWakeup()), EventKind::kCoordinatorTick, 0, nullptr, 0,
+         ++coord_tick_gen);
+  }
+
+  SimResult run(const std::function<void(const server::RoundRecord&)>& on_round) {
+    coordinator->on_round = on_round;
+    for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start());
+    scheduleCoordinatorTick();
+    SimResult result;
+    while (!queue.empty() && !coordinator->finished()) {
+      Event e = queue.top();
+      queue.pop();
+      now = e.time;
+      ++result.events;
+      switch (e.kind) {
+        case EventKind::kWorkerSend: {
+          size_t i = e.worker;
+          workers[i]->onSent(*e.message, e.bytes);
+          double start = std::max(now, up_free[i]);
+          double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
+          up_free[i] = done;
+          push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i, e.message,
+               e.bytes);
+          break;
+        }
+        case EventKind::kToCoordinator:
+          coordinatorOut(coordinator->onMessage(std::to_string(e.worker), *e.message, e.bytes, now));
+          break;
+        case EventKind::kToWorker:
+          workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes));
+          break;
+        case EventKind::kWorkerTick:
+          if (e.generation == worker_tick_gen[e.worker]) {
+            workerOut(e.worker, workers[e.worker]->onTick());
+          }
+          break;
+        case EventKind::kCoordinatorTick:
+          if (e.generation == coord_tick_gen) coordinatorOut(coordinator->onTick());
+          break;
+      }
+    }
+    // Deliver what is still in flight to the workers (the final update) so replicas can be checked.
+    while (!queue.empty()) {
+      Event e = queue.top();
+      queue.pop();
+      now = e.time;
+      if (e.kind == EventKind::kToWorker) workers[e.worker]->onMessage(*e.message, e.bytes);
+    }
+    uint64_t reference = checksum(coordinator->parameters());
+    for (const auto& w : workers) {
+      if (checksum(w->parameters()) != reference) ++result.replica_mismatches;
+    }
+    result.last = coordinator->lastRecord();
+    result.virtual_seconds = now;
+    return result;
+  }
+};
+
+Simulator::Simulator(const config::SimSettings& settings)
+    : impl_(std::make_unique<Impl>(settings)) {}
+Simulator::~Simulator() = default;
+
+SimResult Simulator::run(const std::function<void(const server::RoundRecord&)>& on_round) {
+  return impl_->run(on_round);
+}
+
+}  // namespace tern::sim

@@ -1,0 +1,30 @@
+#pragma once
+// How many coordinates this push carries: the configured tuner (CAT, fixed, dynamic, full) under
+// the coordinator's cap, with the cost model chosen in config (payload, packet with configured
+// constants, or the live fit of this worker's own link).
+#include <memory>
+#include <span>
+
+#include "common/compression/compressor.hpp"
+#include "common/config/settings.hpp"
+#include "common/costmodel/cost_model.hpp"
+#include "common/costmodel/link_estimator.hpp"
+#include "common/tuning/tuner.hpp"
+
+namespace tern::worker {
+
+class LevelPolicy {
+ public:
+  LevelPolicy(const config::TuningSettings& settings, uint32_t packet_bytes, double smoothness);
+  tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
+                                const compression::Compressor& compressor,
+                                const costmodel::LinkFit& link);
+
+ private:
+  std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link) const;
+  config::TuningSettings settings_;
+  uint32_t packet_bytes_;
+  std::unique_ptr<tuning::Tuner> tuner_;
+};
+
+}  // namespace tern::worker

@@ -1,0 +1,325 @@
+#include "worker/worker_core.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/compression/codec.hpp"
+
+namespace tern::worker {
+
+WorkerCore::WorkerCore(const config::WorkerSettings& settings,
+                       std::shared_ptr<const ml::Dataset> shard, Clock clock)
+    : settings_(settings),
+      shard_(std::move(shard)),
+      clock_(std::move(clock)),
+      link_(std::make_unique<LinkMonitor>(settings.link)) {}
+
+WorkerCore::~WorkerCore() = default;
+
+Message WorkerCore::sendable(Message m) {
+  last_sent_ = clock_();
+  return m;
+}
+
+std::vector<Message> WorkerCore::start() { return join(); }
+
+std::vector<Message> WorkerCore::join() {
+  joined_ = false;
+  join_sent_ = clock_();
+  last_heard_ = join_sent_;
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* j = m.envelope.mutable_join();
+  j->set_worker_name(settings_.name);
+  j->set_sample_count(shard_->rows());
+  std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
+  for (int32_t l : shard_->labels) {
+    if (l >= 0 && size_t(l) < hist.size()) ++hist[size_t(l)];
+  }
+  for (size_t c = 0; c < hist.size(); ++c) {
+    auto* lc = j->add_label_histogram();
+    lc->set_label(int32_t(c));
+    lc->set_count(hist[c]);
+  }
+  for (const auto& n : compression::compressorNames()) j->add_compressors(n);
+  j->set_error_feedback(settings_.error_feedback);
+  return {sendable(std::move(m))};
+}
+
+std::vector<Message> WorkerCore::refuse(const std::string& why) {
+  ++stats_.rejected;
+  spdlog::warn("refused a coordinator message: {}", why);
+  return {};
+}
+
+std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_bytes*/) {
+  const auto& env = msg.envelope;
+  if (env.version() != wire::PROTOCOL_VERSION) return refuse("protocol version mismatch");
+  last_heard_ = clock_();
+  switch (env.body_case()) {
+    case wire::Envelope::kWelcome:
+      return handleWelcome(msg);
+    case wire::Envelope::kRoundStart:
+      if (!joined_ || env.round_start().session() != session_) return refuse("round before welcome");
+      return handleRoundStart(msg);
+    case wire::Envelope::kAck: {
+      const auto& a = env.ack();
+      uint64_t key = a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
+      link_->acked(key, a.hold_seconds(), clock_());
+      return {};
+    }
+    case wire::Envelope::kHeartbeat:
+      if (joined_ && env.heartbeat().session() != session_) {
+        spdlog::warn("coordinator reports a new session: re-joining");
+        ++stats_.rejoins;
+        return join();
+      }
+      return {};
+    case wire::Envelope::kFinish:
+      if (joined_ && !msg.payload.empty() && replica_round_ + 1 == env.finish().round()) {
+        compression::DecodeLimits limits;
+        limits.expected_dim = uint32_t(params_.size());
+        limits.max_dim = uint32_t(params_.size());
+        auto update = compression::decode(msg.payload, limits);
+        if (update.value) {
+          compression::addScaled(*update.value, 1.0f, params_);
+          replica_round_ = env.finish().round();
+        }
+      }
+      spdlog::info("coordinator finished training at round {} (test accuracy {:.4f})",
+                   env.finish().round(), env.finish().test_accuracy());
+      finished_ = true;
+      return {};
+    case wire::Envelope::kError: {
+      const auto& e = env.error();
+      spdlog::warn("coordinator error {}: {}", int(e.code()), e.text());
+      if (e.code() == wire::Error::UNKNOWN_SESSION) {
+        ++stats_.rejoins;
+        return join();
+      }
+      if (e.code() == wire::Error::SHUTTING_DOWN) finished_ = true;
+      return {};
+    }
+    default:
+      return refuse("unexpected message type");
+  }
+}
+
+std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
+  const auto& w = msg.envelope.welcome();
+  ml::ModelSpec spec;
+  spec.kind = w.model().kind();
+  spec.features = w.model().features();
+  spec.classes = w.model().classes();
+  spec.hidden = w.model().hidden();
+  spec.l2 = w.model().l2();
+  if (spec.features != shard_->features()) {
+    return refuse("model expects " + std::to_string(spec.features) + " features, shard has " +
+                  std::to_string(shard_->features()));
+  }
+  std::unique_ptr<ml::Model> model;
+  try {
+    model = ml::makeModel(spec);
+  } catch (const std::exception& e) {
+    return refuse(std::string("bad model spec: ") + e.what());
+  }
+  std::vector<float> params(model->numParams());
+  if (!bytesToFloats(msg.payload, params)) return refuse("welcome payload has the wrong size");
+  model_ = std::move(model);
+  params_ = std::move(params);
+  id_ = w.worker_id();
+  session_ = w.session();
+  replica_round_ = w.round();
+  cap_ = w.cap();
+  threshold_ = w.threshold();
+  training_ = w.training();
+  rng_.seed(deriveSeed(training_.seed(), 0x776f726b6572ULL + id_));
+
+  compression::CompressorSpec cspec = settings_.compressor;
+  if (threshold_ > 0.0) cspec.threshold = threshold_;
+  compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
+                                                            settings_.error_feedback);
+  // The residual is reset on every (re-)join: it belongs to a model the coordinator may no
+  // longer hold.
+  compressor_->reset();
+  double smoothness = model_->smoothness(*shard_).value_or(1.0);
+  policy_ = std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
+  link_->reset();
+  joined_ = true;
+  spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
+               replica_round_);
+
+  std::vector<Message> out;
+  for (size_t bytes : link_->probesToSend(clock_(), true)) {
+    Message p;
+    p.envelope = makeEnvelope();
+    auto* push = p.envelope.mutable_push();
+    push->set_session(session_);
+    push->set_worker_id(id_);
+    push->set_probe(true);
+    push->set_probe_id(link_->nextProbeId());
+    p.payload.assign(bytes, 0x5a);
+    out.push_back(sendable(std::move(p)));
+  }
+  return out;
+}
+
+std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
+  const auto& rs = msg.envelope.round_start();
+  if (rs.full_model()) {
+    if (!bytesToFloats(msg.payload, params_)) return refuse("full model has the wrong size");
+  } else if (!msg.payload.empty()) {
+    if (replica_round_ + 1 != rs.round()) {
+      // The update does not apply to the replica we hold: ask for the full model again.
+      spdlog::warn("update for round {} but replica is at {}: re-joining", rs.round(),
+                   replica_round_);
+      ++stats_.rejoins;
+      return join();
+    }
+    compression::DecodeLimits limits;
+    limits.expected_dim = uint32_t(params_.size());
+    limits.max_dim = uint32_t(params_.size());
+    limits.max_bytes = settings_.max_message_bytes;
+    auto update = compression::decode(msg.payload, limits);
+    if (!update.value) return refuse("bad update: " + update.error);
+    compression::addScaled(*update.value, 1.0f, params_);
+  } else if (replica_round_ != rs.round()) {
+    ++stats_.rejoins;
+    return join();
+  }
+  replica_round_ = rs.round();
+  cap_ = rs.cap();
+  if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {
+    threshold_ = rs.threshold();
+    compression::CompressorSpec cspec = settings_.compressor;
+    cspec.threshold = threshold_;
+    // A new threshold starts a new residual: the old one was shaped by the old threshold.
+    compressor_ = std::make_unique<compression::ErrorFeedback>(
+        compression::makeCompressor(cspec), settings_.error_feedback);
+  }
+  std::vector<Message> out;
+  out.push_back(makePush(rs.round()));
+  for (size_t bytes : link_->probesToSend(clock_(), false)) {
+    Message p;
+    p.envelope = makeEnvelope();
+    auto* push = p.envelope.mutable_push();
+    push->set_session(session_);
+    push->set_worker_id(id_);
+    push->set_round(rs.round());
+    push->set_probe(true);
+    push->set_probe_id(link_->nextProbeId());
+    p.payload.assign(bytes, 0x5a);
+    out.push_back(sendable(std::move(p)));
+  }
+  return out;
+}
+
+void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, double& loss,
+                                 uint64_t& used) {
+  const size_t n = shard_->rows();
+  const size_t batch = std::min<size_t>(training_.batch_size(), n);
+  Rng rng(deriveSeed(training_.seed() ^ (uint64_t(id_) << 32), round));
+  auto draw = [&] {
+    std::vector<size_t> rows(batch);
+    std::uniform_int_distribution<size_t> pick(0, n - 1);
+    for (auto& r : rows) r = pick(rng);
+    return rows;
+  };
+  grad.assign(params_.size(), 0.0f);
+  const uint32_t steps = std::max<uint32_t>(1, training_.local_steps());
+  if (steps == 1) {
+    auto rows = draw();
+    loss = model_->lossAndGradient(params_, *shard_, rows, grad);
+    used = batch;
+    return;
+  }
+  // Local SGD: the pushed "gradient" is the model delta divided by the local step size, so the
+  // coordinator's learning rate keeps its meaning.
+  std::vector<float> local = params_;
+  std::vector<float> g(params_.size());
+  loss = 0.0;
+  for (uint32_t s = 0; s < steps; ++s) {
+    auto rows = draw();
+    loss += model_->lossAndGradient(local, *shard_, rows, g);
+    for (size_t j = 0; j < local.size(); ++j) local[j] -= float(training_.local_lr()) * g[j];
+  }
+  loss /= steps;
+  used = uint64_t(batch) * steps;
+  for (size_t j = 0; j < local.size(); ++j) {
+    grad[j] = float((params_[j] - local[j]) / training_.local_lr());
+  }
+}
+
+Message WorkerCore::makePush(uint64_t round) {
+  const double t0 = clock_();
+  std::vector<float> grad;
+  double loss = 0.0;
+  uint64_t used = 0;
+  computeGradient(round, grad, loss, used);
+  auto v = compressor_->corrected(grad);
+  uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
+  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit());
+  uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
+  auto compressed = compressor_->compressCorrected(level, rng_);
+  stats_.last_level = level;
+  stats_.last_loss = loss;
+  ++stats_.rounds;
+
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* p = m.envelope.mutable_push();
+  p->set_round(round);
+  p->set_session(session_);
+  p->set_worker_id(id_);
+  p->set_samples_used(used);
+  p->set_local_loss(loss);
+  p->set_compute_seconds(clock_() - t0);
+  *p->mutable_link() = link_->toWire();
+  p->set_level(level);
+  p->set_predicted_cost(decision.predicted_cost);
+  p->set_predicted_improvement(decision.predicted_improvement);
+  m.payload = std::move(compressed.bytes);
+  return sendable(std::move(m));
+}
+
+void WorkerCore::onSent(const Message& msg, size_t wire_bytes) {
+  if (!msg.envelope.has_push()) return;
+  const auto& p = msg.envelope.push();
+  uint64_t key = p.probe() ? LinkMonitor::probeKey(p.probe_id()) : LinkMonitor::pushKey(p.round());
+  if (p.probe()) {
+    stats_.probe_bytes += wire_bytes;
+  } else {
+    stats_.pushed_bytes += wire_bytes;
+  }
+  link_->sent(key, wire_bytes, clock_());
+}
+
+std::vector<Message> WorkerCore::onTick() {
+  if (finished_) return {};
+  const double now = clock_();
+  if (now - last_heard_ > settings_.coordinator_patience_seconds) {
+    spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
+    ++stats_.rejoins;
+    return join();
+  }
+  if (joined_ && now - last_sent_ >= settings_.heartbeat_seconds) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* hb = m.envelope.mutable_heartbeat();
+    hb->set_session(session_);
+    hb->set_worker_id(id_);
+    hb->set_round(replica_round_);
+    return {sendable(std::move(m))};
+  }
+  return {};
+}
+
+double WorkerCore::nextWakeup() const {
+  double t = last_heard_ + settings_.coordinator_patience_seconds;
+  if (joined_) t = std::min(t, last_sent_ + settings_.heartbeat_seconds);
+  return t;
+}
+
+}  // namespace tern::worker

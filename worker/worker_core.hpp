@@ -1,0 +1,92 @@
+#pragma once
+// The worker as a sans-I/O state machine. Events: start, a message from the coordinator, a push
+// handed to the socket, a tick. Actions: messages to send. Per round it applies the broadcast
+// update to its replica (bit-identical with the coordinator's model), computes a minibatch
+// gradient on its shard, adds its error-feedback residual, lets the tuner pick the level under
+// the coordinator's cap, compresses and pushes. Push-to-ack times feed its link model.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/compression/error_feedback.hpp"
+#include "common/config/settings.hpp"
+#include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
+#include "common/util/rng.hpp"
+#include "message.hpp"
+#include "worker/link_monitor.hpp"
+#include "worker/level_policy.hpp"
+
+namespace tern::worker {
+
+using Clock = std::function<double()>;
+
+struct WorkerStats {
+  uint64_t rounds = 0;
+  uint64_t pushed_bytes = 0;
+  uint64_t probe_bytes = 0;
+  uint64_t rejoins = 0;
+  uint64_t rejected = 0;  // coordinator messages this worker refused
+  uint32_t last_level = 0;
+  double last_loss = 0.0;
+};
+
+class WorkerCore {
+ public:
+  WorkerCore(const config::WorkerSettings& settings, std::shared_ptr<const ml::Dataset> shard,
+             Clock clock);
+  ~WorkerCore();
+
+  std::vector<Message> start();
+  std::vector<Message> onMessage(const Message& msg, size_t wire_bytes);
+  // The daemon handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
+  void onSent(const Message& msg, size_t wire_bytes);
+  std::vector<Message> onTick();
+  double nextWakeup() const;
+
+  bool finished() const { return finished_; }
+  bool joined() const { return joined_; }
+  uint32_t id() const { return id_; }
+  uint64_t session() const { return session_; }
+  uint64_t replicaRound() const { return replica_round_; }
+  const std::vector<float>& parameters() const { return params_; }
+  const WorkerStats& stats() const { return stats_; }
+  const LinkMonitor& link() const { return *link_; }
+
+ private:
+  std::vector<Message> join();
+  std::vector<Message> handleWelcome(const Message& msg);
+  std::vector<Message> handleRoundStart(const Message& msg);
+  Message makePush(uint64_t round);
+  Message sendable(Message m);
+  void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
+  std::vector<Message> refuse(const std::string& why);
+
+  config::WorkerSettings settings_;
+  std::shared_ptr<const ml::Dataset> shard_;
+  Clock clock_;
+  std::unique_ptr<LinkMonitor> link_;
+
+  bool joined_ = false;
+  bool finished_ = false;
+  uint32_t id_ = 0;
+  uint64_t session_ = 0;
+  uint64_t replica_round_ = 0;
+  uint32_t cap_ = 0;
+  double threshold_ = 0.0;
+  wire::TrainingSettings training_;
+  std::unique_ptr<ml::Model> model_;
+  std::vector<float> params_;
+  std::unique_ptr<compression::ErrorFeedback> compressor_;
+  std::unique_ptr<LevelPolicy> policy_;
+  Rng rng_;
+  double last_heard_ = 0.0;
+  double last_sent_ = 0.0;
+  double join_sent_ = -1.0;
+  WorkerStats stats_;
+};
+
+}  // namespace tern::worker
