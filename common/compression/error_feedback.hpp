@@ -27,6 +27,7 @@ class ErrorFeedback {
   bool enabled_;
   std::vector<float> residual_;
   std::vector<float> corrected_;
+  bool have_corrected_ = false;  // corrected() called since the last compressCorrected()
 };
 
 }  // namespace tern::compression

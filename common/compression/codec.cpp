@@ -1,0 +1,220 @@
+#include "common/compression/codec.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/compression/half_float.hpp"
+#include "common/compression/message_encoding.hpp"
+#include "common/compression/wire_format.hpp"
+
+namespace tern::compression {
+
+namespace {
+
+using namespace wire;
+
+DecodeResult fail(std::string why) {
+  DecodeResult r;
+  r.error = std::move(why);
+  return r;
+}
+
+// Each reader consumes exactly [p, end) or reports why not. `out` is sized by the caller only
+// after the section's length has been shown to hold `count` entries.
+const char* readVarintIndices(const uint8_t* p, const uint8_t* end, uint32_t dim, uint32_t count,
+                              std::vector<uint32_t>& out) {
+  if (uint64_t(end - p) < count) return "index section too short for its count";
+  out.resize(count);
+  uint64_t next = 0;  // smallest index allowed next
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t gap;
+    if (!getVarint(p, end, gap)) return "bad varint in index section";
+    const uint64_t idx = next + gap;
+    if (idx >= dim) return "index out of range";
+    out[i] = uint32_t(idx);
+    next = idx + 1;
+  }
+  if (p != end) return "trailing bytes in index section";
+  return nullptr;
+}
+
+const char* readBitmapIndices(const uint8_t* p, const uint8_t* end, uint32_t dim, uint32_t count,
+                              std::vector<uint32_t>& out) {
+  const size_t nbytes = (size_t(dim) + 7) / 8;
+  if (size_t(end - p) != nbytes) return "bitmap size does not match dimension";
+  if (dim % 8 != 0 && (p[nbytes - 1] >> (dim % 8)) != 0) return "bitmap padding bits set";
+  uint64_t pop = 0;
+  for (size_t i = 0; i < nbytes; ++i) pop += unsigned(std::popcount(p[i]));
+  if (pop != count) return "bitmap population does not match count";
+  out.resize(count);
+  size_t o = 0;
+  size_t i = 0;
+  for (; i + 8 <= nbytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    while (w != 0) {
+      out[o++] = uint32_t(i * 8 + unsigned(std::countr_zero(w)));
+      w &= w - 1;
+    }
+  }
+  for (; i < nbytes; ++i) {
+    unsigned w = p[i];
+    while (w != 0) {
+      out[o++] = uint32_t(i * 8 + unsigned(std::countr_zero(w)));
+      w &= w - 1;
+    }
+  }
+  return nullptr;
+}
+
+const char* readRiceIndices(const uint8_t* p, const uint8_t* end, uint32_t dim, uint32_t count,
+                            std::vector<uint32_t>& out) {
+  if (p == end) return "missing Rice parameter";
+  const unsigned b = *p++;
+  if (b > 31) return "Rice parameter out of range";
+  // Every gap takes at least b + 1 bits: check before sizing the output.
+  const uint64_t bits = uint64_t(end - p) * 8;
+  if (uint64_t(count) * (b + 1) > bits) return "index section too short for its count";
+  out.resize(count);
+  BitReader r(p, size_t(end - p));
+  const uint64_t max_quotient = uint64_t(dim - 1) >> b;
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t q;
+    uint32_t rem;
+    if (!r.unary(max_quotient, q)) return "bad unary code in index section";
+    if (!r.get(b, rem)) return "index section truncated";
+    const uint64_t idx = next + ((q << b) | rem);
+    if (idx >= dim) return "index out of range";
+    out[i] = uint32_t(idx);
+    next = idx + 1;
+  }
+  if (r.size() - r.position() >= 8) return "trailing bytes in index section";
+  if (!r.restIsZero()) return "index padding bits set";
+  return nullptr;
+}
+
+}  // namespace
+
+DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  if (bytes.size() > limits.max_bytes) return fail("message larger than the configured limit");
+  const uint8_t* p = bytes.data();
+  const uint8_t* const end = p + bytes.size();
+  if (bytes.size() < 5) return fail("message shorter than its header");
+  if (p[0] != kMagic0 || p[1] != kMagic1) return fail("bad magic");
+  if (p[2] != kVersion) return fail("unsupported format version");
+  if (p[3] == 0 || p[3] > kMaxScheme) return fail("unknown scheme");
+  if (p[4] > kMaxIndexCoding) return fail("unknown index coding");
+  const Scheme scheme = Scheme(p[3]);
+  const IndexCoding coding = IndexCoding(p[4]);
+  p += 5;
+
+  uint32_t dim, count;
+  if (!getVarint(p, end, dim)) return fail("bad dimension");
+  if (!getVarint(p, end, count)) return fail("bad count");
+  if (dim == 0) return fail("zero dimension");
+  if (dim > limits.max_dim) return fail("dimension above the configured limit");
+  if (limits.expected_dim != 0 && dim != limits.expected_dim)
+    return fail("dimension differs from the model's");
+  if (count > dim) return fail("count exceeds dimension");
+  if (isDenseOnly(scheme) && coding != IndexCoding::kDense)
+    return fail("scheme requires dense coding");
+  if (coding == IndexCoding::kDense && count != dim) return fail("dense message with count != dim");
+
+  float scale = 0.0f;
+  if (hasScale(scheme)) {
+    if (end - p < 4) return fail("truncated scale");
+    std::memcpy(&scale, p, 4);
+    p += 4;
+    if (!std::isfinite(scale) || scale < 0.0f) return fail("scale not finite and non-negative");
+  }
+  uint32_t levels = 0;
+  if (scheme == Scheme::kQsgd) {
+    if (!getVarint(p, end, levels)) return fail("bad QSGD level count");
+    if (levels == 0 || levels > kMaxQsgdLevels) return fail("QSGD level count out of range");
+  }
+
+  const ValueCoding vc = valueCodingOf(scheme);
+  const uint64_t vbytes = valueBytes(vc, count, levels);
+  if (uint64_t(end - p) < vbytes) return fail("message shorter than its value section");
+  const uint8_t* const index_end = end - vbytes;
+
+  SparseGradient g;
+  g.dim = dim;
+  const char* err = nullptr;
+  switch (coding) {
+    case IndexCoding::kDense:
+      if (p != index_end) err = "unexpected index section in dense message";
+      break;
+    case IndexCoding::kDeltaVarint:
+      err = readVarintIndices(p, index_end, dim, count, g.indices);
+      break;
+    case IndexCoding::kBitmap:
+      err = readBitmapIndices(p, index_end, dim, count, g.indices);
+      break;
+    case IndexCoding::kRice:
+      err = readRiceIndices(p, index_end, dim, count, g.indices);
+      break;
+  }
+  if (err) return fail(err);
+
+  const uint8_t* v = index_end;
+  g.values.resize(count);
+  switch (vc) {
+    case ValueCoding::kFp32: {
+      if (count > 0) std::memcpy(g.values.data(), v, size_t(count) * 4);
+      for (float x : g.values)
+        if (!std::isfinite(x)) return fail("non-finite value");
+      break;
+    }
+    case ValueCoding::kFp16: {
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint16_t h = uint16_t(v[2 * i] | (v[2 * i + 1] << 8));
+        if (!halfIsFinite(h)) return fail("non-finite value");
+        g.values[i] = halfToFloat(h);
+      }
+      break;
+    }
+    case ValueCoding::kSigns: {
+      if (count % 8 != 0 && (v[count / 8] >> (count % 8)) != 0)
+        return fail("sign padding bits set");
+      for (uint32_t i = 0; i < count; ++i)
+        g.values[i] = ((v[i >> 3] >> (i & 7)) & 1u) ? -scale : scale;
+      break;
+    }
+    case ValueCoding::kQsgdLevels: {
+      const unsigned w = qsgdBitsPerLevel(levels);
+      BitReader r(v, size_t(vbytes));
+      for (uint32_t i = 0; i < count; ++i) {
+        uint32_t sym = 0;
+        if (!r.get(w, sym)) return fail("QSGD section truncated");  // sized above: unreachable
+        if (sym > 2 * levels) return fail("QSGD level out of range");
+        g.values[i] = qsgdValue(scale, int32_t(sym) - int32_t(levels), levels);
+      }
+      if (!r.restIsZero()) return fail("QSGD padding bits set");
+      break;
+    }
+  }
+  if (!g.isDense() && g.indices.size() != g.values.size()) return fail("internal size mismatch");
+
+  DecodeResult res;
+  res.value = std::move(g);
+  return res;
+}
+
+std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
+  if (update.dim == 0) throw std::invalid_argument("encodeUpdate: zero dimension");
+  if (update.isDense()) return encodeFp32(Scheme::kUpdate, update.dim, {}, update.values);
+  if (update.indices.size() != update.values.size())
+    throw std::invalid_argument("encodeUpdate: indices and values differ in length");
+  for (size_t i = 0; i < update.indices.size(); ++i) {
+    if (update.indices[i] >= update.dim || (i > 0 && update.indices[i] <= update.indices[i - 1]))
+      throw std::invalid_argument("encodeUpdate: indices must be strictly increasing and < dim");
+  }
+  for (float x : update.values)
+    if (!std::isfinite(x)) throw std::invalid_argument("encodeUpdate: non-finite value");
+  return encodeFp32(Scheme::kUpdate, update.dim, update.indices, update.values);
+}
+
+}  // namespace tern::compression

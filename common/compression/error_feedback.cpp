@@ -1,0 +1,53 @@
+#include "common/compression/error_feedback.hpp"
+
+#include <stdexcept>
+
+namespace tern::compression {
+
+ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled)
+    : inner_(std::move(inner)), enabled_(enabled) {
+  if (!inner_) throw std::invalid_argument("ErrorFeedback: no compressor");
+}
+
+std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
+  corrected_.assign(g.begin(), g.end());
+  have_corrected_ = true;
+  if (!enabled_) return corrected_;
+  // A different dimension means a different model (a re-join): the old residual is void.
+  if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
+  for (size_t j = 0; j < g.size(); ++j) corrected_[j] = residual_[j] + g[j];
+  return corrected_;
+}
+
+Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
+  if (!have_corrected_) throw std::logic_error("ErrorFeedback: compressCorrected before corrected");
+  Compressed c = inner_->compress(corrected_, level, rng);
+  if (enabled_) {
+    // e <- v - C(v), coordinate by coordinate in float, exactly as a receiver would subtract.
+    residual_ = corrected_;
+    const SparseGradient& dec = c.decoded;
+    if (dec.isDense()) {
+      for (size_t j = 0; j < residual_.size(); ++j) residual_[j] = corrected_[j] - dec.values[j];
+    } else {
+      for (size_t i = 0; i < dec.indices.size(); ++i) {
+        const uint32_t j = dec.indices[i];
+        residual_[j] = corrected_[j] - dec.values[i];
+      }
+    }
+  }
+  have_corrected_ = false;
+  return c;
+}
+
+Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng& rng) {
+  corrected(g);
+  return compressCorrected(level, rng);
+}
+
+void ErrorFeedback::reset() {
+  residual_.clear();
+  corrected_.clear();
+  have_corrected_ = false;
+}
+
+}  // namespace tern::compression

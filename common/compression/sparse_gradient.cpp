@@ -1,0 +1,34 @@
+#include <stdexcept>
+
+#include "common/compression/compressor.hpp"
+
+namespace tern::compression {
+
+void addScaled(const SparseGradient& g, float weight, std::span<float> out) {
+  if (out.size() != g.dim) throw std::invalid_argument("addScaled: dimension mismatch");
+  if (g.isDense()) {
+    for (size_t j = 0; j < out.size(); ++j) out[j] += weight * g.values[j];
+    return;
+  }
+  if (g.indices.size() != g.values.size())
+    throw std::invalid_argument("addScaled: indices and values differ in length");
+  for (size_t i = 0; i < g.indices.size(); ++i) {
+    if (g.indices[i] >= g.dim) throw std::invalid_argument("addScaled: index out of range");
+    out[g.indices[i]] += weight * g.values[i];
+  }
+}
+
+std::vector<float> toDense(const SparseGradient& g) {
+  if (g.isDense()) return g.values;
+  if (g.indices.size() != g.values.size())
+    throw std::invalid_argument("toDense: indices and values differ in length");
+  std::vector<float> out(g.dim, 0.0f);
+  // Assignment, not accumulation, so a sent -0.0f stays -0.0f.
+  for (size_t i = 0; i < g.indices.size(); ++i) {
+    if (g.indices[i] >= g.dim) throw std::invalid_argument("toDense: index out of range");
+    out[g.indices[i]] = g.values[i];
+  }
+  return out;
+}
+
+}  // namespace tern::compression

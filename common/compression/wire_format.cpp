@@ -1,0 +1,192 @@
+#include "common/compression/wire_format.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace tern::compression::wire {
+
+ValueCoding valueCodingOf(Scheme s) {
+  switch (s) {
+    case Scheme::kFp16:
+      return ValueCoding::kFp16;
+    case Scheme::kSq:
+      return ValueCoding::kSigns;
+    case Scheme::kQsgd:
+      return ValueCoding::kQsgdLevels;
+    default:
+      return ValueCoding::kFp32;
+  }
+}
+
+bool isDenseOnly(Scheme s) {
+  return s == Scheme::kIdentity || s == Scheme::kFp16 || s == Scheme::kQsgd;
+}
+
+bool hasScale(Scheme s) { return s == Scheme::kSq || s == Scheme::kQsgd; }
+
+unsigned qsgdBitsPerLevel(uint32_t levels) {
+  // 2s + 1 symbols need bit_width(2s) bits.
+  return unsigned(std::bit_width(uint64_t(levels) * 2));
+}
+
+uint64_t valueBytes(ValueCoding c, uint64_t count, uint32_t qsgd_levels) {
+  switch (c) {
+    case ValueCoding::kFp32:
+      return count * 4;
+    case ValueCoding::kFp16:
+      return count * 2;
+    case ValueCoding::kSigns:
+      return (count + 7) / 8;
+    case ValueCoding::kQsgdLevels:
+      return (count * qsgdBitsPerLevel(qsgd_levels) + 7) / 8;
+  }
+  return 0;
+}
+
+size_t headerBytes(const Header& h) {
+  size_t n = 5 + varintBytes(h.dim) + varintBytes(h.count);
+  if (hasScale(h.scheme)) n += 4;
+  if (h.scheme == Scheme::kQsgd) n += varintBytes(h.qsgd_levels);
+  return n;
+}
+
+void writeHeader(std::vector<uint8_t>& out, const Header& h) {
+  uint8_t buf[32];
+  uint8_t* p = buf;
+  *p++ = kMagic0;
+  *p++ = kMagic1;
+  *p++ = kVersion;
+  *p++ = uint8_t(h.scheme);
+  *p++ = uint8_t(h.coding);
+  p = putVarint(p, h.dim);
+  p = putVarint(p, h.count);
+  if (hasScale(h.scheme)) {
+    std::memcpy(p, &h.scale, 4);
+    p += 4;
+  }
+  if (h.scheme == Scheme::kQsgd) p = putVarint(p, h.qsgd_levels);
+  out.insert(out.end(), buf, p);
+}
+
+bool getVarint(const uint8_t*& p, const uint8_t* end, uint32_t& v) {
+  uint32_t x = 0;
+  for (unsigned i = 0; i < 5; ++i) {
+    if (p == end) return false;
+    const uint8_t b = *p++;
+    if (i == 4 && b > 0x0F) return false;  // would exceed 32 bits
+    x |= uint32_t(b & 0x7F) << (7 * i);
+    if ((b & 0x80) == 0) {
+      if (b == 0 && i > 0) return false;  // redundant trailing group
+      v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+uint64_t riceBits(std::span<const uint32_t> idx, unsigned b) {
+  // The first gap is idx[0]; later ones idx[i] - idx[i-1] - 1 (>= 0 as indices increase).
+  uint64_t quotients = idx[0] >> b;
+  for (size_t i = 1; i < idx.size(); ++i) quotients += (idx[i] - idx[i - 1] - 1) >> b;
+  return quotients + uint64_t(idx.size()) * (b + 1);
+}
+
+uint64_t riceBoundBits(uint32_t dim, uint32_t count, unsigned b) {
+  return uint64_t(count) * (b + 1) + (uint64_t(dim - count) >> b);
+}
+
+unsigned riceBoundBest(uint32_t dim, uint32_t count) {
+  unsigned best = 0;
+  for (unsigned b = 1; b < 32; ++b)
+    if (riceBoundBits(dim, count, b) < riceBoundBits(dim, count, best)) best = b;
+  return best;
+}
+
+}  // namespace
+
+IndexPlan planIndices(uint32_t dim, std::span<const uint32_t> idx) {
+  const size_t count = idx.size();
+  if (count == dim) return {IndexCoding::kDense, 0, 0};
+
+  IndexPlan best{IndexCoding::kBitmap, 0, (size_t(dim) + 7) / 8};
+  if (count == 0) return {IndexCoding::kDeltaVarint, 0, 0};
+
+  size_t varint = varintBytes(idx[0]);
+  for (size_t i = 1; i < count; ++i) varint += varintBytes(idx[i] - idx[i - 1] - 1);
+  if (varint < best.bytes) best = {IndexCoding::kDeltaVarint, 0, varint};
+
+  // Candidates: the parameter minimising the worst-case bound (so the pick never exceeds
+  // indexBytesBound) and the neighbourhood of log2(mean gap), the near-optimal parameter for
+  // geometric gaps.
+  const unsigned b_bound = riceBoundBest(dim, uint32_t(count));
+  const uint64_t mean_gap = (uint64_t(idx[count - 1]) + 1 - count) / count;
+  const unsigned b_mean = unsigned(std::bit_width(mean_gap));
+  unsigned tried[6];
+  unsigned ntried = 0;
+  for (int cand : {int(b_bound), int(b_bound) - 1, int(b_bound) + 1, int(b_mean) - 1, int(b_mean),
+                   int(b_mean) - 2}) {
+    if (cand < 0 || cand > 31) continue;
+    const unsigned b = unsigned(cand);
+    if (std::find(tried, tried + ntried, b) != tried + ntried) continue;
+    tried[ntried++] = b;
+    const size_t bytes = 1 + size_t((riceBits(idx, b) + 7) / 8);
+    if (bytes < best.bytes) best = {IndexCoding::kRice, uint8_t(b), bytes};
+  }
+  return best;
+}
+
+size_t indexBytesBound(uint32_t dim, uint32_t count) {
+  if (count >= dim) return 0;
+  const size_t bitmap = (size_t(dim) + 7) / 8;
+  if (count == 0) return 0;
+  const unsigned b = riceBoundBest(dim, count);
+  const size_t rice = 1 + size_t((riceBoundBits(dim, count, b) + 7) / 8);
+  return std::min(bitmap, rice);
+}
+
+void writeIndices(uint8_t* out, const IndexPlan& plan, uint32_t dim,
+                  std::span<const uint32_t> idx) {
+  switch (plan.coding) {
+    case IndexCoding::kDense:
+      return;
+    case IndexCoding::kDeltaVarint: {
+      uint32_t prev_plus_one = 0;
+      for (uint32_t i : idx) {
+        out = putVarint(out, i - prev_plus_one);
+        prev_plus_one = i + 1;
+      }
+      return;
+    }
+    case IndexCoding::kBitmap: {
+      std::memset(out, 0, (size_t(dim) + 7) / 8);
+      for (uint32_t i : idx) out[i >> 3] |= uint8_t(1u << (i & 7));
+      return;
+    }
+    case IndexCoding::kRice: {
+      const unsigned b = plan.rice_bits;
+      const uint32_t mask = b == 32 ? ~0u : (uint32_t(1) << b) - 1;
+      *out++ = uint8_t(b);
+      BitWriter w(out);
+      uint32_t prev_plus_one = 0;
+      for (uint32_t i : idx) {
+        const uint32_t gap = i - prev_plus_one;
+        prev_plus_one = i + 1;
+        const uint32_t q = gap >> b;
+        if (q + 1 + b <= 32) {
+          // Unary zeros, the terminating one, then the remainder, in one write.
+          w.put(((uint64_t(gap & mask) << 1) | 1u) << q, q + 1 + b);
+        } else {
+          w.zeros(q);
+          w.put(1, 1);
+          w.put(gap & mask, b);
+        }
+      }
+      w.finish();
+      return;
+    }
+  }
+}
+
+}  // namespace tern::compression::wire

@@ -1,0 +1,75 @@
+#include "common/compression/error_feedback.hpp"
+
+#include <doctest/doctest.h>
+
+#include "test_support.hpp"
+
+using namespace tern::compression;
+using namespace tern::compression::testing;
+
+TEST_CASE("error feedback keeps e_new = v - decoded exactly, coordinate by coordinate") {
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    CompressorSpec spec;
+    spec.name = name;
+    spec.threshold = 1.0;
+    ErrorFeedback ef(makeCompressor(spec), true);
+    tern::Rng rng(9);
+    for (int round = 0; round < 5; ++round) {
+      const auto g = gaussianGradient(3000, 40 + round);
+      const std::vector<float> e_old =
+          ef.residual().empty() ? std::vector<float>(3000, 0.0f) : ef.residual();
+      const auto v_span = ef.corrected(g);
+      const std::vector<float> v(v_span.begin(), v_span.end());
+      for (size_t j = 0; j < g.size(); ++j) REQUIRE(v[j] == e_old[j] + g[j]);
+      const Compressed c = ef.compressCorrected(100, rng);
+      const auto dec = toDense(c.decoded);
+      for (size_t j = 0; j < g.size(); ++j) REQUIRE(ef.residual()[j] == v[j] - dec[j]);
+    }
+  }
+}
+
+TEST_CASE("error feedback disabled passes the gradient through and keeps no residual") {
+  CompressorSpec spec;
+  ErrorFeedback ef(makeCompressor(spec), false);
+  tern::Rng rng(1);
+  const auto g = gaussianGradient(500, 3);
+  const auto v = ef.corrected(g);
+  CHECK(bitwiseEqual(std::vector<float>(v.begin(), v.end()), g));
+  const Compressed c = ef.compress(g, 10, rng);
+  CHECK(c.decoded.nonZeros() == 10);
+  CHECK(ef.residual().empty());
+}
+
+TEST_CASE("error feedback over top-k eventually sends every coordinate's mass") {
+  // With a constant gradient the residual of an unsent coordinate grows until it is selected;
+  // over many rounds the sum of what was sent tracks the sum of the gradients.
+  CompressorSpec spec;
+  ErrorFeedback ef(makeCompressor(spec), true);
+  tern::Rng rng(1);
+  const auto g = gaussianGradient(200, 8);
+  std::vector<double> sent(200, 0.0);
+  const int rounds = 400;
+  for (int r = 0; r < rounds; ++r) {
+    const Compressed c = ef.compress(g, 10, rng);
+    const auto dec = toDense(c.decoded);
+    for (size_t j = 0; j < 200; ++j) sent[j] += dec[j];
+  }
+  for (size_t j = 0; j < 200; ++j) {
+    // sent + residual == rounds * g up to float rounding of the running residual.
+    CHECK(sent[j] + ef.residual()[j] == doctest::Approx(double(g[j]) * rounds).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("error feedback resets its residual on reset and on a dimension change") {
+  CompressorSpec spec;
+  ErrorFeedback ef(makeCompressor(spec), true);
+  tern::Rng rng(1);
+  ef.compress(gaussianGradient(100, 1), 5, rng);
+  CHECK(ef.residual().size() == 100);
+  ef.compress(gaussianGradient(50, 2), 5, rng);
+  CHECK(ef.residual().size() == 50);
+  ef.reset();
+  CHECK(ef.residual().empty());
+  CHECK_THROWS_AS(ef.compressCorrected(5, rng), std::logic_error);
+}

@@ -1,0 +1,136 @@
+#include <doctest/doctest.h>
+
+#include "common/compression/codec.hpp"
+#include "common/compression/compressor.hpp"
+#include "test_support.hpp"
+
+using namespace tern::compression;
+using namespace tern::compression::testing;
+
+namespace {
+
+CompressorSpec specFor(const std::string& name) {
+  CompressorSpec s;
+  s.name = name;
+  s.threshold = 0.8;
+  s.qsgd_levels = 7;
+  return s;
+}
+
+// compress, then decode the bytes: the result must be exactly `decoded`, well formed, and no
+// larger than encodedBytes promised.
+void checkRoundTrip(Compressor& c, const std::vector<float>& g, uint32_t level, uint64_t seed) {
+  tern::Rng rng(seed);
+  const Compressed out = c.compress(g, level, rng);
+  DecodeLimits limits;
+  limits.expected_dim = uint32_t(g.size());
+  const DecodeResult back = decode(out.bytes, limits);
+  REQUIRE_MESSAGE(back.value.has_value(), back.error);
+  CHECK(sameGradient(*back.value, out.decoded));
+  CHECK(wellFormed(*back.value));
+  CHECK(back.value->dim == g.size());
+  if (c.hasLevel() && c.name() != "stochastic")
+    CHECK(out.bytes.size() <= c.encodedBytes(uint32_t(g.size()), level));
+}
+
+}  // namespace
+
+TEST_CASE("every compressor's message decodes to exactly its decoded vector") {
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    for (size_t d : {1, 2, 9, 64, 1000, 100000}) {
+      CAPTURE(d);
+      const auto g = gaussianGradient(d, 100 + d);
+      for (uint32_t level : {uint32_t(1), uint32_t(d / 10 + 1), uint32_t(d / 2 + 1), uint32_t(d)})
+        checkRoundTrip(*c, g, level, d + level);
+    }
+  }
+}
+
+TEST_CASE("every compressor round-trips all-zero, tied and signed-zero gradients") {
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    for (size_t d : {1, 8, 333}) {
+      const std::vector<float> zeros(d, 0.0f);
+      const auto tied = tiedGradient(d, d);
+      for (uint32_t level : {uint32_t(1), uint32_t(d / 3 + 1), uint32_t(d)}) {
+        checkRoundTrip(*c, zeros, level, 1);
+        checkRoundTrip(*c, tied, level, 2);
+      }
+    }
+  }
+}
+
+TEST_CASE("every compressor round-trips a large gradient at a small level") {
+  const auto g = gaussianGradient(2000000, 77);
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    checkRoundTrip(*c, g, 2000, 5);
+  }
+}
+
+TEST_CASE("top-k keeps exactly the brute-force top k with their original values") {
+  auto c = makeCompressor(specFor("topk"));
+  tern::Rng rng(1);
+  for (size_t d : {1, 100, 100000}) {
+    const auto g = gaussianGradient(d, d * 3);
+    for (size_t k : {size_t(1), d / 7 + 1, d}) {
+      const Compressed out = c->compress(g, uint32_t(k), rng);
+      const auto want = bruteForceTopK(g, k);
+      std::vector<float> dense(d, 0.0f);
+      for (uint32_t j : want) dense[j] = g[j];
+      CHECK(bitwiseEqual(toDense(out.decoded), dense));
+      CHECK(out.decoded.nonZeros() == k);
+    }
+  }
+}
+
+TEST_CASE("identity sends the gradient bit for bit") {
+  auto c = makeCompressor(specFor("identity"));
+  tern::Rng rng(1);
+  const auto g = gaussianGradient(1234, 9);
+  const Compressed out = c->compress(g, 0, rng);
+  CHECK(out.decoded.isDense());
+  CHECK(bitwiseEqual(out.decoded.values, g));
+  CHECK(out.bytes.size() == c->encodedBytes(1234, 0));
+}
+
+TEST_CASE("compressors refuse empty and non-finite gradients") {
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    tern::Rng rng(1);
+    CHECK_THROWS_AS(c->compress(std::vector<float>{}, 1, rng), std::invalid_argument);
+    std::vector<float> g(10, 1.0f);
+    g[3] = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(c->compress(g, 10, rng), std::invalid_argument);
+  }
+}
+
+TEST_CASE("makeCompressor rejects unknown names") {
+  CompressorSpec s;
+  s.name = "zip";
+  CHECK_THROWS_AS(makeCompressor(s), std::invalid_argument);
+  for (const std::string& name : compressorNames())
+    CHECK(makeCompressor(specFor(name))->name() == name);
+}
+
+TEST_CASE("encodeUpdate round-trips sparse and dense updates") {
+  const SparseGradient sparse{1000, {0, 5, 999}, {1.5f, -2.0f, 3.25f}};
+  const SparseGradient empty{10, {}, {}};
+  const SparseGradient dense{4, {}, {1.0f, 2.0f, -3.0f, 0.0f}};
+  for (const SparseGradient& u : {sparse, empty, dense}) {
+    const DecodeResult back = decode(encodeUpdate(u), DecodeLimits{});
+    REQUIRE_MESSAGE(back.value.has_value(), back.error);
+    CHECK(sameGradient(*back.value, u));
+  }
+}
+
+TEST_CASE("encodeUpdate refuses malformed updates") {
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{10, {3, 3}, {1.0f, 2.0f}}), std::invalid_argument);
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{10, {10}, {1.0f}}), std::invalid_argument);
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{0, {}, {}}), std::invalid_argument);
+}
