@@ -10,17 +10,17 @@
 namespace tern::allocation {
 
 struct WorkerLoad {
-  double share = 0.0;                 // p_i, sums to 1 over the workers
-  double seconds_per_packet = 0.0;    // fitted link b_i (0 = unknown)
-  double seconds_fixed = 0.0;         // fitted link a_i
+  double share = 0.0;               // p_i, sums to 1 over the workers
+  double seconds_per_packet = 0.0;  // fitted link b_i (0 = unknown)
+  double seconds_fixed = 0.0;       // fitted link a_i
 };
 
 struct Budget {
-  double mean_ratio = 0.01;       // sum_i delta_i = n * mean_ratio
-  double bytes_per_round = 0.0;   // alternative budget (0 = unused)
-  double seconds_per_round = 0.0; // alternative budget for cost-aware (0 = unused)
-  double mean_threshold = 0.0;    // lambda_bar for dagc-a / uniform threshold
-  double deadline_seconds = 0.0;  // cost-aware: no worker's upload may exceed it (0 = none)
+  double mean_ratio = 0.01;           // sum_i delta_i = n * mean_ratio
+  double bytes_per_round = 0.0;       // alternative budget (0 = unused)
+  double seconds_per_round = 0.0;     // alternative budget for cost-aware (0 = unused)
+  double mean_threshold = 0.0;        // lambda_bar for dagc-a / uniform threshold
+  double deadline_seconds = 0.0;      // cost-aware: no worker's upload may exceed it (0 = none)
   uint32_t bytes_per_coordinate = 8;  // wire bytes one kept coordinate costs (index + value)
   uint32_t packet_bytes = 1448;
 };
@@ -46,5 +46,12 @@ double keyFactor(const std::vector<double>& shares, const std::vector<double>& r
 // uniform | dagc-r | dagc-a | dagc-opt | cost-aware. Throws std::invalid_argument otherwise.
 std::unique_ptr<Allocator> makeAllocator(const std::string& name);
 std::vector<std::string> allocatorNames();
+
+// The allocation as one JSON object (method, dim, budget, shares, ratios, caps, thresholds, Phi,
+// Phi of the uniform allocation, totals, and per-worker upload seconds when links are fitted):
+// what `tern-coordinator allocate` prints. Non-finite numbers are written as null.
+std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                             const Budget& budget, const Allocation& allocation,
+                             const std::string& method);
 
 }  // namespace tern::allocation

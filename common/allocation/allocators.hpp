@@ -1,0 +1,53 @@
+#pragma once
+// The concrete allocators behind makeAllocator (papers/dagc.md): uniform, the paper's DAGC-R
+// closed form (Theorem 4 / Alg. 2) and DAGC-A thresholds (Eq. 17), the exact minimiser of the
+// key factor Phi, and its cost-aware generalisation (ratios ~ (p_i / b_i)^(2/3), floor, caps,
+// optional deadline). Each fills ratios, integer caps and Phi; threshold methods also lambda_i.
+#include "common/allocation/allocator.hpp"
+
+namespace tern::allocation {
+
+// delta_i = sum budget / n for everyone; thresholds lambda_i = lambda_bar when one is given.
+class UniformAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "uniform"; }
+  Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                      const Budget& budget) const override;
+};
+
+// The paper's closed form as written, then clipped to delta_i <= 1 with the excess spread over
+// the unclipped workers in proportion to their ratios.
+class DagcRAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "dagc-r"; }
+  Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                      const Budget& budget) const override;
+};
+
+// Thresholds lambda_i = (lambda_bar * P / n) * p_i^(-2/3); the ratios and caps are the uniform
+// ones, so a threshold compressor still has an upper bound on what it sends.
+class DagcAAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "dagc-a"; }
+  Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                      const Budget& budget) const override;
+};
+
+// argmin Phi subject to sum_i delta_i = budget, 0 < delta_i <= 1.
+class DagcOptAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "dagc-opt"; }
+  Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                      const Budget& budget) const override;
+};
+
+// argmin Phi subject to a link-time budget sum_i b_i * k_i <= seconds_per_round (or the volume
+// budget when no seconds budget is set) and, optionally, a_i + b_i * k_i <= deadline_seconds.
+class CostAwareAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "cost-aware"; }
+  Allocation allocate(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                      const Budget& budget) const override;
+};
+
+}  // namespace tern::allocation

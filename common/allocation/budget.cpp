@@ -1,0 +1,137 @@
+#include "common/allocation/budget.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace tern::allocation {
+
+namespace {
+
+// Ratios computed in floating point land a hair below an integer count (0.03 * 1000 =
+// 29.999999999999996); this slack keeps such counts from losing a whole coordinate.
+constexpr double kRoundingSlack = 1e-9;
+
+}  // namespace
+
+std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers) {
+  std::vector<double> shares(workers.size());
+  double total = 0.0;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const double p = workers[i].share;
+    if (!std::isfinite(p) || p < 0.0) {
+      throw std::invalid_argument("allocation: worker " + std::to_string(i) +
+                                  " has an invalid data share " + std::to_string(p));
+    }
+    shares[i] = p;
+    total += p;
+  }
+  if (total <= 0.0) {
+    std::fill(shares.begin(), shares.end(), workers.empty() ? 0.0 : 1.0 / workers.size());
+    return shares;
+  }
+  for (double& p : shares) p /= total;
+  return shares;
+}
+
+double totalRatioBudget(std::size_t n, uint32_t dim, const Budget& budget) {
+  if (dim == 0) throw std::invalid_argument("allocation: model dimension must be positive");
+  double total = 0.0;
+  if (budget.bytes_per_round > 0.0) {
+    if (budget.bytes_per_coordinate == 0) {
+      throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+    }
+    total = budget.bytes_per_round /
+            (static_cast<double>(dim) * static_cast<double>(budget.bytes_per_coordinate));
+  } else if (budget.mean_ratio > 0.0 && std::isfinite(budget.mean_ratio)) {
+    total = static_cast<double>(n) * budget.mean_ratio;
+  } else {
+    throw std::invalid_argument(
+        "allocation: the budget needs a positive mean_ratio or bytes_per_round");
+  }
+  if (!std::isfinite(total)) throw std::invalid_argument("allocation: budget is not finite");
+  return std::min(total, static_cast<double>(n));
+}
+
+std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
+                                const std::vector<double>& cost_per_coordinate, double limit,
+                                const std::vector<uint32_t>& upper) {
+  const std::size_t n = ratios.size();
+  std::vector<uint32_t> caps(n);
+  std::vector<double> exact(n);
+  double spent = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
+    exact[i] = std::clamp(ratios[i], 0.0, 1.0) * dim;
+    const double down = std::floor(exact[i] * (1.0 + kRoundingSlack));
+    caps[i] = static_cast<uint32_t>(std::clamp(down, 1.0, static_cast<double>(hi)));
+    spent += cost_per_coordinate[i] * caps[i];
+  }
+  const double allowed = limit * (1.0 + 1e-12);
+
+  // Lifting tiny ratios to one coordinate may overspend; take it back from the largest caps,
+  // where one coordinate less is the smallest relative loss.
+  while (spent > allowed) {
+    std::size_t victim = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (caps[i] > 1 && (victim == n || caps[i] > caps[victim])) victim = i;
+    }
+    if (victim == n) break;  // every cap is already 1: the budget cannot be met
+    --caps[victim];
+    spent -= cost_per_coordinate[victim];
+  }
+
+  // Hand the rounding leftovers to the largest remainders, as far as the budget allows.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return exact[a] - caps[a] > exact[b] - caps[b];
+  });
+  for (std::size_t i : order) {
+    if (exact[i] - caps[i] <= 0.0) break;
+    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
+    if (caps[i] < hi && spent + cost_per_coordinate[i] <= allowed) {
+      ++caps[i];
+      spent += cost_per_coordinate[i];
+    }
+  }
+  return caps;
+}
+
+std::vector<uint32_t> roundCapsToVolume(const std::vector<double>& ratios, uint32_t dim,
+                                        double total_ratio) {
+  const double coordinates = total_ratio * dim;
+  const double limit = std::floor(coordinates + kRoundingSlack * std::max(1.0, coordinates));
+  return roundCaps(ratios, dim, std::vector<double>(ratios.size(), 1.0), limit,
+                   std::vector<uint32_t>(ratios.size(), dim));
+}
+
+std::vector<double> clipAndRedistribute(const std::vector<double>& ratios, double total_ratio) {
+  const std::size_t n = ratios.size();
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return ratios[a] > ratios[b]; });
+  // With the u largest clipped to 1, the rest scale by s = (T - u) / (their sum); the right u
+  // is the first for which the largest unclipped ratio stays <= 1 after scaling.
+  double rest = 0.0;
+  for (double r : ratios) rest += r;
+  std::vector<double> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::min(ratios[i], 1.0);
+  for (std::size_t u = 0; u < n; ++u) {
+    const double remaining = total_ratio - static_cast<double>(u);
+    if (rest <= 0.0 || remaining <= 0.0) break;  // only zero ratios left: nothing to scale
+    const double scale = remaining / rest;
+    if (scale * ratios[order[u]] <= 1.0) {
+      for (std::size_t k = u; k < n; ++k) out[order[k]] = scale * ratios[order[k]];
+      return out;
+    }
+    out[order[u]] = 1.0;
+    rest -= ratios[order[u]];
+  }
+  return out;
+}
+
+}  // namespace tern::allocation

@@ -1,0 +1,198 @@
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "common/allocation/allocator.hpp"
+#include "common/allocation/budget.hpp"
+#include "common/allocation/link_costs.hpp"
+
+namespace tern::allocation {
+
+namespace {
+
+class JsonWriter {
+ public:
+  std::string take() { return std::move(out_); }
+
+  void raw(const char* text) { out_ += text; }
+
+  void key(const char* name) {
+    separate();
+    string(name);
+    out_ += ':';
+    fresh_ = true;
+  }
+
+  void number(double v) {
+    separate();
+    if (!std::isfinite(v)) {
+      out_ += "null";  // JSON has no infinity or NaN
+      return;
+    }
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+    out_.append(buf, res.ptr);
+  }
+
+  void integer(uint64_t v) {
+    separate();
+    out_ += std::to_string(v);
+  }
+
+  void text(const std::string& s) {
+    separate();
+    string(s);
+  }
+
+  void open(char bracket) {
+    separate();
+    out_ += bracket;
+    fresh_ = true;
+  }
+
+  void close(char bracket) {
+    out_ += bracket;
+    fresh_ = false;
+  }
+
+  template <typename T>
+  void array(const char* name, const std::vector<T>& values) {
+    key(name);
+    open('[');
+    for (const T& v : values) {
+      if constexpr (std::is_integral_v<T>) {
+        integer(v);
+      } else {
+        number(v);
+      }
+    }
+    close(']');
+  }
+
+ private:
+  void separate() {
+    if (!fresh_) out_ += ',';
+    fresh_ = false;
+  }
+
+  void string(const std::string& s) {
+    out_ += '"';
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      switch (c) {
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += ch;  // UTF-8 bytes pass through unchanged
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string out_;
+  bool fresh_ = true;
+};
+
+}  // namespace
+
+std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                             const Budget& budget, const Allocation& allocation,
+                             const std::string& method) {
+  const std::size_t n = workers.size();
+  if (allocation.ratios.size() != n || allocation.caps.size() != n ||
+      (!allocation.thresholds.empty() && allocation.thresholds.size() != n)) {
+    throw std::invalid_argument("allocationToJson: allocation does not match the workers");
+  }
+  const std::vector<double> shares = normalisedShares(workers);
+
+  double total_ratio = 0.0;
+  uint64_t total_caps = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    total_ratio += allocation.ratios[i];
+    total_caps += allocation.caps[i];
+  }
+  // Phi of the uniform allocation under the same volume budget, for scale; absent when only a
+  // seconds budget was given.
+  double phi_uniform = std::nan("");
+  if (n > 0 && dim > 0 && (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0)) {
+    const double total = totalRatioBudget(n, dim, budget);
+    phi_uniform = keyFactor(shares, std::vector<double>(n, total / static_cast<double>(n)));
+  }
+
+  JsonWriter w;
+  w.open('{');
+  w.key("method");
+  w.text(method);
+  w.key("dim");
+  w.integer(dim);
+  w.key("workers");
+  w.integer(n);
+  w.key("budget");
+  w.open('{');
+  w.key("mean_ratio");
+  w.number(budget.mean_ratio);
+  w.key("bytes_per_round");
+  w.number(budget.bytes_per_round);
+  w.key("seconds_per_round");
+  w.number(budget.seconds_per_round);
+  w.key("mean_threshold");
+  w.number(budget.mean_threshold);
+  w.key("deadline_seconds");
+  w.number(budget.deadline_seconds);
+  w.key("bytes_per_coordinate");
+  w.integer(budget.bytes_per_coordinate);
+  w.key("packet_bytes");
+  w.integer(budget.packet_bytes);
+  w.close('}');
+  w.key("phi");
+  w.number(allocation.phi);
+  w.key("phi_uniform");
+  w.number(phi_uniform);
+  w.key("total_ratio");
+  w.number(total_ratio);
+  w.key("total_coordinates");
+  w.integer(total_caps);
+  w.key("total_bytes");
+  w.integer(total_caps * budget.bytes_per_coordinate);
+  w.array("shares", shares);
+  w.array("ratios", allocation.ratios);
+  w.array("caps", allocation.caps);
+  w.array("thresholds", allocation.thresholds);
+  if (budget.packet_bytes > 0) {
+    const LinkCosts links = linkCosts(workers, budget);
+    if (links.known) {
+      std::vector<double> seconds(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        seconds[i] = links.fixed[i] + links.per_coordinate[i] * allocation.caps[i];
+      }
+      w.array("upload_seconds", seconds);
+    }
+  }
+  w.close('}');
+  return w.take();
+}
+
+}  // namespace tern::allocation

@@ -1,0 +1,65 @@
+#include "common/allocation/link_costs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace tern::allocation {
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+bool fitted(const WorkerLoad& w) {
+  return std::isfinite(w.seconds_per_packet) && w.seconds_per_packet > 0.0;
+}
+
+}  // namespace
+
+LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget) {
+  if (budget.packet_bytes == 0) {
+    throw std::invalid_argument("allocation: packet_bytes must be positive");
+  }
+  const double packets_per_coordinate =
+      static_cast<double>(budget.bytes_per_coordinate) / budget.packet_bytes;
+  LinkCosts links;
+  std::vector<double> known_b;
+  std::vector<double> known_a;
+  for (const WorkerLoad& w : workers) {
+    if (fitted(w)) {
+      known_b.push_back(w.seconds_per_packet * packets_per_coordinate);
+      known_a.push_back(std::isfinite(w.seconds_fixed) ? std::max(0.0, w.seconds_fixed) : 0.0);
+    }
+  }
+  links.known = !known_b.empty();
+  const double fallback_b = links.known ? median(known_b) : 1.0;
+  const double fallback_a = links.known ? median(known_a) : 0.0;
+  links.per_coordinate.resize(workers.size());
+  links.fixed.resize(workers.size());
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const WorkerLoad& w = workers[i];
+    if (fitted(w)) {
+      links.per_coordinate[i] = w.seconds_per_packet * packets_per_coordinate;
+      links.fixed[i] = std::isfinite(w.seconds_fixed) ? std::max(0.0, w.seconds_fixed) : 0.0;
+    } else {
+      links.per_coordinate[i] = fallback_b;
+      links.fixed[i] = fallback_a;
+    }
+  }
+  return links;
+}
+
+uint32_t deadlineCap(const LinkCosts& links, std::size_t worker, uint32_t dim,
+                     const Budget& budget) {
+  const double room =
+      (budget.deadline_seconds - links.fixed[worker]) / links.per_coordinate[worker];
+  // The small slack keeps a cap that lands exactly on the deadline from rounding below it.
+  const double k = std::floor(room * (1.0 + 1e-12));
+  return static_cast<uint32_t>(std::clamp(k, 1.0, static_cast<double>(dim)));
+}
+
+}  // namespace tern::allocation
