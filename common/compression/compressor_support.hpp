@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/compression/wire_format.hpp"
+#include "common/util/rng.hpp"
 
 namespace tern::compression::detail {
 
@@ -36,6 +37,49 @@ inline size_t sparseBytesBound(wire::Scheme scheme, uint32_t dim, uint32_t count
   h.count = count;
   return wire::headerBytes(h) + wire::indexBytesBound(dim, count) +
          size_t(wire::valueBytes(wire::valueCodingOf(scheme), count, 0));
+}
+
+// Uniform integer in [0, n) for n >= 1 (Lemire's multiply-shift with rejection): unbiased and
+// the same on every platform, unlike std::uniform_int_distribution.
+inline uint32_t uniformBelow(Rng& rng, uint32_t n) {
+  uint64_t m = uint64_t(uint32_t(rng() >> 32)) * n;
+  uint32_t low = uint32_t(m);
+  if (low < n) {
+    const uint32_t floor = uint32_t(-n) % n;
+    while (low < floor) {
+      m = uint64_t(uint32_t(rng() >> 32)) * n;
+      low = uint32_t(m);
+    }
+  }
+  return uint32_t(m >> 32);
+}
+
+// Per-coordinate coin flips (stochastic rounding, stochastic sparsification) need one uniform
+// per coordinate; a splitmix64 stream seeded from the caller's Rng costs about a nanosecond per
+// draw instead of several for the Mersenne Twister, and stays reproducible from the same seed.
+class CoinStream {
+ public:
+  explicit CoinStream(Rng& rng) : state_(rng()) {}
+  // Uniform double in [0, 1) with 53 random bits.
+  double uniform() { return double(next() >> 11) * 0x1p-53; }
+
+ private:
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+};
+
+// Upper bound over every count <= `count`: the bound grows with the count except that
+// count == dim needs no index section, so a message one short of dense may be larger.
+inline size_t sparseBytesBoundUpTo(wire::Scheme scheme, uint32_t dim, uint32_t count) {
+  const size_t at = sparseBytesBound(scheme, dim, count);
+  if (count < dim || dim < 2) return at;
+  const size_t below = sparseBytesBound(scheme, dim, dim - 1);
+  return at > below ? at : below;
 }
 
 }  // namespace tern::compression::detail

@@ -33,4 +33,88 @@ class TopKCompressor final : public Compressor {
   TopKSelector selector_;
 };
 
+// fp16 cast: every coordinate rounded to binary16 (nearest, ties to even); magnitudes above
+// 65504 saturate to 65504 so the message stays finite.
+class Fp16Compressor final : public Compressor {
+ public:
+  std::string name() const override { return "fp16"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return false; }
+};
+
+// Random-k: k coordinates drawn uniformly without replacement from the caller's Rng, sent as
+// g_j * d / k so that E[C(g)] = g.
+class RandomKCompressor final : public Compressor {
+ public:
+  std::string name() const override { return "randomk"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return true; }
+
+ private:
+  std::vector<uint64_t> chosen_;  // membership bitmap, reused between calls
+};
+
+// Hard threshold (DAGC-A): every coordinate with |g_j| >= lambda, as fp32. The count depends on
+// the data, so encodedBytes takes `level` as the expected count (e.g. the last round's).
+class ThresholdCompressor final : public Compressor {
+ public:
+  explicit ThresholdCompressor(double lambda);
+  std::string name() const override { return "threshold"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return false; }
+
+ private:
+  uint32_t key_;  // magnitudeKey of the smallest float >= lambda
+  TopKSelector selector_;
+};
+
+// S+Q (CAT): the top-T indices, their signs and one scale s = mean |g_j| over them; the receiver
+// reads s * sign(g_j). Zero entries carry no sign, so they are dropped: fewer than T are sent
+// when g has fewer than T non-zeros.
+class SqCompressor final : public Compressor {
+ public:
+  std::string name() const override { return "sq"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return true; }
+
+ private:
+  TopKSelector selector_;
+};
+
+// Stochastic sparsification (Wangni et al. 2018, CAT eq. 15): keep j with probability
+// p_j = min(1, lambda |g_j|), lambda set so that sum_j p_j = T, and send g_j / p_j, which makes
+// E[C(g)] = g. The count sent is random with mean T; encodedBytes reports the size at count T.
+class StochasticCompressor final : public Compressor {
+ public:
+  std::string name() const override { return "stochastic"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return true; }
+  // lambda for g and T (exposed for tests); infinity when T >= the number of non-zeros.
+  double solveLambda(std::span<const float> g, uint32_t expected);
+
+ private:
+  TopKSelector selector_;
+  std::vector<uint32_t> top_;
+};
+
+// QSGD (Alistarh et al. 2017) with s levels: each coordinate becomes
+// ||g||_2 * sign(g_j) * l_j / s with l_j the stochastic rounding of s |g_j| / ||g||_2, so
+// E[C(g)] = g; levels are packed at ceil(log2(2s + 1)) bits per coordinate.
+class QsgdCompressor final : public Compressor {
+ public:
+  explicit QsgdCompressor(uint32_t levels);
+  std::string name() const override { return "qsgd"; }
+  Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
+  size_t encodedBytes(uint32_t dim, uint32_t level) const override;
+  bool hasLevel() const override { return false; }
+
+ private:
+  uint32_t levels_;
+};
+
 }  // namespace tern::compression

@@ -135,4 +135,10 @@ void TopKSelector::select(std::span<const float> g, uint32_t k, std::vector<uint
   pickExact(k, out);
 }
 
+void TopKSelector::selectAtLeast(std::span<const float> g, uint32_t key,
+                                 std::vector<uint32_t>& out) {
+  collect(g, key);
+  out.assign(cand_index_.get(), cand_index_.get() + count_);
+}
+
 }  // namespace tern::compression

@@ -24,6 +24,8 @@ class TopKSelector {
  public:
   // Writes the selected indices to `out` (resized to min(k, g.size())).
   void select(std::span<const float> g, uint32_t k, std::vector<uint32_t>& out);
+  // Writes every j with magnitudeKey(g[j]) >= key, in increasing order (the hard threshold).
+  void selectAtLeast(std::span<const float> g, uint32_t key, std::vector<uint32_t>& out);
 
  private:
   uint32_t estimateThreshold(std::span<const float> g, uint32_t k, unsigned widen);
