@@ -48,8 +48,9 @@ std::unique_ptr<Allocator> makeAllocator(const std::string& name);
 std::vector<std::string> allocatorNames();
 
 // The allocation as one JSON object (method, dim, budget, shares, ratios, caps, thresholds, Phi,
-// Phi of the uniform allocation, totals, and per-worker upload seconds when links are fitted):
-// what `tern-coordinator allocate` prints. Non-finite numbers are written as null.
+// Phi of an even split of the same budget, totals, and per-worker upload seconds a_i + b_i * k_i
+// when links are fitted): what `tern-coordinator allocate` prints. Non-finite numbers are
+// written as null. Throws std::invalid_argument if the allocation does not match the workers.
 std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t dim,
                              const Budget& budget, const Allocation& allocation,
                              const std::string& method);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -134,12 +135,20 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
     total_ratio += allocation.ratios[i];
     total_caps += allocation.caps[i];
   }
-  // Phi of the uniform allocation under the same volume budget, for scale; absent when only a
-  // seconds budget was given.
+  // Phi of giving every worker the same ratio under the same budget, for scale: the same link
+  // seconds for a cost-aware seconds budget, otherwise the same volume.
+  const LinkCosts links = budget.packet_bytes > 0 ? linkCosts(workers, budget) : LinkCosts{};
   double phi_uniform = std::nan("");
-  if (n > 0 && dim > 0 && (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0)) {
-    const double total = totalRatioBudget(n, dim, budget);
-    phi_uniform = keyFactor(shares, std::vector<double>(n, total / static_cast<double>(n)));
+  if (n > 0 && dim > 0) {
+    double even = std::nan("");
+    if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
+      double seconds_per_ratio = 0.0;
+      for (double b : links.per_coordinate) seconds_per_ratio += b * dim;
+      even = std::min(1.0, budget.seconds_per_round / seconds_per_ratio);
+    } else if (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0) {
+      even = totalRatioBudget(n, dim, budget) / static_cast<double>(n);
+    }
+    if (std::isfinite(even)) phi_uniform = keyFactor(shares, std::vector<double>(n, even));
   }
 
   JsonWriter w;
@@ -181,15 +190,12 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.array("ratios", allocation.ratios);
   w.array("caps", allocation.caps);
   w.array("thresholds", allocation.thresholds);
-  if (budget.packet_bytes > 0) {
-    const LinkCosts links = linkCosts(workers, budget);
-    if (links.known) {
-      std::vector<double> seconds(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        seconds[i] = links.fixed[i] + links.per_coordinate[i] * allocation.caps[i];
-      }
-      w.array("upload_seconds", seconds);
+  if (links.known) {
+    std::vector<double> seconds(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      seconds[i] = links.fixed[i] + links.per_coordinate[i] * allocation.caps[i];
     }
+    w.array("upload_seconds", seconds);
   }
   w.close('}');
   return w.take();

@@ -1,0 +1,175 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "allocation_test_support.hpp"
+#include "common/allocation/allocator.hpp"
+
+using namespace tern::allocation;
+using namespace tern::allocation::testing;
+
+namespace {
+
+// b_i from papers/dagc.md's cost model: seconds per packet spread over the coordinates a packet
+// carries.
+double perCoordinate(double seconds_per_packet, const Budget& budget) {
+  return seconds_per_packet * budget.bytes_per_coordinate / budget.packet_bytes;
+}
+
+}  // namespace
+
+TEST_CASE("cost-aware with equal costs and a volume budget equals dagc-opt") {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 30; ++trial) {
+    const std::size_t n = 2 + trial % 9;
+    const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.4));
+    Budget budget;
+    budget.mean_ratio = 0.002 * (1 + trial % 4);
+    const auto equal = loads(p, std::vector<double>(n, 0.004), std::vector<double>(n, 0.01));
+    const Allocation cost = makeAllocator("cost-aware")->allocate(equal, 50000, budget);
+    const Allocation opt = makeAllocator("dagc-opt")->allocate(loads(p), 50000, budget);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(cost.ratios[i] == doctest::Approx(opt.ratios[i]).epsilon(1e-12));
+      CHECK(cost.caps[i] == opt.caps[i]);
+    }
+  }
+}
+
+TEST_CASE("cost-aware with equal costs and a seconds budget equals dagc-opt at that volume") {
+  const std::vector<double> p = geometricShares(8, 100.0);
+  Budget seconds;
+  const double spp = 0.002;
+  const uint32_t dim = 100000;
+  const double b = perCoordinate(spp, seconds);
+  seconds.seconds_per_round = 0.0037 * 8 * dim * b;  // the link time of a 0.37% mean ratio
+  const Allocation cost =
+      makeAllocator("cost-aware")->allocate(loads(p, std::vector<double>(8, spp)), dim, seconds);
+  Budget volume;
+  volume.mean_ratio = 0.0037;
+  const Allocation opt = makeAllocator("dagc-opt")->allocate(loads(p), dim, volume);
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    CHECK(cost.ratios[i] == doctest::Approx(opt.ratios[i]).epsilon(1e-9));
+  }
+  CHECK(cost.phi == doctest::Approx(opt.phi).epsilon(1e-9));
+}
+
+TEST_CASE("cost-aware gives the cheaper link more under a seconds budget") {
+  Budget budget;
+  const uint32_t dim = 100000;
+  // Equal data, one link four times slower: same seconds as a uniform 1% plan.
+  const std::vector<double> spp = {0.001, 0.004, 0.001, 0.004};
+  double uniform_seconds = 0.0;
+  for (double s : spp) uniform_seconds += 0.01 * dim * perCoordinate(s, budget);
+  budget.seconds_per_round = uniform_seconds;
+  const Allocation a =
+      makeAllocator("cost-aware")->allocate(loads({0.25, 0.25, 0.25, 0.25}, spp), dim, budget);
+  CHECK(a.ratios[0] > a.ratios[1]);
+  CHECK(a.caps[0] > a.caps[1]);
+  CHECK(a.ratios[0] == doctest::Approx(a.ratios[2]));
+  double spent = 0.0;
+  for (std::size_t i = 0; i < 4; ++i) spent += a.caps[i] * perCoordinate(spp[i], budget);
+  CHECK(spent <= budget.seconds_per_round * (1 + 1e-12));
+}
+
+TEST_CASE("cost-aware minimises Phi under the seconds budget better than random allocations") {
+  Budget budget;
+  const uint32_t dim = 20000;
+  const std::vector<double> p = {0.4, 0.25, 0.15, 0.1, 0.06, 0.04};
+  const std::vector<double> spp = {0.01, 0.001, 0.003, 0.0005, 0.002, 0.001};
+  std::vector<double> w(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) w[i] = perCoordinate(spp[i], budget) * dim;
+  budget.seconds_per_round = 0.005 * sum(w);
+  const Allocation a = makeAllocator("cost-aware")->allocate(loads(p, spp), dim, budget);
+  double spent = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) spent += w[i] * a.ratios[i];
+  CHECK(spent == doctest::Approx(budget.seconds_per_round));
+  // Against the independent brute force over floor and water level ...
+  const double brute = bruteForceMinPhi(p, w, budget.seconds_per_round, 1500);
+  CHECK(a.phi <= brute * (1 + 1e-9));
+  CHECK(a.phi >= brute * (1 - 2e-3));
+  // ... and against random allocations that spend the same seconds.
+  std::mt19937_64 rng(99);
+  int accepted = 0;
+  while (accepted < 5000) {
+    std::vector<double> x = dirichlet(rng, std::vector<double>(p.size(), 1.0));
+    std::vector<double> delta(p.size());
+    bool feasible = true;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      delta[i] = x[i] * budget.seconds_per_round / w[i];  // worker i spends share x_i of it
+      feasible = feasible && delta[i] <= 1.0;
+    }
+    if (!feasible) continue;
+    ++accepted;
+    CHECK(a.phi <= phiReference(p, delta));
+  }
+}
+
+TEST_CASE("cost-aware gives an unmeasured link the median cost of the measured ones") {
+  Budget budget;
+  budget.seconds_per_round = 2.0;
+  const std::vector<double> p = {0.5, 0.3, 0.2};
+  const Allocation unknown =
+      makeAllocator("cost-aware")->allocate(loads(p, {0.001, 0.0, 0.003}), 100000, budget);
+  const Allocation median =
+      makeAllocator("cost-aware")->allocate(loads(p, {0.001, 0.002, 0.003}), 100000, budget);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(unknown.ratios[i] == doctest::Approx(median.ratios[i]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("cost-aware never lets an upload exceed the deadline") {
+  std::mt19937_64 rng(31);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int trial = 0; trial < 100; ++trial) {
+    const std::size_t n = 2 + trial % 15;
+    const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.3 + unit(rng)));
+    std::vector<double> spp(n);
+    std::vector<double> fixed(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      spp[i] = 0.0002 * std::pow(50.0, unit(rng));  // 1.4 Mbit/s .. 58 Mbit/s
+      fixed[i] = 0.02 * unit(rng);
+    }
+    Budget budget;
+    const uint32_t dim = 200000;
+    budget.mean_ratio = 0.01;
+    if (trial % 2 == 1) {
+      budget.mean_ratio = 0.0;
+      budget.seconds_per_round = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        budget.seconds_per_round += 0.01 * dim * perCoordinate(spp[i], budget);
+      }
+    }
+    budget.deadline_seconds = 0.03 + 0.3 * unit(rng);
+    const Allocation a = makeAllocator("cost-aware")->allocate(loads(p, spp, fixed), dim, budget);
+    double seconds = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double b = perCoordinate(spp[i], budget);
+      seconds += b * a.caps[i];
+      if (fixed[i] + b <= budget.deadline_seconds) {
+        CHECK(fixed[i] + b * a.caps[i] <= budget.deadline_seconds * (1 + 1e-9));
+      } else {
+        CHECK(a.caps[i] == 1);  // cannot meet it; sends the minimum
+      }
+    }
+    if (budget.seconds_per_round > 0) {
+      CHECK(seconds <= budget.seconds_per_round * (1 + 1e-9));
+    } else {
+      CHECK(sum(a.caps) <= static_cast<uint64_t>(std::floor(n * 0.01 * dim + 1e-6)));
+    }
+  }
+}
+
+TEST_CASE("a tight deadline moves coordinates from the slow link to the fast one") {
+  Budget budget;
+  budget.mean_ratio = 0.01;
+  const uint32_t dim = 100000;  // 1000 coordinates per worker under uniform
+  const std::vector<double> spp = {0.001, 0.01};
+  // The slow worker can send 400 coordinates before the deadline.
+  budget.deadline_seconds = 400 * perCoordinate(0.01, budget);
+  const Allocation free = makeAllocator("dagc-opt")->allocate(loads({0.5, 0.5}), dim, budget);
+  const Allocation a = makeAllocator("cost-aware")->allocate(loads({0.5, 0.5}, spp), dim, budget);
+  CHECK(free.caps[1] == 1000);
+  CHECK(a.caps[1] == 400);
+  CHECK(a.caps[0] == 1600);
+}

@@ -1,0 +1,90 @@
+#include <doctest/doctest.h>
+
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <sstream>
+
+#include "allocation_test_support.hpp"
+#include "common/allocation/allocator.hpp"
+
+using namespace tern::allocation;
+using namespace tern::allocation::testing;
+namespace pt = boost::property_tree;
+
+namespace {
+
+pt::ptree parse(const std::string& json) {
+  std::istringstream in(json);
+  pt::ptree tree;
+  pt::read_json(in, tree);  // throws on malformed JSON
+  return tree;
+}
+
+std::vector<std::string> arrayOf(const pt::ptree& tree, const std::string& key) {
+  std::vector<std::string> out;
+  for (const auto& item : tree.get_child(key)) out.push_back(item.second.data());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the JSON report parses and carries ratios, caps, phi and the budget") {
+  Budget budget;
+  budget.mean_ratio = 0.01;
+  const auto workers = loads({0.5, 0.3, 0.2});
+  const Allocation a = makeAllocator("dagc-r")->allocate(workers, 7850, budget);
+  const pt::ptree tree = parse(allocationToJson(workers, 7850, budget, a, "dagc-r"));
+  CHECK(tree.get<std::string>("method") == "dagc-r");
+  CHECK(tree.get<uint32_t>("dim") == 7850);
+  CHECK(tree.get<double>("budget.mean_ratio") == doctest::Approx(0.01));
+  CHECK(tree.get<double>("phi") == a.phi);  // shortest round-trip formatting is exact
+  CHECK(tree.get<double>("phi_uniform") == doctest::Approx(100.0));
+  const auto ratios = arrayOf(tree, "ratios");
+  const auto caps = arrayOf(tree, "caps");
+  REQUIRE(ratios.size() == 3);
+  REQUIRE(caps.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(std::stod(ratios[i]) == a.ratios[i]);
+    CHECK(std::stoul(caps[i]) == a.caps[i]);
+  }
+  CHECK(tree.get<uint64_t>("total_coordinates") == sum(a.caps));
+  CHECK(tree.get_child("thresholds").empty());
+  CHECK(tree.find("upload_seconds") == tree.not_found());
+}
+
+TEST_CASE("the JSON report escapes the method name and writes infinities as null") {
+  Budget budget;
+  budget.mean_threshold = 0.1;
+  const auto workers = loads({0.7, 0.3, 0.0}, {0.001, 0.002, 0.0});
+  const Allocation a = makeAllocator("dagc-a")->allocate(workers, 100, budget);
+  const std::string odd = "dagc-a \"quoted\" \\ back\nline\x01";
+  const std::string json = allocationToJson(workers, 100, budget, a, odd);
+  CHECK(json.find("null") != std::string::npos);
+  const pt::ptree tree = parse(json);
+  CHECK(tree.get<std::string>("method") == odd);
+  const auto thresholds = arrayOf(tree, "thresholds");
+  REQUIRE(thresholds.size() == 3);
+  CHECK(thresholds[2] == "null");
+  CHECK(arrayOf(tree, "upload_seconds").size() == 3);
+}
+
+TEST_CASE("the JSON report rejects an allocation that does not match the workers") {
+  Budget budget;
+  Allocation wrong;
+  wrong.ratios = {0.1};
+  wrong.caps = {1};
+  CHECK_THROWS_AS(allocationToJson(loads({0.5, 0.5}), 10, budget, wrong, "uniform"),
+                  std::invalid_argument);
+}
+
+TEST_CASE("the JSON report compares cost-aware against an even split of the same seconds") {
+  Budget budget;
+  budget.seconds_per_round = 0.03;
+  const auto workers = loads({0.6, 0.4}, {0.001, 0.003});
+  const Allocation a = makeAllocator("cost-aware")->allocate(workers, 10000, budget);
+  const pt::ptree tree = parse(allocationToJson(workers, 10000, budget, a, "cost-aware"));
+  // Even ratio r with r * d * (b_1 + b_2) = 0.03 s, b_i = spp_i * 8 / 1448; Phi of it is 1 / r.
+  const double r = 0.03 / (10000 * (0.001 + 0.003) * 8.0 / 1448.0);
+  CHECK(tree.get<double>("phi_uniform") == doctest::Approx(1.0 / r));
+  CHECK(tree.get<double>("phi") <= 1.0 / r);
+}
