@@ -1,0 +1,158 @@
+#include "common/tuning/improvement.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace tern::tuning {
+
+std::optional<Scheme> schemeOf(const std::string& compressor_name) {
+  if (compressor_name == "topk" || compressor_name == "randomk" || compressor_name == "threshold")
+    return Scheme::kTopT;
+  if (compressor_name == "sq") return Scheme::kSignScale;
+  if (compressor_name == "stochastic") return Scheme::kStochastic;
+  return std::nullopt;
+}
+
+std::string schemeName(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kTopT:
+      return "top-T";
+    case Scheme::kSignScale:
+      return "S+Q";
+    case Scheme::kStochastic:
+      return "stochastic";
+  }
+  return "?";
+}
+
+double topTImprovement(const MagnitudeProfile& p, size_t T, double L) {
+  return p.s2(T) / (2.0 * L);
+}
+
+double topTStep(double L) { return 1.0 / L; }
+
+double signScaleImprovement(const MagnitudeProfile& p, size_t T, double L) {
+  const double s1 = p.s1(T);
+  return s1 * s1 / (2.0 * L * static_cast<double>(T));
+}
+
+double signScaleStep(const MagnitudeProfile& p, size_t T, double L, double scale) {
+  if (!(scale > 0.0)) return 0.0;  // nothing to step along
+  return p.s1(T) / (L * static_cast<double>(T) * scale);
+}
+
+double signScaleOf(const MagnitudeProfile& p, size_t T) { return p.s1(T) / static_cast<double>(T); }
+
+size_t stochasticSaturated(const MagnitudeProfile& p, size_t T) {
+  assert(T >= 1 && T <= p.sortedCount());
+  // The predicate is monotone in k (once coordinate k+1 is unsaturated so is every smaller
+  // one), so the smallest k is found by bisection; k = T - 1 always satisfies it mathematically.
+  size_t lo = 0, hi = T - 1;
+  while (lo < hi) {
+    const size_t k = lo + (hi - lo) / 2;
+    if (static_cast<double>(T - k) * p.magnitude(k + 1) < p.tailL1(k))
+      hi = k;
+    else
+      lo = k + 1;
+  }
+  return lo;
+}
+
+double stochasticOmega(const MagnitudeProfile& p, size_t T) {
+  const double total2 = p.totalL2sq();
+  if (T >= p.nonZeros() || total2 == 0.0) return 1.0;
+  const size_t k = stochasticSaturated(p, T);
+  // E||Q||^2 = sum_{saturated} g_j^2 + sum_{rest} |g_j| / lambda, lambda = (T - k) / tail(k).
+  const double tail = p.tailL1(k);
+  const double second_moment = p.s2(k) + tail * tail / static_cast<double>(T - k);
+  return std::min(1.0, total2 / second_moment);
+}
+
+double stochasticOmegaUnsorted(std::span<const float> v, double T) {
+  double total1 = 0.0, total2 = 0.0;
+  size_t non_zeros = 0;
+  for (float x : v) {
+    const double a = std::fabs(static_cast<double>(x));
+    if (!(a > 0.0)) continue;
+    total1 += a;
+    total2 += a * a;
+    ++non_zeros;
+  }
+  if (total2 == 0.0 || T >= static_cast<double>(non_zeros)) return 1.0;
+  // Fixed point of lambda = (T - k) / (mass of the unsaturated); k only grows, so it stops after
+  // at most as many rounds as there are distinct saturation counts (a handful in practice).
+  double lambda = T / total1;
+  size_t k = 0;
+  double sat2 = 0.0, unsat1 = total1;
+  for (;;) {
+    size_t k_new = 0;
+    double sat2_new = 0.0, unsat1_new = 0.0;
+    for (float x : v) {
+      const double a = std::fabs(static_cast<double>(x));
+      if (!(a > 0.0)) continue;
+      if (lambda * a >= 1.0) {
+        ++k_new;
+        sat2_new += a * a;
+      } else {
+        unsat1_new += a;
+      }
+    }
+    if (k_new == k || static_cast<double>(k_new) >= T || unsat1_new <= 0.0) break;
+    k = k_new;
+    sat2 = sat2_new;
+    unsat1 = unsat1_new;
+    lambda = (T - static_cast<double>(k)) / unsat1;
+  }
+  const double second_moment = sat2 + unsat1 / lambda;
+  return std::min(1.0, total2 / second_moment);
+}
+
+double stochasticImprovement(const MagnitudeProfile& p, size_t T, double L) {
+  return stochasticOmega(p, T) * p.totalL2sq() / (2.0 * L);
+}
+
+double stochasticStep(const MagnitudeProfile& p, size_t T, double L) {
+  return stochasticOmega(p, T) / L;
+}
+
+double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
+  switch (scheme) {
+    case Scheme::kTopT:
+      return topTImprovement(p, T, L);
+    case Scheme::kSignScale:
+      return signScaleImprovement(p, T, L);
+    case Scheme::kStochastic:
+      return stochasticImprovement(p, T, L);
+  }
+  return 0.0;
+}
+
+double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
+  switch (scheme) {
+    case Scheme::kTopT:
+      return topTStep(L);
+    case Scheme::kSignScale:
+      return signScaleStep(p, T, L, signScaleOf(p, T));
+    case Scheme::kStochastic:
+      return stochasticStep(p, T, L);
+  }
+  return 0.0;
+}
+
+double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo, size_t hi,
+                             double L) {
+  switch (scheme) {
+    case Scheme::kTopT:
+      return topTImprovement(p, hi, L);
+    case Scheme::kSignScale: {
+      const double s1 = p.s1(hi);
+      return s1 * s1 / (2.0 * L * static_cast<double>(lo));
+    }
+    case Scheme::kStochastic:
+      return stochasticImprovement(p, hi, L);
+  }
+  return 0.0;
+}
+
+}  // namespace tern::tuning

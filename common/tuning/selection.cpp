@@ -1,0 +1,168 @@
+#include "common/tuning/selection.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+namespace tern::tuning {
+namespace {
+
+// Bounds are computed from the same prefix sums as the ratios they bound; the margin only
+// absorbs rounding in omega (mathematically monotone, computed through a division).
+constexpr double kBoundMargin = 1.0 + 1e-9;
+// Block length when the cost model has no packets to follow.
+constexpr uint32_t kBlock = 64;
+
+struct Candidate {
+  uint32_t level = 0;
+  double ratio = -1.0;
+  double improvement = 0.0;
+  double cost = 0.0;
+  // Higher ratio wins, then the smaller level.
+  bool beats(double r, uint32_t t) const { return r > ratio || (r == ratio && t < level); }
+};
+
+class Evaluator {
+ public:
+  Evaluator(Scheme scheme, const MagnitudeProfile& p, double L, const compression::Compressor& comp,
+            const costmodel::CostModel& cost)
+      : scheme_(scheme),
+        p_(p),
+        L_(L),
+        comp_(comp),
+        cost_(cost),
+        dim_(static_cast<uint32_t>(p.dim())) {}
+
+  double costAt(uint32_t T) const { return cost_.cost(comp_.encodedBytes(dim_, T)); }
+  size_t bytesAt(uint32_t T) const { return comp_.encodedBytes(dim_, T); }
+
+  void consider(uint32_t T, Candidate& best) {
+    ++evaluations_;
+    const double imp = improvement(scheme_, p_, T, L_);
+    const double c = costAt(T);
+    const double r = imp / c;
+    if (best.beats(r, T)) best = {T, r, imp, c};
+  }
+
+  double bound(uint32_t lo, uint32_t hi) const {
+    return improvementUpperBound(scheme_, p_, lo, hi, L_) / costAt(lo) * kBoundMargin;
+  }
+
+  size_t evaluations() const { return evaluations_; }
+
+ private:
+  Scheme scheme_;
+  const MagnitudeProfile& p_;
+  double L_;
+  const compression::Compressor& comp_;
+  const costmodel::CostModel& cost_;
+  uint32_t dim_;
+  size_t evaluations_ = 0;
+};
+
+void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level) {
+  if (max_level < 1 || max_level > p.dim())
+    throw std::invalid_argument("selectLevel: max_level must be in [1, dim]");
+  if (p.sortedCount() < max_level)
+    throw std::invalid_argument("selectLevel: profile sorts fewer magnitudes than max_level");
+  if (!(L > 0.0)) throw std::invalid_argument("selectLevel: smoothness must be > 0");
+}
+
+struct Block {
+  uint32_t lo, hi;
+  double bound;
+};
+
+// Blocks over [1, m - 1]: whole packets when the model has them (cost is flat inside, so the
+// bound is tight), else runs of kBlock levels. T = m is a block of its own because at T = d the
+// codec drops the index section, so the size may fall there and no bound from below holds.
+std::vector<Block> makeBlocks(Evaluator& ev, uint32_t m, std::optional<size_t> packet_bytes) {
+  std::vector<Block> blocks;
+  const uint32_t last = m - 1;
+  // Packets shorter than a block would only multiply the bounds to compute: use fixed runs.
+  bool follow_packets = packet_bytes && *packet_bytes > 0 && last >= 1;
+  if (follow_packets && last > 1) {
+    const double bytes_per_level =
+        (static_cast<double>(ev.bytesAt(last)) - static_cast<double>(ev.bytesAt(1))) /
+        static_cast<double>(last - 1);
+    follow_packets = static_cast<double>(*packet_bytes) >= kBlock * bytes_per_level;
+  }
+  if (follow_packets) {
+    const size_t P = *packet_bytes;
+    auto packetsAt = [&](uint32_t T) { return (ev.bytesAt(T) + P - 1) / P; };
+    uint32_t lo = 1;
+    while (lo <= last) {
+      const size_t packets = packetsAt(lo);
+      // Last level with the same packet count: gallop, then bisect.
+      uint32_t good = lo, step = 1;
+      uint32_t bad = last + 1;
+      while (true) {
+        const uint64_t probe = uint64_t{good} + step;
+        if (probe > last) break;
+        if (packetsAt(static_cast<uint32_t>(probe)) == packets) {
+          good = static_cast<uint32_t>(probe);
+          step *= 2;
+        } else {
+          bad = static_cast<uint32_t>(probe);
+          break;
+        }
+      }
+      while (bad - good > 1) {
+        const uint32_t mid = good + (bad - good) / 2;
+        if (packetsAt(mid) == packets)
+          good = mid;
+        else
+          bad = mid;
+      }
+      blocks.push_back({lo, good, 0.0});
+      lo = good + 1;
+    }
+  } else {
+    for (uint32_t lo = 1; lo <= last; lo += kBlock) {
+      const uint32_t hi =
+          static_cast<uint32_t>(std::min<uint64_t>(uint64_t{lo} + kBlock - 1, last));
+      blocks.push_back({lo, hi, 0.0});
+    }
+  }
+  blocks.push_back({m, m, 0.0});
+  for (Block& b : blocks) b.bound = ev.bound(b.lo, b.hi);
+  return blocks;
+}
+
+// A non-finite vector leaves every ratio NaN; fall back to one coordinate rather than none.
+Selection finish(const Candidate& best, size_t evaluations) {
+  if (best.level == 0) return {1, 0.0, 0.0, 0.0, evaluations};
+  return {best.level, best.improvement, best.cost, best.ratio, evaluations};
+}
+
+}  // namespace
+
+Selection selectLevel(Scheme scheme, const MagnitudeProfile& p, double L, uint32_t max_level,
+                      const compression::Compressor& comp, const costmodel::CostModel& cost) {
+  checkArguments(p, L, max_level);
+  Evaluator ev(scheme, p, L, comp, cost);
+  std::vector<Block> blocks = makeBlocks(ev, max_level, cost.packetBytes());
+  // Best-first: once a block's bound falls below the best ratio, so do all that follow.
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
+    return a.bound > b.bound || (a.bound == b.bound && a.lo < b.lo);
+  });
+  Candidate best;
+  for (const Block& b : blocks) {
+    if (best.level != 0 && b.bound < best.ratio) break;
+    if (best.level != 0 && b.bound == best.ratio && b.lo > best.level) continue;
+    for (uint32_t T = b.lo; T <= b.hi; ++T) ev.consider(T, best);
+  }
+  return finish(best, ev.evaluations() + blocks.size());
+}
+
+Selection selectLevelBruteForce(Scheme scheme, const MagnitudeProfile& p, double L,
+                                uint32_t max_level, const compression::Compressor& comp,
+                                const costmodel::CostModel& cost) {
+  checkArguments(p, L, max_level);
+  Evaluator ev(scheme, p, L, comp, cost);
+  Candidate best;
+  for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T, best);
+  return finish(best, ev.evaluations());
+}
+
+}  // namespace tern::tuning

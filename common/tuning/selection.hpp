@@ -1,0 +1,34 @@
+#pragma once
+// CAT's level selection (papers/cat.md, "Idea"):  T* = argmax_{T in [1, m]} improvement(T) / C(T),
+// C(T) = cost model applied to Compressor::encodedBytes(d, T), m = min(d, cap); ties go to the
+// smaller T (fewer bytes for the same value). selectLevel() is exact and fast: it splits [1, m]
+// into blocks (the packets of a packet model, fixed runs otherwise), bounds the ratio in each
+// block by improvementUpperBound / C(block start), and scans only blocks whose bound can still
+// beat the best ratio found. selectLevelBruteForce() evaluates every T; tests compare the two.
+#include <cstdint>
+
+#include "common/compression/compressor.hpp"
+#include "common/costmodel/cost_model.hpp"
+#include "common/tuning/improvement.hpp"
+#include "common/tuning/magnitude_profile.hpp"
+
+namespace tern::tuning {
+
+struct Selection {
+  uint32_t level = 1;
+  double improvement = 0.0;
+  double cost = 0.0;
+  double ratio = 0.0;      // improvement / cost
+  size_t evaluations = 0;  // ratios computed (a measure of the search's work)
+};
+
+// Requires 1 <= max_level <= p.dim() and p.sortedCount() >= max_level (throws
+// std::invalid_argument otherwise), L > 0, and a cost that is
+// non-decreasing in T (encodedBytes non-decreasing in the level, C non-decreasing in bytes).
+Selection selectLevel(Scheme scheme, const MagnitudeProfile& p, double L, uint32_t max_level,
+                      const compression::Compressor& comp, const costmodel::CostModel& cost);
+Selection selectLevelBruteForce(Scheme scheme, const MagnitudeProfile& p, double L,
+                                uint32_t max_level, const compression::Compressor& comp,
+                                const costmodel::CostModel& cost);
+
+}  // namespace tern::tuning

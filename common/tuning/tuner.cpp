@@ -1,0 +1,190 @@
+#include "common/tuning/tuner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+#include "common/tuning/improvement.hpp"
+#include "common/tuning/selection.hpp"
+
+namespace tern::tuning {
+namespace {
+
+uint32_t levelLimit(size_t dim, uint32_t cap) {
+  if (dim == 0) throw std::invalid_argument("tuner: empty vector");
+  if (dim > std::numeric_limits<uint32_t>::max())
+    throw std::invalid_argument("tuner: dimension does not fit the wire's 32-bit levels");
+  const auto d = static_cast<uint32_t>(dim);
+  return cap == 0 ? d : std::min(d, cap);
+}
+
+double squaredNorm(std::span<const float> v) {
+  double s = 0.0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return s;
+}
+
+double predictedCost(const compression::Compressor& comp, const costmodel::CostModel& cost,
+                     size_t dim, uint32_t level) {
+  return cost.cost(comp.encodedBytes(static_cast<uint32_t>(dim), level));
+}
+
+// Compressors without a level send everything they are given: the descent of a full step.
+TuningDecision levelFreeDecision(std::span<const float> v, uint32_t level,
+                                 const compression::Compressor& comp,
+                                 const costmodel::CostModel& cost, double L) {
+  return {level, predictedCost(comp, cost, v.size(), level), squaredNorm(v) / (2.0 * L), 1.0 / L,
+          true};
+}
+
+TuningDecision decisionAt(Scheme scheme, const MagnitudeProfile& p, uint32_t level, double L,
+                          const compression::Compressor& comp, const costmodel::CostModel& cost) {
+  return {level, predictedCost(comp, cost, p.dim(), level), improvement(scheme, p, level, L),
+          step(scheme, p, level, L), true};
+}
+
+std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
+  if (!comp.hasLevel()) return std::nullopt;
+  return schemeOf(comp.name());
+}
+
+class CatTuner final : public Tuner {
+ public:
+  CatTuner(uint32_t recompute_every, double L) : recompute_every_(recompute_every), L_(L) {}
+  std::string name() const override { return "cat"; }
+
+  TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
+                        const costmodel::CostModel& cost) override {
+    const uint32_t m = levelLimit(v.size(), cap);
+    const auto scheme = levelScheme(comp);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+
+    const bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ &&
+                          v.size() == dim_ && *scheme == scheme_;
+    if (reusable) {
+      ++calls_since_;
+      TuningDecision d = *last_;
+      d.recomputed = false;
+      d.predicted_cost = predictedCost(comp, cost, v.size(), d.level);
+      if (*scheme == Scheme::kStochastic) {
+        // The step must match this vector: a stale omega could overshoot.
+        const double omega = stochasticOmegaUnsorted(v, d.level);
+        d.step = omega / L_;
+        d.predicted_improvement = omega * squaredNorm(v) / (2.0 * L_);
+      }
+      return d;
+    }
+
+    const MagnitudeProfile p(v, m);
+    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost);
+    last_ = TuningDecision{s.level, s.cost, s.improvement, step(*scheme, p, s.level, L_), true};
+    calls_since_ = 1;
+    cap_ = cap;
+    dim_ = v.size();
+    scheme_ = *scheme;
+    return *last_;
+  }
+
+ private:
+  uint32_t recompute_every_;
+  double L_;
+  std::optional<TuningDecision> last_;
+  uint32_t calls_since_ = 0;
+  uint32_t cap_ = 0;
+  size_t dim_ = 0;
+  Scheme scheme_ = Scheme::kTopT;
+};
+
+class FixedTuner final : public Tuner {
+ public:
+  FixedTuner(uint32_t level, double L) : level_(level), L_(L) {}
+  std::string name() const override { return "fixed"; }
+
+  TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
+                        const costmodel::CostModel& cost) override {
+    const uint32_t m = levelLimit(v.size(), cap);
+    const uint32_t level = level_ == 0 ? m : std::min(level_, m);
+    const auto scheme = levelScheme(comp);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+    return decisionAt(*scheme, MagnitudeProfile(v, level), level, L_, comp, cost);
+  }
+
+ private:
+  uint32_t level_;
+  double L_;
+};
+
+class DynamicTuner final : public Tuner {
+ public:
+  explicit DynamicTuner(double L) : L_(L) {}
+  std::string name() const override { return "dynamic"; }
+
+  TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
+                        const costmodel::CostModel& cost) override {
+    const uint32_t m = levelLimit(v.size(), cap);
+    const auto scheme = levelScheme(comp);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+    const uint32_t limit = std::min(m, dynamicMaxLevel(v.size()));
+    const MagnitudeProfile p(v, limit);
+    return decisionAt(*scheme, p, dynamicLevel(p, limit), L_, comp, cost);
+  }
+
+ private:
+  double L_;
+};
+
+class FullTuner final : public Tuner {
+ public:
+  explicit FullTuner(double L) : L_(L) {}
+  std::string name() const override { return "full"; }
+
+  TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
+                        const costmodel::CostModel& cost) override {
+    const uint32_t m = levelLimit(v.size(), cap);
+    const auto scheme = levelScheme(comp);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+    // At T = d only the totals are needed: nothing to sort.
+    const MagnitudeProfile p(v, m == v.size() ? 0 : m);
+    return decisionAt(*scheme, p, m, L_, comp, cost);
+  }
+
+ private:
+  double L_;
+};
+
+}  // namespace
+
+uint32_t dynamicMaxLevel(size_t dim) {
+  auto r = static_cast<uint64_t>(std::sqrt(static_cast<double>(dim)));
+  while (r * r < dim) ++r;
+  while (r > 0 && (r - 1) * (r - 1) >= dim) --r;
+  return static_cast<uint32_t>(std::max<uint64_t>(r, 1));
+}
+
+uint32_t dynamicLevel(const MagnitudeProfile& p, uint32_t max_level) {
+  const double norm = std::sqrt(p.totalL2sq());
+  for (uint32_t T = 1; T <= max_level; ++T)
+    if (p.s1(T) >= norm) return T;
+  return max_level;
+}
+
+std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
+  if (!(spec.smoothness > 0.0) || !std::isfinite(spec.smoothness))
+    throw std::invalid_argument("tuner: smoothness must be finite and > 0");
+  if (spec.name == "cat") {
+    if (spec.recompute_every == 0)
+      throw std::invalid_argument("tuner: recompute_every must be >= 1");
+    return std::make_unique<CatTuner>(spec.recompute_every, spec.smoothness);
+  }
+  if (spec.name == "fixed") return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
+  if (spec.name == "dynamic") return std::make_unique<DynamicTuner>(spec.smoothness);
+  if (spec.name == "full") return std::make_unique<FullTuner>(spec.smoothness);
+  throw std::invalid_argument("unknown tuner '" + spec.name +
+                              "' (expected cat, fixed, dynamic or full)");
+}
+
+std::vector<std::string> tunerNames() { return {"cat", "fixed", "dynamic", "full"}; }
+
+}  // namespace tern::tuning

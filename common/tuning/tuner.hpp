@@ -1,0 +1,63 @@
+#pragma once
+// Tuners decide each push's compression level T under the coordinator's cap (papers/cat.md):
+//  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
+//             recomputed every `recompute_every` calls and reused in between (the hybrid
+//             heuristic);
+//  - fixed:   one T chosen before training (static tuning);
+//  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
+//             T <= ceil(sqrt(d)); cost-agnostic;
+//  - full:    T = d (full gradient), or the cap.
+// Every decision carries the step the improvement assumes and the predicted cost and improvement.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/compression/compressor.hpp"
+#include "common/costmodel/cost_model.hpp"
+#include "common/tuning/magnitude_profile.hpp"
+
+namespace tern::tuning {
+
+struct TuningDecision {
+  uint32_t level = 1;                  // T handed to the compressor
+  double predicted_cost = 0.0;         // C(encodedBytes(d, T)) in the cost model's unit
+  double predicted_improvement = 0.0;  // guaranteed (expected, for stochastic) decrease of f
+  double step = 0.0;                   // step to apply to the decoded vector
+  // False when cat reused its last T* (hybrid heuristic): the improvement is then the one
+  // predicted at the last recompute for top-T and S+Q; cost and step are current.
+  bool recomputed = true;
+};
+
+struct TunerSpec {
+  std::string name = "cat";      // cat | fixed | dynamic | full
+  uint32_t fixed_level = 0;      // fixed: T (0 = the coordinator's cap)
+  uint32_t recompute_every = 1;  // cat: S of the hybrid heuristic (1 = every call)
+  double smoothness = 1.0;       // L of the objective
+};
+
+class Tuner {
+ public:
+  virtual ~Tuner() = default;
+  virtual std::string name() const = 0;
+  // v = gradient (+ error-feedback residual); cap = the coordinator's cap, never exceeded
+  // (0 = no cap). Compressors without a level (identity, fp16, qsgd) get T = min(d, cap) and
+  // the full-gradient improvement ||v||^2 / (2L), exact for identity.
+  // Throws std::invalid_argument on an empty v.
+  virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
+                                const compression::Compressor& comp,
+                                const costmodel::CostModel& cost) = 0;
+};
+
+// Throws std::invalid_argument on an unknown name, smoothness <= 0 or recompute_every == 0.
+std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec);
+std::vector<std::string> tunerNames();
+
+// The dynamic rule's T over levels [1, max_level] (max_level <= p.sortedCount()):
+// the smallest T with S1(T) >= ||g||_2, or max_level when none is.
+uint32_t dynamicLevel(const MagnitudeProfile& p, uint32_t max_level);
+// POLO's bound on the dynamic rule's T: ceil(sqrt(d)).
+uint32_t dynamicMaxLevel(size_t dim);
+
+}  // namespace tern::tuning

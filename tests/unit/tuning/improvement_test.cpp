@@ -1,0 +1,268 @@
+#include "common/tuning/improvement.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "common/compression/compressor.hpp"
+#include "common/tuning/magnitude_profile.hpp"
+#include "random_vectors.hpp"
+
+using namespace tern;
+using namespace tern::tuning;
+using tern::tuning::testing::allShapes;
+using tern::tuning::testing::randomVector;
+using tern::tuning::testing::Shape;
+
+namespace {
+
+// f(x) = 1/2 sum_j a_j x_j^2: L-smooth with L = max a_j, gradient a .* x.
+struct Quadratic {
+  std::vector<double> a;
+  double value(const std::vector<double>& x) const {
+    double f = 0.0;
+    for (size_t j = 0; j < x.size(); ++j) f += 0.5 * a[j] * x[j] * x[j];
+    return f;
+  }
+  std::vector<float> gradient(const std::vector<double>& x) const {
+    std::vector<float> g(x.size());
+    for (size_t j = 0; j < x.size(); ++j) g[j] = static_cast<float>(a[j] * x[j]);
+    return g;
+  }
+};
+
+// x_new = x - step * Q with Q dense; the descent f(x) - f(x_new).
+double decrease(const Quadratic& f, const std::vector<double>& x, const std::vector<float>& q,
+                double step) {
+  std::vector<double> y = x;
+  for (size_t j = 0; j < x.size(); ++j) y[j] -= step * q[j];
+  return f.value(x) - f.value(y);
+}
+
+// x chosen so that the gradient a .* x is exactly representable in float.
+std::vector<double> pointWithGradient(const Quadratic& f, const std::vector<float>& g) {
+  std::vector<double> x(g.size());
+  for (size_t j = 0; j < g.size(); ++j) x[j] = g[j] / f.a[j];
+  return x;
+}
+
+compression::SparseGradient compressWith(const std::string& name, const std::vector<float>& g,
+                                         uint32_t T, Rng& rng) {
+  compression::CompressorSpec spec;
+  spec.name = name;
+  return compression::makeCompressor(spec)->compress(g, T, rng).decoded;
+}
+
+// p_j = min(1, lambda |g_j|) with sum p_j = T, solved by bisection on lambda from scratch.
+std::vector<double> keepProbabilities(const std::vector<float>& g, double T) {
+  auto expected = [&](double lambda) {
+    double s = 0.0;
+    for (float x : g) s += std::min(1.0, lambda * std::fabs(static_cast<double>(x)));
+    return s;
+  };
+  double lo = 0.0, hi = 1.0;
+  while (expected(hi) < T) hi *= 2.0;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (expected(mid) < T ? lo : hi) = mid;
+  }
+  std::vector<double> p(g.size());
+  for (size_t j = 0; j < g.size(); ++j) p[j] = std::min(1.0, hi * std::fabs(double(g[j])));
+  return p;
+}
+
+double directOmega(const std::vector<float>& g, double T) {
+  const std::vector<double> p = keepProbabilities(g, T);
+  double norm2 = 0.0, second = 0.0;
+  for (size_t j = 0; j < g.size(); ++j) {
+    const double x = g[j];
+    norm2 += x * x;
+    if (x != 0.0) second += x * x / p[j];
+  }
+  return norm2 / second;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "top-T improvement is the exact decrease on an isotropic quadratic and a lower bound "
+    "on any quadratic with the same smoothness") {
+  Rng rng(3);
+  const size_t d = 200;
+  const double L = 2.5;
+  for (const auto shape : {Shape::kGaussian, Shape::kHeavyTailed}) {
+    const std::vector<float> g = randomVector(d, shape, rng);
+    Quadratic iso{std::vector<double>(d, L)};
+    Quadratic aniso{std::vector<double>(d)};
+    for (auto& a : aniso.a) a = std::uniform_real_distribution<double>(0.01, L)(rng);
+    aniso.a[17] = L;
+    const MagnitudeProfile p(g, d);
+    for (const uint32_t T : {1u, 5u, 50u, 199u, 200u}) {
+      const auto q = compression::toDense(compressWith("topk", g, T, rng));
+      const double predicted = topTImprovement(p, T, L);
+      CHECK(decrease(iso, pointWithGradient(iso, g), q, topTStep(L)) ==
+            doctest::Approx(predicted).epsilon(1e-9));
+      CHECK(decrease(aniso, pointWithGradient(aniso, g), q, topTStep(L)) >=
+            predicted * (1 - 1e-12));
+    }
+  }
+}
+
+TEST_CASE(
+    "S+Q improvement with its step is the exact decrease on an isotropic quadratic, for "
+    "the sq compressor's own scale and for any other scale") {
+  Rng rng(5);
+  const size_t d = 300;
+  const double L = 0.7;
+  Quadratic iso{std::vector<double>(d, L)};
+  for (const auto shape : {Shape::kGaussian, Shape::kHeavyTailed, Shape::kTies}) {
+    const std::vector<float> g = randomVector(d, shape, rng);
+    const auto x = pointWithGradient(iso, g);
+    const MagnitudeProfile p(g, d);
+    for (const uint32_t T : {1u, 3u, 30u, 299u, 300u}) {
+      const double predicted = signScaleImprovement(p, T, L);
+      // What the sq compressor really sends, stepped as the tuner prescribes.
+      const auto q = compression::toDense(compressWith("sq", g, T, rng));
+      CHECK(decrease(iso, x, q, step(Scheme::kSignScale, p, T, L)) ==
+            doctest::Approx(predicted).epsilon(1e-6));
+      // Any scale s, with the step S1 / (L T s): the same decrease, and no step does better.
+      const double s = 3.25;
+      std::vector<float> q_s(d, 0.0f);
+      std::vector<size_t> order(d);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return std::fabs(g[a]) > std::fabs(g[b]); });
+      for (size_t i = 0; i < T; ++i) q_s[order[i]] = static_cast<float>(g[order[i]] < 0 ? -s : s);
+      const double best = signScaleStep(p, T, L, s);
+      CHECK(decrease(iso, x, q_s, best) == doctest::Approx(predicted).epsilon(1e-9));
+      CHECK(decrease(iso, x, q_s, best * 1.1) < predicted);
+      CHECK(decrease(iso, x, q_s, best * 0.9) < predicted);
+    }
+  }
+}
+
+TEST_CASE(
+    "stochastic omega equals the one from probabilities solved directly, with or without "
+    "sorting") {
+  Rng rng(9);
+  for (const auto shape : allShapes()) {
+    const std::vector<float> g = randomVector(500, shape, rng);
+    const MagnitudeProfile p(g, g.size());
+    for (const uint32_t T : {1u, 2u, 10u, 40u, 120u, 499u}) {
+      CAPTURE(T);
+      CAPTURE(testing::shapeName(shape));
+      const double omega = stochasticOmega(p, T);
+      if (T >= p.nonZeros()) {
+        CHECK(omega == 1.0);
+        continue;
+      }
+      CHECK(omega == doctest::Approx(directOmega(g, T)).epsilon(1e-9));
+      CHECK(stochasticOmegaUnsorted(g, T) == doctest::Approx(omega).epsilon(1e-9));
+      CHECK(omega > 0.0);
+      CHECK(omega <= 1.0);
+    }
+  }
+}
+
+TEST_CASE(
+    "stochastic improvement is the expected decrease on an isotropic quadratic and omega "
+    "grows with T up to one") {
+  Rng rng(13);
+  const size_t d = 400;
+  const double L = 1.5;
+  const std::vector<float> g = randomVector(d, Shape::kHeavyTailed, rng);
+  Quadratic iso{std::vector<double>(d, L)};
+  const auto x = pointWithGradient(iso, g);
+  const MagnitudeProfile p(g, d);
+  double previous = 0.0;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const double omega = stochasticOmega(p, T);
+    CHECK(omega >= previous * (1 - 1e-12));
+    previous = omega;
+    if (T % 37 != 1) continue;
+    // E f(x - gamma Q) = f(x) - gamma ||g||^2 + L gamma^2 / 2 * sum g_j^2 / p_j, in closed form.
+    const std::vector<double> prob = keepProbabilities(g, T);
+    double norm2 = 0.0, second = 0.0;
+    for (size_t j = 0; j < d; ++j) {
+      norm2 += double(g[j]) * g[j];
+      second += double(g[j]) * g[j] / prob[j];
+    }
+    const double gamma = stochasticStep(p, T, L);
+    const double expected_decrease = gamma * norm2 - L * gamma * gamma / 2 * second;
+    CHECK(expected_decrease == doctest::Approx(stochasticImprovement(p, T, L)).epsilon(1e-8));
+  }
+  CHECK(previous == 1.0);
+  (void)x;
+}
+
+TEST_CASE("the stochastic compressor's average decrease matches the predicted expectation") {
+  Rng rng(17);
+  const size_t d = 100;
+  const double L = 1.0;
+  const std::vector<float> g = randomVector(d, Shape::kHeavyTailed, rng);
+  Quadratic iso{std::vector<double>(d, L)};
+  const auto x = pointWithGradient(iso, g);
+  const MagnitudeProfile p(g, d);
+  const uint32_t T = 10;
+  const double predicted = stochasticImprovement(p, T, L);
+  const double gamma = stochasticStep(p, T, L);
+  compression::CompressorSpec spec;
+  spec.name = "stochastic";
+  auto comp = compression::makeCompressor(spec);
+  const int draws = 20000;
+  double sum = 0.0, sum2 = 0.0;
+  for (int i = 0; i < draws; ++i) {
+    const auto q = compression::toDense(comp->compress(g, T, rng).decoded);
+    const double dec = decrease(iso, x, q, gamma);
+    sum += dec;
+    sum2 += dec * dec;
+  }
+  const double mean = sum / draws;
+  const double stderr_ = std::sqrt((sum2 / draws - mean * mean) / draws);
+  CHECK(std::fabs(mean - predicted) < 5 * stderr_ + 1e-9 * std::fabs(predicted));
+}
+
+TEST_CASE("the improvement bound over a range is never below the improvement inside it") {
+  Rng rng(19);
+  for (const auto shape : allShapes()) {
+    const std::vector<float> g = randomVector(300, shape, rng);
+    const MagnitudeProfile p(g, g.size());
+    for (const Scheme scheme : {Scheme::kTopT, Scheme::kSignScale, Scheme::kStochastic}) {
+      for (const auto& [lo, hi] :
+           {std::pair<size_t, size_t>{1, 1}, {1, 40}, {17, 90}, {250, 300}}) {
+        const double bound = improvementUpperBound(scheme, p, lo, hi, 2.0);
+        for (size_t T = lo; T <= hi; ++T)
+          CHECK(improvement(scheme, p, T, 2.0) <= bound * (1 + 1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("the magnitude profile sorts only what it is asked for and keeps exact totals") {
+  const std::vector<float> v = {-5, 1, 12, -7, 0, 0, -100, 500, 6, -30};
+  const MagnitudeProfile p(v, 3);
+  REQUIRE(p.sortedCount() == 3);
+  CHECK(p.magnitude(1) == 500);
+  CHECK(p.magnitude(2) == 100);
+  CHECK(p.magnitude(3) == 30);
+  CHECK(p.s1(2) == 600);
+  CHECK(p.s2(3) == 250000 + 10000 + 900);
+  CHECK(p.s1(10) == 661);
+  CHECK(p.s2(10) == 261155);
+  CHECK(p.nonZeros() == 8);
+  CHECK(p.tailL1(3) == 31);
+  CHECK(p.tailL1(0) == 661);
+}
+
+TEST_CASE("compressor names map to their improvement functions") {
+  CHECK(schemeOf("topk") == Scheme::kTopT);
+  CHECK(schemeOf("randomk") == Scheme::kTopT);
+  CHECK(schemeOf("threshold") == Scheme::kTopT);
+  CHECK(schemeOf("sq") == Scheme::kSignScale);
+  CHECK(schemeOf("stochastic") == Scheme::kStochastic);
+  CHECK_FALSE(schemeOf("identity").has_value());
+  CHECK_FALSE(schemeOf("qsgd").has_value());
+}

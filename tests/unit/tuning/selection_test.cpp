@@ -1,0 +1,122 @@
+#include "common/tuning/selection.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "common/compression/compressor.hpp"
+#include "common/costmodel/cost_model.hpp"
+#include "common/tuning/improvement.hpp"
+#include "common/tuning/magnitude_profile.hpp"
+#include "random_vectors.hpp"
+
+using namespace tern;
+using namespace tern::tuning;
+using tern::tuning::testing::allShapes;
+using tern::tuning::testing::randomVector;
+using tern::tuning::testing::shapeName;
+
+namespace {
+
+std::vector<std::unique_ptr<costmodel::CostModel>> costModels() {
+  std::vector<std::unique_ptr<costmodel::CostModel>> models;
+  models.push_back(std::make_unique<costmodel::PayloadCostModel>(0));
+  models.push_back(std::make_unique<costmodel::PayloadCostModel>(66));
+  // A 5 ms, 8 Mbit/s link; a link with tiny packets (many plateaus); one whose fixed cost
+  // dwarfs everything (pushes T up to the cap).
+  models.push_back(
+      std::make_unique<costmodel::PacketCostModel>(costmodel::packetModelOfLink(5e-3, 8e6)));
+  models.push_back(std::make_unique<costmodel::PacketCostModel>(0.0, 1.0, 16));
+  models.push_back(std::make_unique<costmodel::PacketCostModel>(10.0, 1e-3, 1448));
+  models.push_back(std::make_unique<costmodel::AffineCostModel>(1e-3, 1e-6));
+  models.push_back(std::make_unique<costmodel::AffineCostModel>(0.0, 1.0));
+  return models;
+}
+
+std::unique_ptr<compression::Compressor> compressorNamed(const std::string& name) {
+  compression::CompressorSpec spec;
+  spec.name = name;
+  return compression::makeCompressor(spec);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the fast selection returns the brute-force argmax for every compressor, cost model "
+    "and cap") {
+  Rng rng(20240601);
+  const auto models = costModels();
+  size_t cases = 0;
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    const auto comp = compressorNamed(name);
+    const Scheme scheme = *schemeOf(name);
+    for (const auto& model : models) {
+      for (const auto shape : allShapes()) {
+        for (const size_t d : {1, 2, 3, 10, 97, 1000, 4099}) {
+          const std::vector<float> v = randomVector(d, shape, rng);
+          const auto dim = static_cast<uint32_t>(d);
+          for (const uint32_t m : {dim, std::max<uint32_t>(1, dim / 3), 1u}) {
+            const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+            const MagnitudeProfile p(v, m);
+            const Selection fast = selectLevel(scheme, p, L, m, *comp, *model);
+            const Selection brute = selectLevelBruteForce(scheme, p, L, m, *comp, *model);
+            CAPTURE(name);
+            CAPTURE(model->name());
+            CAPTURE(shapeName(shape));
+            CAPTURE(d);
+            CAPTURE(m);
+            CHECK(fast.level == brute.level);
+            CHECK(fast.ratio == brute.ratio);
+            CHECK(fast.level <= m);
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases == 3 * 7 * 4 * 7 * 3);
+}
+
+TEST_CASE("the fast selection evaluates a small fraction of the levels on a gradient-like vector") {
+  // Power-law magnitudes, the shape of a logistic-regression gradient on sparse data.
+  Rng rng(7);
+  const size_t d = 50000;
+  const std::vector<float> v = randomVector(d, tuning::testing::Shape::kHeavyTailed, rng);
+  const auto comp = compressorNamed("topk");
+  const MagnitudeProfile p(v, d);
+  const auto m = static_cast<uint32_t>(d);
+  for (const auto& model : costModels()) {
+    CAPTURE(model->name());
+    const Selection fast = selectLevel(Scheme::kTopT, p, 1.0, m, *comp, *model);
+    const Selection brute = selectLevelBruteForce(Scheme::kTopT, p, 1.0, m, *comp, *model);
+    CHECK(fast.level == brute.level);
+    CHECK(fast.evaluations < brute.evaluations / 4);
+  }
+}
+
+TEST_CASE("a packet model makes CAT fill the packet it pays for when improvement grows with T") {
+  // Flat cost inside a packet and a non-decreasing top-T improvement: the best T is the last
+  // one that still fits the packets chosen (or the dimension).
+  Rng rng(11);
+  const std::vector<float> v = randomVector(20000, tuning::testing::Shape::kGaussian, rng);
+  const auto comp = compressorNamed("topk");
+  const costmodel::PacketCostModel model = costmodel::packetModelOfLink(5e-3, 8e6);
+  const MagnitudeProfile p(v, v.size());
+  const Selection s =
+      selectLevel(Scheme::kTopT, p, 1.0, static_cast<uint32_t>(v.size()), *comp, model);
+  REQUIRE(s.level < v.size());
+  const size_t packets = model.packets(comp->encodedBytes(20000, s.level));
+  CHECK(model.packets(comp->encodedBytes(20000, s.level + 1)) > packets);
+}
+
+TEST_CASE("selection rejects a level range the profile cannot serve") {
+  const std::vector<float> v = {1, 2, 3, 4};
+  const auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel model;
+  const MagnitudeProfile partial(v, 2);
+  CHECK_THROWS_AS(selectLevel(Scheme::kTopT, partial, 1.0, 3, *comp, model), std::invalid_argument);
+  CHECK_THROWS_AS(selectLevel(Scheme::kTopT, partial, 1.0, 0, *comp, model), std::invalid_argument);
+  CHECK_THROWS_AS(selectLevel(Scheme::kTopT, partial, 0.0, 2, *comp, model), std::invalid_argument);
+}

@@ -1,0 +1,231 @@
+#include "common/tuning/tuner.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/compression/compressor.hpp"
+#include "common/costmodel/cost_model.hpp"
+#include "common/tuning/improvement.hpp"
+#include "common/tuning/magnitude_profile.hpp"
+#include "common/tuning/selection.hpp"
+#include "random_vectors.hpp"
+
+using namespace tern;
+using namespace tern::tuning;
+using tern::tuning::testing::randomVector;
+using tern::tuning::testing::Shape;
+
+namespace {
+
+std::unique_ptr<compression::Compressor> compressorNamed(const std::string& name) {
+  compression::CompressorSpec spec;
+  spec.name = name;
+  return compression::makeCompressor(spec);
+}
+
+std::unique_ptr<Tuner> tunerNamed(const std::string& name, uint32_t fixed_level = 0,
+                                  uint32_t recompute_every = 1, double L = 1.0) {
+  TunerSpec spec;
+  spec.name = name;
+  spec.fixed_level = fixed_level;
+  spec.recompute_every = recompute_every;
+  spec.smoothness = L;
+  return makeTuner(spec);
+}
+
+const std::vector<float> kPoloVector = {-5, 1, 12, -7, 0, 0, -100, 500, 6, -30};
+
+}  // namespace
+
+TEST_CASE("the dynamic rule keeps only the entries at 6 and 7 of POLO's test vector") {
+  const MagnitudeProfile p(kPoloVector, kPoloVector.size());
+  CHECK(dynamicMaxLevel(kPoloVector.size()) == 4);
+  CHECK(dynamicLevel(p, 4) == 2);
+
+  auto sq = compressorNamed("sq");
+  const costmodel::PayloadCostModel payload;
+  const TuningDecision d = tunerNamed("dynamic")->choose(kPoloVector, 0, *sq, payload);
+  REQUIRE(d.level == 2);
+  Rng rng(1);
+  const auto sent = sq->compress(kPoloVector, d.level, rng).decoded;
+  CHECK(sent.indices == std::vector<uint32_t>{6, 7});
+  CHECK(sent.values[0] < 0);
+  CHECK(sent.values[1] > 0);
+}
+
+TEST_CASE("the dynamic rule stops at ceil(sqrt(d)) when the largest entries never reach the norm") {
+  const std::vector<float> flat(100, 1.0f);  // S1(T) = T, ||g|| = 10: T = 10 = sqrt(100)
+  const MagnitudeProfile p(flat, 10);
+  CHECK(dynamicLevel(p, 10) == 10);
+  const std::vector<float> flat2(101, 1.0f);  // ||g|| = sqrt(101) > 10, bound ceil(sqrt 101) = 11
+  CHECK(dynamicMaxLevel(101) == 11);
+  CHECK(dynamicLevel(MagnitudeProfile(flat2, 11), 11) == 11);
+  CHECK(dynamicMaxLevel(1) == 1);
+  CHECK(dynamicMaxLevel(2) == 2);
+}
+
+TEST_CASE("cat chooses the brute-force T* and reports its cost, improvement and step") {
+  Rng rng(23);
+  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    auto comp = compressorNamed(name);
+    const std::vector<float> v = randomVector(3000, Shape::kHeavyTailed, rng);
+    const double L = 0.3;
+    const TuningDecision d = tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, packet);
+    const MagnitudeProfile p(v, v.size());
+    const Scheme scheme = *schemeOf(name);
+    const Selection brute = selectLevelBruteForce(scheme, p, L, 3000, *comp, packet);
+    CAPTURE(name);
+    CHECK(d.level == brute.level);
+    CHECK(d.predicted_cost == packet.cost(comp->encodedBytes(3000, d.level)));
+    CHECK(d.predicted_improvement == doctest::Approx(improvement(scheme, p, d.level, L)));
+    CHECK(d.step == doctest::Approx(step(scheme, p, d.level, L)));
+    CHECK(d.recomputed);
+  }
+}
+
+TEST_CASE("every tuner respects the coordinator's cap") {
+  Rng rng(29);
+  const costmodel::PacketCostModel heavy_fixed(100.0, 1e-3, 1448);  // wants T as large as allowed
+  for (const std::string comp_name : {"topk", "sq", "stochastic", "identity"}) {
+    auto comp = compressorNamed(comp_name);
+    for (const std::string tuner_name : {"cat", "fixed", "dynamic", "full"}) {
+      auto tuner = tunerNamed(tuner_name, 5000);
+      for (const uint32_t cap : {1u, 7u, 150u, 999u}) {
+        const std::vector<float> v = randomVector(1000, Shape::kGaussian, rng);
+        const TuningDecision d = tuner->choose(v, cap, *comp, heavy_fixed);
+        CAPTURE(comp_name);
+        CAPTURE(tuner_name);
+        CAPTURE(cap);
+        CHECK(d.level >= 1);
+        CHECK(d.level <= cap);
+      }
+    }
+  }
+}
+
+TEST_CASE("cat under a cap equals the brute-force argmax over [1, cap]") {
+  Rng rng(31);
+  const costmodel::PayloadCostModel payload(66);
+  auto comp = compressorNamed("topk");
+  const std::vector<float> v = randomVector(2000, Shape::kHeavyTailed, rng);
+  const MagnitudeProfile p(v, v.size());
+  for (const uint32_t cap : {1u, 2u, 10u, 300u}) {
+    const TuningDecision d = tunerNamed("cat")->choose(v, cap, *comp, payload);
+    CHECK(d.level == selectLevelBruteForce(Scheme::kTopT, p, 1.0, cap, *comp, payload).level);
+  }
+}
+
+TEST_CASE("the hybrid heuristic reuses T* between recomputes and recomputes every S calls") {
+  Rng rng(37);
+  auto comp = compressorNamed("topk");
+  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  // Two vectors whose own T* differ: one spike (T* small) and a flat one (T* fills packets).
+  std::vector<float> spike(5000, 1e-4f);
+  spike[42] = 10.0f;
+  const std::vector<float> flat = randomVector(5000, Shape::kTies, rng);
+  auto solo = tunerNamed("cat");
+  const uint32_t t_spike = solo->choose(spike, 0, *comp, packet).level;
+  const uint32_t t_flat = solo->choose(flat, 0, *comp, packet).level;
+  REQUIRE(t_spike != t_flat);
+
+  auto hybrid = tunerNamed("cat", 0, 3);
+  const TuningDecision first = hybrid->choose(spike, 0, *comp, packet);
+  CHECK(first.recomputed);
+  CHECK(first.level == t_spike);
+  for (int i = 0; i < 2; ++i) {
+    const TuningDecision reused = hybrid->choose(flat, 0, *comp, packet);
+    CHECK_FALSE(reused.recomputed);
+    CHECK(reused.level == t_spike);
+    CHECK(reused.predicted_cost == packet.cost(comp->encodedBytes(5000, t_spike)));
+  }
+  const TuningDecision fourth = hybrid->choose(flat, 0, *comp, packet);
+  CHECK(fourth.recomputed);
+  CHECK(fourth.level == t_flat);
+}
+
+TEST_CASE("the hybrid heuristic recomputes at once when the cap changes") {
+  Rng rng(41);
+  auto comp = compressorNamed("topk");
+  const costmodel::PacketCostModel heavy_fixed(100.0, 1e-3, 1448);
+  const std::vector<float> v = randomVector(4000, Shape::kGaussian, rng);
+  auto hybrid = tunerNamed("cat", 0, 200);
+  const TuningDecision a = hybrid->choose(v, 0, *comp, heavy_fixed);
+  REQUIRE(a.level > 10);
+  const TuningDecision b = hybrid->choose(v, 10, *comp, heavy_fixed);
+  CHECK(b.recomputed);
+  CHECK(b.level <= 10);
+}
+
+TEST_CASE("a reused stochastic level still gets the step of the current vector") {
+  Rng rng(43);
+  auto comp = compressorNamed("stochastic");
+  const costmodel::PayloadCostModel payload(66);
+  auto hybrid = tunerNamed("cat", 0, 5, 2.0);
+  const std::vector<float> first = randomVector(1000, Shape::kGaussian, rng);
+  const std::vector<float> second = randomVector(1000, Shape::kHeavyTailed, rng);
+  const TuningDecision a = hybrid->choose(first, 0, *comp, payload);
+  const TuningDecision b = hybrid->choose(second, 0, *comp, payload);
+  REQUIRE_FALSE(b.recomputed);
+  REQUIRE(b.level == a.level);
+  const MagnitudeProfile p(second, second.size());
+  CHECK(b.step == doctest::Approx(stochasticStep(p, b.level, 2.0)).epsilon(1e-9));
+  CHECK(b.predicted_improvement ==
+        doctest::Approx(stochasticImprovement(p, b.level, 2.0)).epsilon(1e-9));
+}
+
+TEST_CASE("fixed uses its level clamped to the cap, or the cap when its level is zero") {
+  Rng rng(47);
+  auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel payload;
+  const std::vector<float> v = randomVector(500, Shape::kGaussian, rng);
+  CHECK(tunerNamed("fixed", 20)->choose(v, 0, *comp, payload).level == 20);
+  CHECK(tunerNamed("fixed", 20)->choose(v, 8, *comp, payload).level == 8);
+  CHECK(tunerNamed("fixed", 0)->choose(v, 33, *comp, payload).level == 33);
+  CHECK(tunerNamed("fixed", 0)->choose(v, 0, *comp, payload).level == 500);
+  const TuningDecision d = tunerNamed("fixed", 20, 1, 4.0)->choose(v, 0, *comp, payload);
+  CHECK(d.predicted_improvement ==
+        doctest::Approx(topTImprovement(MagnitudeProfile(v, 20), 20, 4.0)));
+  CHECK(d.step == doctest::Approx(0.25));
+}
+
+TEST_CASE("full sends every coordinate and predicts the full gradient step's decrease") {
+  Rng rng(53);
+  const costmodel::PayloadCostModel payload;
+  const std::vector<float> v = randomVector(700, Shape::kGaussian, rng);
+  double norm2 = 0.0;
+  for (float x : v) norm2 += double(x) * x;
+  for (const std::string name : {"topk", "identity", "stochastic"}) {
+    auto comp = compressorNamed(name);
+    const TuningDecision d = tunerNamed("full", 0, 1, 2.0)->choose(v, 0, *comp, payload);
+    CAPTURE(name);
+    CHECK(d.level == 700);
+    CHECK(d.predicted_improvement == doctest::Approx(norm2 / 4.0));
+    CHECK(d.step == doctest::Approx(0.5));
+    CHECK(d.predicted_cost == payload.cost(comp->encodedBytes(700, 700)));
+  }
+  auto topk = compressorNamed("topk");
+  CHECK(tunerNamed("full")->choose(v, 99, *topk, payload).level == 99);
+}
+
+TEST_CASE("cat leaves compressors without a level at the whole vector") {
+  Rng rng(59);
+  auto identity = compressorNamed("identity");
+  const costmodel::PayloadCostModel payload;
+  const std::vector<float> v = randomVector(300, Shape::kGaussian, rng);
+  CHECK(tunerNamed("cat")->choose(v, 0, *identity, payload).level == 300);
+}
+
+TEST_CASE("makeTuner rejects unknown names and unusable parameters") {
+  CHECK_THROWS_AS(tunerNamed("greedy"), std::invalid_argument);
+  CHECK_THROWS_AS(tunerNamed("cat", 0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(tunerNamed("cat", 0, 1, 0.0), std::invalid_argument);
+  CHECK_THROWS_AS(tunerNamed("fixed", 0, 1, -1.0), std::invalid_argument);
+  for (const auto& name : tunerNames()) CHECK_NOTHROW(tunerNamed(name));
+  auto topk = compressorNamed("topk");
+  const costmodel::PayloadCostModel payload;
+  CHECK_THROWS_AS(tunerNamed("cat")->choose({}, 0, *topk, payload), std::invalid_argument);
+}
