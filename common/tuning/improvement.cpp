@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 
 namespace tern::tuning {
 
@@ -62,6 +63,7 @@ size_t stochasticSaturated(const MagnitudeProfile& p, size_t T) {
 double stochasticOmega(const MagnitudeProfile& p, size_t T) {
   const double total2 = p.totalL2sq();
   if (T >= p.nonZeros() || total2 == 0.0) return 1.0;
+  assert(T <= p.sortedCount());
   const size_t k = stochasticSaturated(p, T);
   // E||Q||^2 = sum_{saturated} g_j^2 + sum_{rest} |g_j| / lambda, lambda = (T - k) / tail(k).
   const double tail = p.tailL1(k);
@@ -142,15 +144,40 @@ double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
 
 double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo, size_t hi,
                              double L) {
+  const size_t k = p.sortedCount();
+  // Past the sorted prefix every magnitude is at most |g|_[k]: S1 and S2 grow at most that fast.
+  const double a_k = k > 0 ? p.magnitude(k) : std::numeric_limits<double>::infinity();
+  const double extra = static_cast<double>(hi > k ? hi - k : 0);
   switch (scheme) {
-    case Scheme::kTopT:
-      return topTImprovement(p, hi, L);
+    case Scheme::kTopT: {
+      const double s2 = hi <= k ? p.s2(hi) : std::min(p.totalL2sq(), p.s2(k) + extra * a_k * a_k);
+      return s2 / (2.0 * L);
+    }
     case Scheme::kSignScale: {
-      const double s1 = p.s1(hi);
+      const double s1 = hi <= k ? p.s1(hi) : std::min(p.totalL1(), p.s1(k) + extra * a_k);
       return s1 * s1 / (2.0 * L * static_cast<double>(lo));
     }
-    case Scheme::kStochastic:
-      return stochasticImprovement(p, hi, L);
+    case Scheme::kStochastic: {
+      if (hi <= k || hi >= p.nonZeros()) return stochasticImprovement(p, hi, L);
+      // Cauchy-Schwarz: sum g_j^2 / p_j >= (sum |g_j|)^2 / sum p_j, so omega(T) <= T ||g||^2 /
+      // S1(d)^2.
+      const double total1 = p.totalL1();
+      const double omega =
+          std::min(1.0, static_cast<double>(hi) * p.totalL2sq() / (total1 * total1));
+      return omega * p.totalL2sq() / (2.0 * L);
+    }
+  }
+  return 0.0;
+}
+
+double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L) {
+  const double d = static_cast<double>(p.dim());
+  switch (scheme) {
+    case Scheme::kTopT:
+    case Scheme::kStochastic:  // omega(d) = 1: every non-zero is sent exactly
+      return p.totalL2sq() / (2.0 * L);
+    case Scheme::kSignScale:
+      return p.totalL1() * p.totalL1() / (2.0 * L * d);
   }
   return 0.0;
 }

@@ -41,15 +41,20 @@ double stochasticOmegaUnsorted(std::span<const float> v, double T);
 double stochasticImprovement(const MagnitudeProfile& p, size_t T, double L);
 double stochasticStep(const MagnitudeProfile& p, size_t T, double L);
 
-// Dispatch on the scheme. For S+Q the step assumes the scale the sq compressor sends.
+// Dispatch on the scheme; T <= p.sortedCount() (or, for stochastic, T >= nonZeros()).
+// For S+Q the step assumes the scale the sq compressor sends.
 double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L);
 double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L);
 // The scale the sq compressor puts on each kept sign: the mean kept magnitude S1(T)/T.
 double signScaleOf(const MagnitudeProfile& p, size_t T);
 
-// An upper bound on the improvement over every T in [lo, hi], from the values at the ends
-// (every improvement above is non-decreasing in T except S+Q's, bounded by S1(hi)^2 / lo).
+// An upper bound on the improvement over every T in [lo, hi]. Inside the sorted prefix it comes
+// from the values at the ends (every improvement above is non-decreasing in T except S+Q's,
+// bounded by S1(hi)^2 / lo); past it, from |g|_[k] bounding every unsorted magnitude and, for
+// stochastic sparsification, omega(T) <= T ||g||^2 / S1(d)^2 (Cauchy-Schwarz).
 double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo, size_t hi,
                              double L);
+// improvement(T = d) from the totals alone (nothing sorted): what sending everything buys.
+double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L);
 
 }  // namespace tern::tuning

@@ -2,8 +2,8 @@
 // The sorted magnitudes of a vector and their prefix sums, the one structure every CAT
 // improvement function reads (papers/cat.md, "Compressors and their improvement functions"):
 // |g|_[1] >= |g|_[2] >= ..., S1(T) = sum_{j<=T} |g|_[j], S2(T) = sum_{j<=T} g_[j]^2.
-// Only the largest `sorted_count` magnitudes are sorted (O(d + m log m)): T never exceeds the
-// coordinator's cap, so nothing below it needs an order.
+// The order is built lazily: only a prefix is sorted (partial selection, O(d + k log k)) and it
+// grows when the search needs larger T, so a small T* never pays for sorting all of d.
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -15,29 +15,34 @@ class MagnitudeProfile {
   // Sorts the min(sorted_count, v.size()) largest magnitudes of v. NaN entries count as zero.
   MagnitudeProfile(std::span<const float> v, size_t sorted_count);
 
-  size_t dim() const { return dim_; }
-  size_t sortedCount() const { return mags_.size(); }
+  // Extends the sorted prefix to at least min(count, dim()) magnitudes. The prefix sums of
+  // the levels already sorted do not change (same values, same order of addition).
+  void sortAtLeast(size_t count);
+
+  size_t dim() const { return mags_.size(); }
+  size_t sortedCount() const { return sorted_; }
   size_t nonZeros() const { return non_zeros_; }
 
-  // |g|_[rank], rank in [1, sortedCount()].
+  // |g|_[rank], rank in [1, sortedCount()]; every unsorted magnitude is <=
+  // magnitude(sortedCount()).
   double magnitude(size_t rank) const { return mags_[rank - 1]; }
-  // S1(T), S2(T) for T in [0, sortedCount()] or T >= dim() (the totals).
-  double s1(size_t T) const;
-  double s2(size_t T) const;
-  // sum_{j > k} |g|_[j] for k in [0, sortedCount()], summed from the small end so that it stays
-  // accurate when it is tiny next to S1(d) (stochastic sparsification divides by it).
-  double tailL1(size_t k) const { return tail1_[k]; }
-  double totalL1() const { return tail1_[0]; }
+  // S1(T), S2(T) for T in [0, sortedCount()].
+  double s1(size_t T) const { return pre1_[T]; }
+  double s2(size_t T) const { return pre2_[T]; }
+  // Totals over every coordinate, summed in index order (independent of how much is sorted).
+  double totalL1() const { return total1_; }
   double totalL2sq() const { return total2_; }
+  // sum_{j > k} |g|_[j] for k in [0, sortedCount()].
+  double tailL1(size_t k) const;
 
  private:
-  size_t dim_ = 0;
+  std::vector<float> mags_;  // |v|, the first sorted_ in descending order, the rest below them
+  size_t sorted_ = 0;
   size_t non_zeros_ = 0;
-  std::vector<double> mags_;   // descending
-  std::vector<double> pre1_;   // pre1_[T] = S1(T), size sortedCount()+1
-  std::vector<double> pre2_;   // pre2_[T] = S2(T)
-  std::vector<double> tail1_;  // tail1_[k] = sum_{j>k} |g|_[j], size sortedCount()+1
-  double total2_ = 0;
+  std::vector<double> pre1_{0.0};  // pre1_[T] = S1(T), size sorted_ + 1
+  std::vector<double> pre2_{0.0};  // pre2_[T] = S2(T)
+  double total1_ = 0.0;
+  double total2_ = 0.0;
 };
 
 }  // namespace tern::tuning

@@ -1,6 +1,7 @@
 #include "common/tuning/selection.hpp"
 
 #include <algorithm>
+#include <queue>
 #include <stdexcept>
 #include <vector>
 
@@ -24,7 +25,7 @@ struct Candidate {
 
 class Evaluator {
  public:
-  Evaluator(Scheme scheme, const MagnitudeProfile& p, double L, const compression::Compressor& comp,
+  Evaluator(Scheme scheme, MagnitudeProfile& p, double L, const compression::Compressor& comp,
             const costmodel::CostModel& cost)
       : scheme_(scheme),
         p_(p),
@@ -38,6 +39,8 @@ class Evaluator {
 
   void consider(uint32_t T, Candidate& best) {
     ++evaluations_;
+    // The order is grown geometrically so that a search reaching far only sorts O(log) times.
+    if (T > p_.sortedCount()) p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
     const double imp = improvement(scheme_, p_, T, L_);
     const double c = costAt(T);
     const double r = imp / c;
@@ -52,7 +55,7 @@ class Evaluator {
 
  private:
   Scheme scheme_;
-  const MagnitudeProfile& p_;
+  MagnitudeProfile& p_;
   double L_;
   const compression::Compressor& comp_;
   const costmodel::CostModel& cost_;
@@ -63,8 +66,6 @@ class Evaluator {
 void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level) {
   if (max_level < 1 || max_level > p.dim())
     throw std::invalid_argument("selectLevel: max_level must be in [1, dim]");
-  if (p.sortedCount() < max_level)
-    throw std::invalid_argument("selectLevel: profile sorts fewer magnitudes than max_level");
   if (!(L > 0.0)) throw std::invalid_argument("selectLevel: smoothness must be > 0");
 }
 
@@ -137,28 +138,43 @@ Selection finish(const Candidate& best, size_t evaluations) {
 
 }  // namespace
 
-Selection selectLevel(Scheme scheme, const MagnitudeProfile& p, double L, uint32_t max_level,
+Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost) {
   checkArguments(p, L, max_level);
   Evaluator ev(scheme, p, L, comp, cost);
   std::vector<Block> blocks = makeBlocks(ev, max_level, cost.packetBytes());
-  // Best-first: once a block's bound falls below the best ratio, so do all that follow.
-  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
-    return a.bound > b.bound || (a.bound == b.bound && a.lo < b.lo);
-  });
+  size_t bounds = blocks.size();
+  // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
+  // with their own, tighter bounds before anything in it is evaluated. Once the best bound left
+  // is below the best ratio found, nothing left can win.
+  auto later = [](const Block& a, const Block& b) {
+    return a.bound < b.bound || (a.bound == b.bound && a.lo > b.lo);
+  };
+  std::priority_queue<Block, std::vector<Block>, decltype(later)> queue(later, std::move(blocks));
   Candidate best;
-  for (const Block& b : blocks) {
+  while (!queue.empty()) {
+    const Block b = queue.top();
+    queue.pop();
     if (best.level != 0 && b.bound < best.ratio) break;
     if (best.level != 0 && b.bound == best.ratio && b.lo > best.level) continue;
+    if (b.hi - b.lo >= kBlock) {
+      for (uint64_t lo = b.lo; lo <= b.hi; lo += kBlock) {
+        const auto hi = static_cast<uint32_t>(std::min<uint64_t>(lo + kBlock - 1, b.hi));
+        queue.push({static_cast<uint32_t>(lo), hi, ev.bound(static_cast<uint32_t>(lo), hi)});
+        ++bounds;
+      }
+      continue;
+    }
     for (uint32_t T = b.lo; T <= b.hi; ++T) ev.consider(T, best);
   }
-  return finish(best, ev.evaluations() + blocks.size());
+  return finish(best, ev.evaluations() + bounds);
 }
 
-Selection selectLevelBruteForce(Scheme scheme, const MagnitudeProfile& p, double L,
-                                uint32_t max_level, const compression::Compressor& comp,
+Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
+                                const compression::Compressor& comp,
                                 const costmodel::CostModel& cost) {
   checkArguments(p, L, max_level);
+  p.sortAtLeast(max_level);
   Evaluator ev(scheme, p, L, comp, cost);
   Candidate best;
   for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T, best);

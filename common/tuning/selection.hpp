@@ -4,7 +4,9 @@
 // smaller T (fewer bytes for the same value). selectLevel() is exact and fast: it splits [1, m]
 // into blocks (the packets of a packet model, fixed runs otherwise), bounds the ratio in each
 // block by improvementUpperBound / C(block start), and scans only blocks whose bound can still
-// beat the best ratio found. selectLevelBruteForce() evaluates every T; tests compare the two.
+// beat the best ratio found, best bound first (branch and bound). This needs no quasi-concavity,
+// which S+Q's S1(T)^2 / T lacks, and no monotone improvement inside a packet, which S+Q lacks
+// too. selectLevelBruteForce() evaluates every T; tests compare the two.
 #include <cstdint>
 
 #include "common/compression/compressor.hpp"
@@ -22,13 +24,14 @@ struct Selection {
   size_t evaluations = 0;  // ratios computed (a measure of the search's work)
 };
 
-// Requires 1 <= max_level <= p.dim() and p.sortedCount() >= max_level (throws
-// std::invalid_argument otherwise), L > 0, and a cost that is
-// non-decreasing in T (encodedBytes non-decreasing in the level, C non-decreasing in bytes).
-Selection selectLevel(Scheme scheme, const MagnitudeProfile& p, double L, uint32_t max_level,
+// Requires 1 <= max_level <= p.dim() and L > 0 (throws std::invalid_argument otherwise), and a
+// cost that is non-decreasing in T below max_level (encodedBytes non-decreasing in the level,
+// C non-decreasing in bytes). Sorts more of p only when a block past its prefix could win.
+Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost);
-Selection selectLevelBruteForce(Scheme scheme, const MagnitudeProfile& p, double L,
-                                uint32_t max_level, const compression::Compressor& comp,
+// Sorts p up to max_level and evaluates every T.
+Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
+                                const compression::Compressor& comp,
                                 const costmodel::CostModel& cost);
 
 }  // namespace tern::tuning

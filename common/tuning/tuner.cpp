@@ -12,6 +12,9 @@
 namespace tern::tuning {
 namespace {
 
+// Magnitudes sorted up front by cat before its first T* is known.
+constexpr size_t kInitialSorted = 512;
+
 uint32_t levelLimit(size_t dim, uint32_t cap) {
   if (dim == 0) throw std::invalid_argument("tuner: empty vector");
   if (dim > std::numeric_limits<uint32_t>::max())
@@ -39,10 +42,17 @@ TuningDecision levelFreeDecision(std::span<const float> v, uint32_t level,
           true};
 }
 
-TuningDecision decisionAt(Scheme scheme, const MagnitudeProfile& p, uint32_t level, double L,
+// The decision at `level`, from a profile sorted at least that far (it is extended if not).
+TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, double L,
                           const compression::Compressor& comp, const costmodel::CostModel& cost) {
-  return {level, predictedCost(comp, cost, p.dim(), level), improvement(scheme, p, level, L),
-          step(scheme, p, level, L), true};
+  const double c = predictedCost(comp, cost, p.dim(), level);
+  if (level >= p.dim()) {
+    // Everything is sent: the totals suffice, and every scheme's step is 1/L there
+    // (S+Q's scale is the mean magnitude, stochastic's omega is 1).
+    return {level, c, improvementOfWhole(scheme, p, L), 1.0 / L, true};
+  }
+  p.sortAtLeast(level);
+  return {level, c, improvement(scheme, p, level, L), step(scheme, p, level, L), true};
 }
 
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
@@ -77,9 +87,12 @@ class CatTuner final : public Tuner {
       return d;
     }
 
-    const MagnitudeProfile p(v, m);
+    // Sort about what the last T* needed; the search sorts more only if it must.
+    const size_t guess = last_ ? 2 * size_t{last_->level} : kInitialSorted;
+    MagnitudeProfile p(v, std::min<size_t>(m, std::max(guess, kInitialSorted)));
     const Selection s = selectLevel(*scheme, p, L_, m, comp, cost);
-    last_ = TuningDecision{s.level, s.cost, s.improvement, step(*scheme, p, s.level, L_), true};
+    const double st = s.level >= v.size() ? 1.0 / L_ : step(*scheme, p, s.level, L_);
+    last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
     cap_ = cap;
     dim_ = v.size();
@@ -108,7 +121,8 @@ class FixedTuner final : public Tuner {
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    return decisionAt(*scheme, MagnitudeProfile(v, level), level, L_, comp, cost);
+    MagnitudeProfile p(v, level < v.size() ? level : 0);
+    return decisionAt(*scheme, p, level, L_, comp, cost);
   }
 
  private:
@@ -127,7 +141,7 @@ class DynamicTuner final : public Tuner {
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
     const uint32_t limit = std::min(m, dynamicMaxLevel(v.size()));
-    const MagnitudeProfile p(v, limit);
+    MagnitudeProfile p(v, limit);
     return decisionAt(*scheme, p, dynamicLevel(p, limit), L_, comp, cost);
   }
 
@@ -145,8 +159,7 @@ class FullTuner final : public Tuner {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    // At T = d only the totals are needed: nothing to sort.
-    const MagnitudeProfile p(v, m == v.size() ? 0 : m);
+    MagnitudeProfile p(v, m < v.size() ? m : 0);
     return decisionAt(*scheme, p, m, L_, comp, cost);
   }
 

@@ -230,13 +230,20 @@ TEST_CASE("the improvement bound over a range is never below the improvement ins
   for (const auto shape : allShapes()) {
     const std::vector<float> g = randomVector(300, shape, rng);
     const MagnitudeProfile p(g, g.size());
+    // Bounds reaching past a partly sorted prefix rest on the smallest magnitude sorted so far.
+    const MagnitudeProfile partial(g, 30);
     for (const Scheme scheme : {Scheme::kTopT, Scheme::kSignScale, Scheme::kStochastic}) {
       for (const auto& [lo, hi] :
-           {std::pair<size_t, size_t>{1, 1}, {1, 40}, {17, 90}, {250, 300}}) {
+           {std::pair<size_t, size_t>{1, 1}, {1, 40}, {17, 90}, {250, 300}, {31, 64}}) {
         const double bound = improvementUpperBound(scheme, p, lo, hi, 2.0);
-        for (size_t T = lo; T <= hi; ++T)
+        const double partial_bound = improvementUpperBound(scheme, partial, lo, hi, 2.0);
+        for (size_t T = lo; T <= hi; ++T) {
           CHECK(improvement(scheme, p, T, 2.0) <= bound * (1 + 1e-9));
+          CHECK(improvement(scheme, p, T, 2.0) <= partial_bound * (1 + 1e-9));
+        }
       }
+      CHECK(improvementOfWhole(scheme, partial, 2.0) ==
+            doctest::Approx(improvement(scheme, p, 300, 2.0)).epsilon(1e-12));
     }
   }
 }
@@ -250,11 +257,27 @@ TEST_CASE("the magnitude profile sorts only what it is asked for and keeps exact
   CHECK(p.magnitude(3) == 30);
   CHECK(p.s1(2) == 600);
   CHECK(p.s2(3) == 250000 + 10000 + 900);
-  CHECK(p.s1(10) == 661);
-  CHECK(p.s2(10) == 261155);
+  CHECK(p.totalL1() == 661);
+  CHECK(p.totalL2sq() == 261155);
   CHECK(p.nonZeros() == 8);
   CHECK(p.tailL1(3) == 31);
   CHECK(p.tailL1(0) == 661);
+}
+
+TEST_CASE("growing the sorted prefix gives bit-identical prefix sums to sorting at once") {
+  Rng rng(61);
+  for (const auto shape : allShapes()) {
+    const std::vector<float> v = randomVector(3000, shape, rng);
+    MagnitudeProfile grown(v, 1);
+    for (size_t k : {5, 6, 100, 1024, 2999, 3000, 5000}) grown.sortAtLeast(k);
+    const MagnitudeProfile once(v, v.size());
+    REQUIRE(grown.sortedCount() == v.size());
+    for (size_t T = 0; T <= v.size(); ++T) {
+      CHECK(grown.s1(T) == once.s1(T));
+      CHECK(grown.s2(T) == once.s2(T));
+    }
+    for (size_t r = 2; r <= v.size(); ++r) CHECK(once.magnitude(r) <= once.magnitude(r - 1));
+  }
 }
 
 TEST_CASE("compressor names map to their improvement functions") {

@@ -75,7 +75,7 @@ TEST_CASE("cat chooses the brute-force T* and reports its cost, improvement and 
     const std::vector<float> v = randomVector(3000, Shape::kHeavyTailed, rng);
     const double L = 0.3;
     const TuningDecision d = tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, packet);
-    const MagnitudeProfile p(v, v.size());
+    MagnitudeProfile p(v, v.size());
     const Scheme scheme = *schemeOf(name);
     const Selection brute = selectLevelBruteForce(scheme, p, L, 3000, *comp, packet);
     CAPTURE(name);
@@ -112,7 +112,7 @@ TEST_CASE("cat under a cap equals the brute-force argmax over [1, cap]") {
   const costmodel::PayloadCostModel payload(66);
   auto comp = compressorNamed("topk");
   const std::vector<float> v = randomVector(2000, Shape::kHeavyTailed, rng);
-  const MagnitudeProfile p(v, v.size());
+  MagnitudeProfile p(v, v.size());
   for (const uint32_t cap : {1u, 2u, 10u, 300u}) {
     const TuningDecision d = tunerNamed("cat")->choose(v, cap, *comp, payload);
     CHECK(d.level == selectLevelBruteForce(Scheme::kTopT, p, 1.0, cap, *comp, payload).level);
