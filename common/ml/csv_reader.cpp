@@ -1,0 +1,120 @@
+// CSV with a header line naming the columns; one column is the label, all others are numeric
+// features. Fields are separated by commas and may be wrapped in double quotes (quoted fields
+// cannot contain commas: the datasets we read never need that).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ml/dataset.hpp"
+#include "common/ml/detail/text_input.hpp"
+
+namespace tern::ml {
+namespace {
+
+struct Field {
+  std::string_view text;
+  size_t column = 0;  // 1-based position of the field's first character
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  return s;
+}
+
+void splitFields(std::string_view line, std::vector<Field>& out) {
+  out.clear();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    const size_t end = comma == std::string_view::npos ? line.size() : comma;
+    out.push_back({trim(line.substr(start, end - start)), start + 1});
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+}
+
+bool isBlankLine(std::string_view line) {
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+}  // namespace
+
+Dataset readCsv(const std::string& path, const std::string& label_column) {
+  using detail::textError;
+  const std::string text = detail::readTextFile(path);
+  detail::LabelCollector labels(path);
+  std::vector<Field> fields;
+  std::vector<float> values;
+  size_t num_columns = 0;
+  size_t label_index = 0;
+  size_t rows = 0;
+
+  size_t line_no = 0;
+  size_t pos = 0;
+  bool have_header = false;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (isBlankLine(line)) continue;
+    splitFields(line, fields);
+
+    if (!have_header) {
+      have_header = true;
+      num_columns = fields.size();
+      if (num_columns < 2) textError(path, line_no, 1, "header needs a label and a feature column");
+      if (label_column.empty()) {
+        label_index = num_columns - 1;
+      } else {
+        const auto it = std::find_if(fields.begin(), fields.end(),
+                                     [&](const Field& f) { return f.text == label_column; });
+        if (it == fields.end()) {
+          textError(path, line_no, 1, "no column named '" + label_column + "' in the header");
+        }
+        label_index = size_t(it - fields.begin());
+      }
+      continue;
+    }
+
+    if (fields.size() != num_columns) {
+      const size_t column =
+          fields.size() > num_columns ? fields[num_columns].column : line.size() + 1;
+      textError(path, line_no, column,
+                "expected " + std::to_string(num_columns) + " fields, found " +
+                    std::to_string(fields.size()));
+    }
+    for (size_t k = 0; k < fields.size(); ++k) {
+      if (k == label_index) {
+        labels.add(fields[k].text, line_no, fields[k].column);
+        continue;
+      }
+      const auto value = detail::parseNumber(fields[k].text);
+      if (!value) {
+        textError(path, line_no, fields[k].column,
+                  "value '" + std::string(fields[k].text) + "' is not a number");
+      }
+      values.push_back(static_cast<float>(*value));
+    }
+    ++rows;
+  }
+  if (!have_header) throw std::runtime_error("'" + path + "': empty file, expected a header line");
+  if (rows == 0) throw std::runtime_error("'" + path + "': no data rows after the header");
+
+  Dataset out;
+  out.is_sparse = false;
+  out.num_classes = labels.finish(out.labels);
+  const auto features = static_cast<Eigen::Index>(num_columns - 1);
+  out.dense =
+      Eigen::Map<const DenseMatrix>(values.data(), static_cast<Eigen::Index>(rows), features);
+  return out;
+}
+
+}  // namespace tern::ml

@@ -1,0 +1,113 @@
+#include "common/ml/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "common/ml/detail/model_support.hpp"
+
+namespace tern::ml {
+namespace detail {
+
+RowSelection::RowSelection(const Dataset& data, std::span<const size_t> rows) : selected_(&data) {
+  if (!rows.empty()) {
+    gathered_ = data.subset(rows);
+    selected_ = &gathered_;
+  }
+}
+
+void checkArguments(const char* model, const ModelSpec& spec, size_t num_params,
+                    std::span<const float> params, const Dataset& data,
+                    const std::span<float>* grad) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(std::string(model) + " model: " + what);
+  };
+  if (params.size() != num_params) {
+    fail("expected " + std::to_string(num_params) + " parameters, got " +
+         std::to_string(params.size()));
+  }
+  if (grad && grad->size() != num_params) {
+    fail("gradient buffer has " + std::to_string(grad->size()) + " entries, expected " +
+         std::to_string(num_params));
+  }
+  if (data.features() != spec.features) {
+    fail("data has " + std::to_string(data.features()) + " features, model expects " +
+         std::to_string(spec.features));
+  }
+  if (data.rows() == 0) fail("no rows to evaluate");
+}
+
+double softmaxCrossEntropy(DenseMatrix& logits, std::span<const int32_t> labels, bool want_grad) {
+  const Eigen::Index n = logits.rows();
+  const Eigen::Index classes = logits.cols();
+  const float inv_n = 1.0f / static_cast<float>(n);
+  double total = 0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const int32_t y = labels[size_t(i)];
+    if (y < 0 || y >= classes) {
+      throw std::invalid_argument("softmax: label " + std::to_string(y) + " outside [0, " +
+                                  std::to_string(classes) + ")");
+    }
+    auto z = logits.row(i);
+    // Shift by the max so exp never overflows; the loss is log-sum-exp minus the true logit.
+    const float shift = z.maxCoeff();
+    const float true_logit = z[y] - shift;
+    z.array() = (z.array() - shift).exp();
+    const float sum = z.sum();
+    total += std::log(double(sum)) - double(true_logit);
+    if (want_grad) {
+      z *= inv_n / sum;
+      z[y] -= inv_n;
+    }
+  }
+  return total / double(n);
+}
+
+size_t countArgmaxHits(const DenseMatrix& logits, std::span<const int32_t> labels) {
+  size_t hits = 0;
+  for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+    Eigen::Index best = 0;
+    logits.row(i).maxCoeff(&best);
+    hits += best == labels[size_t(i)];
+  }
+  return hits;
+}
+
+double maxAugmentedRowNorm2(const Dataset& data) {
+  double best = 0;
+  if (data.is_sparse) {
+    for (Eigen::Index i = 0; i < data.sparse.outerSize(); ++i) {
+      double s = 0;
+      for (SparseMatrix::InnerIterator it(data.sparse, i); it; ++it) {
+        s += double(it.value()) * it.value();
+      }
+      best = std::max(best, s);
+    }
+  } else {
+    for (Eigen::Index i = 0; i < data.dense.rows(); ++i) {
+      best = std::max(best, data.dense.row(i).cast<double>().squaredNorm());
+    }
+  }
+  return best + 1.0;  // the constant input that multiplies the bias
+}
+
+}  // namespace detail
+
+std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
+  if (spec.features == 0) throw std::invalid_argument("makeModel: features must be >= 1");
+  if (spec.classes == 0) throw std::invalid_argument("makeModel: classes must be >= 1");
+  if (!std::isfinite(spec.l2) || spec.l2 < 0) {
+    throw std::invalid_argument("makeModel: l2 must be finite and >= 0");
+  }
+  if (spec.kind == "softmax") return detail::makeSoftmaxModel(spec);
+  if (spec.kind == "logistic") return detail::makeLogisticModel(spec);
+  if (spec.kind == "mlp") {
+    if (spec.hidden == 0) throw std::invalid_argument("makeModel: mlp needs hidden >= 1");
+    return detail::makeMlpModel(spec);
+  }
+  throw std::invalid_argument("makeModel: unknown model kind '" + spec.kind +
+                              "' (softmax | logistic | mlp)");
+}
+
+}  // namespace tern::ml

@@ -1,0 +1,76 @@
+#include "common/ml/detail/text_input.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace tern::ml::detail {
+
+std::string readTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("'" + path + "': cannot open");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("'" + path + "': read error");
+  return std::move(buf).str();
+}
+
+void textError(const std::string& path, size_t line, size_t column, const std::string& what) {
+  throw std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                           what);
+}
+
+std::optional<double> parseNumber(std::string_view token) {
+  if (!token.empty() && token.front() == '+') token.remove_prefix(1);
+  if (token.empty()) return std::nullopt;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec != std::errc() || end != token.data() + token.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+void LabelCollector::add(std::string_view token, size_t line, size_t column) {
+  const auto value = parseNumber(token);
+  if (!value) textError(path_, line, column, "label '" + std::string(token) + "' is not a number");
+  if (*value != std::floor(*value) || std::abs(*value) > std::numeric_limits<int32_t>::max()) {
+    textError(path_, line, column, "label '" + std::string(token) + "' is not an integer class");
+  }
+  const auto label = static_cast<int64_t>(*value);
+  if (label < -1) textError(path_, line, column, "negative label " + std::to_string(label));
+  const Position here{line, column};
+  if (label == -1 && !first_minus_one_) first_minus_one_ = here;
+  if (label == 0 && !first_zero_) first_zero_ = here;
+  if (label > 1 && !first_other_) {
+    first_other_ = here;
+    first_other_value_ = label;
+  }
+  raw_.push_back(label);
+}
+
+int32_t LabelCollector::finish(std::vector<int32_t>& labels) {
+  if (first_minus_one_ && (first_other_ || first_zero_)) {
+    // -1 only makes sense as the negative class of a {-1,+1} task.
+    const Position& p = *first_minus_one_;
+    const Position& q = first_other_ ? *first_other_ : *first_zero_;
+    textError(path_, p.line, p.column,
+              "label -1 mixed with label " + std::to_string(first_other_ ? first_other_value_ : 0) +
+                  " at line " + std::to_string(q.line));
+  }
+  labels.clear();
+  labels.reserve(raw_.size());
+  int64_t max_label = 1;  // binary tasks always have two classes, even if one is absent
+  for (int64_t y : raw_) {
+    const int64_t mapped = y == -1 ? 0 : y;
+    max_label = std::max(max_label, mapped);
+    labels.push_back(static_cast<int32_t>(mapped));
+  }
+  raw_.clear();
+  return static_cast<int32_t>(max_label + 1);
+}
+
+}  // namespace tern::ml::detail

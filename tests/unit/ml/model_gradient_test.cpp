@@ -1,0 +1,168 @@
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
+#include "test_support.hpp"
+
+using namespace tern::ml;
+using namespace tern::ml::testing;
+
+namespace {
+
+ModelSpec spec(const std::string& kind, size_t features, uint32_t classes, double l2,
+               uint32_t hidden = 5) {
+  ModelSpec s;
+  s.kind = kind;
+  s.features = uint32_t(features);
+  s.classes = classes;
+  s.hidden = hidden;
+  s.l2 = l2;
+  return s;
+}
+
+const std::vector<size_t> kSomeRows{5, 0, 11, 3, 3, 17, 8};  // unordered, with a repeat
+
+}  // namespace
+
+TEST_CASE("softmax gradient matches central differences on dense data, all rows and a subset") {
+  const Dataset data = syntheticDense(24, 6, 3, 11);
+  const auto model = makeModel(spec("softmax", 6, 3, 0.05));
+  const auto params = gaussianParams(model->numParams(), 0.3, 1);
+  checkGradient(*model, params, data, {});
+  checkGradient(*model, params, data, kSomeRows);
+}
+
+TEST_CASE("softmax gradient matches central differences on sparse data") {
+  const Dataset data = syntheticSparse(30, 12, 4, 12);
+  const auto model = makeModel(spec("softmax", 12, 2, 0.05));
+  const auto params = gaussianParams(model->numParams(), 1.0, 2);
+  checkGradient(*model, params, data, {});
+  checkGradient(*model, params, data, kSomeRows);
+}
+
+TEST_CASE("logistic gradient with l2 matches central differences on dense and sparse data") {
+  const std::vector<int32_t> positive{0, 2};
+  const Dataset dense = toBinary(syntheticDense(24, 5, 4, 13), positive);
+  const auto dense_model = makeModel(spec("logistic", 5, 2, 0.1));
+  checkGradient(*dense_model, gaussianParams(dense_model->numParams(), 0.3, 3), dense, {});
+  checkGradient(*dense_model, gaussianParams(dense_model->numParams(), 0.3, 3), dense, kSomeRows);
+
+  const Dataset sparse = syntheticSparse(30, 12, 4, 14);
+  const auto sparse_model = makeModel(spec("logistic", 12, 2, 0.1));
+  checkGradient(*sparse_model, gaussianParams(sparse_model->numParams(), 1.0, 4), sparse, {});
+  checkGradient(*sparse_model, gaussianParams(sparse_model->numParams(), 1.0, 4), sparse,
+                kSomeRows);
+}
+
+TEST_CASE("mlp gradient with l2 matches central differences on dense and sparse data") {
+  // A smaller step for the MLP: a larger one would often cross a ReLU kink.
+  const Dataset dense = syntheticDense(20, 4, 3, 15);
+  const auto model = makeModel(spec("mlp", 4, 3, 0.05, 6));
+  tern::Rng rng(5);
+  std::vector<float> params(model->numParams());
+  model->init(params, rng);
+  // init leaves the biases at zero; give them values so their gradients are exercised too.
+  const auto jitter = gaussianParams(params.size(), 0.1, 6);
+  for (size_t j = 0; j < params.size(); ++j) params[j] += jitter[j];
+  checkGradient(*model, params, dense, {}, 3e-3, 2e-3, 2e-2);
+  checkGradient(*model, params, dense, kSomeRows, 3e-3, 2e-3, 2e-2);
+
+  const Dataset sparse = syntheticSparse(30, 12, 4, 16);
+  const auto sparse_model = makeModel(spec("mlp", 12, 2, 0.05, 6));
+  std::vector<float> sparse_params(sparse_model->numParams());
+  sparse_model->init(sparse_params, rng);
+  for (auto& p : sparse_params) p *= 3.0f;  // unit-norm rows need larger weights for signal
+  checkGradient(*sparse_model, sparse_params, sparse, {}, 3e-3, 2e-3, 2e-2);
+}
+
+TEST_CASE("sparse and dense copies of the same data give the same loss and gradient") {
+  const Dataset sparse = syntheticSparse(40, 15, 5, 17);
+  const Dataset dense = densified(sparse);
+  for (const char* kind : {"softmax", "logistic", "mlp"}) {
+    CAPTURE(kind);
+    const auto model = makeModel(spec(kind, 15, 2, 0.01, 4));
+    const auto params = gaussianParams(model->numParams(), 1.0, 7);
+    std::vector<float> gs(model->numParams()), gd(model->numParams());
+    const double ls = model->lossAndGradient(params, sparse, kSomeRows, gs);
+    const double ld = model->lossAndGradient(params, dense, kSomeRows, gd);
+    CHECK(ls == doctest::Approx(ld).epsilon(1e-5));
+    for (size_t j = 0; j < gs.size(); ++j) CHECK(gs[j] == doctest::Approx(gd[j]).epsilon(1e-4));
+    CHECK(model->accuracy(params, sparse) == model->accuracy(params, dense));
+  }
+}
+
+TEST_CASE("a subset of rows gives the same loss as the gathered rows as a data set") {
+  const Dataset data = syntheticDense(30, 5, 3, 18);
+  const auto model = makeModel(spec("softmax", 5, 3, 0.0));
+  const auto params = gaussianParams(model->numParams(), 0.5, 8);
+  const Dataset gathered = data.subset(kSomeRows);
+  CHECK(model->loss(params, data, kSomeRows) ==
+        doctest::Approx(model->loss(params, gathered)).epsilon(1e-6));
+}
+
+TEST_CASE("softmax loss at zero parameters is log(classes) and the l2 term is l2/2 |W|^2") {
+  const Dataset data = syntheticDense(10, 4, 5, 19);
+  const auto model = makeModel(spec("softmax", 4, 5, 0.3));
+  std::vector<float> params(model->numParams(), 0.0f);
+  CHECK(model->loss(params, data) == doctest::Approx(std::log(5.0)));
+  // Biases are not penalised: moving them uniformly shifts all logits and changes nothing.
+  for (size_t j = 20; j < 25; ++j) params[j] = 2.0f;
+  CHECK(model->loss(params, data) == doctest::Approx(std::log(5.0)));
+  params[0] = 2.0f;  // one weight: the penalty alone adds 0.3/2 * 4 on top of the data term
+  const double with_weight = model->loss(params, data);
+  auto unpenalised = makeModel(spec("softmax", 4, 5, 0.0));
+  CHECK(with_weight - unpenalised->loss(params, data) == doctest::Approx(0.6));
+}
+
+TEST_CASE("makeModel rejects unknown kinds and zero sizes, and size mismatches are rejected") {
+  CHECK_THROWS_AS(makeModel(spec("svm", 4, 2, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("softmax", 0, 2, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("softmax", 4, 0, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("mlp", 4, 2, 0.0, 0)), std::invalid_argument);
+  const auto model = makeModel(spec("softmax", 4, 3, 0.0));
+  const Dataset wrong_features = syntheticDense(5, 3, 3, 1);
+  std::vector<float> params(model->numParams()), grad(model->numParams());
+  CHECK_THROWS_AS(model->loss(params, wrong_features), std::invalid_argument);
+  const Dataset right = syntheticDense(5, 4, 3, 1);
+  std::vector<float> short_params(model->numParams() - 1);
+  CHECK_THROWS_AS(model->loss(short_params, right), std::invalid_argument);
+  const Dataset four_classes = syntheticDense(8, 4, 4, 1);
+  CHECK_THROWS_AS(model->lossAndGradient(params, four_classes, {}, grad), std::invalid_argument);
+  const auto logistic = makeModel(spec("logistic", 4, 2, 0.0));
+  std::vector<float> lp(logistic->numParams());
+  CHECK_THROWS_AS(logistic->loss(lp, four_classes), std::invalid_argument);
+}
+
+TEST_CASE("softmax regression by gradient descent reaches over 90% train accuracy") {
+  const Dataset data = syntheticDense(400, 10, 4, 21);
+  const auto model = makeModel(spec("softmax", 10, 4, 0.0));
+  tern::Rng rng(1);
+  std::vector<float> params(model->numParams()), grad(model->numParams());
+  model->init(params, rng);
+  CHECK(model->accuracy(params, data) < 0.5);  // zeros predict class 0 everywhere
+  const double lr = 1.0 / *model->smoothness(data);
+  double previous = model->loss(params, data);
+  for (int it = 0; it < 100; ++it) {
+    const double loss = model->lossAndGradient(params, data, {}, grad);
+    CHECK(loss <= previous + 1e-6);  // a 1/L step never increases a convex L-smooth loss
+    previous = loss;
+    for (size_t j = 0; j < params.size(); ++j) params[j] -= float(lr) * grad[j];
+  }
+  CHECK(model->accuracy(params, data) > 0.9);
+}
+
+TEST_CASE("mlp init is deterministic in the generator and scaled like He initialisation") {
+  const auto model = makeModel(spec("mlp", 400, 10, 0.0, 50));
+  std::vector<float> a(model->numParams()), b(model->numParams());
+  tern::Rng r1(3), r2(3);
+  model->init(a, r1);
+  model->init(b, r2);
+  CHECK(a == b);
+  double sum2 = 0;
+  for (size_t j = 0; j < 400 * 50; ++j) sum2 += double(a[j]) * a[j];
+  CHECK(sum2 / (400 * 50) == doctest::Approx(2.0 / 400).epsilon(0.05));
+  for (size_t j = 400 * 50; j < 400 * 50 + 50; ++j) CHECK(a[j] == 0.0f);
+}

@@ -1,0 +1,270 @@
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <array>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/ml/dataset.hpp"
+#include "test_support.hpp"
+
+using namespace tern::ml;
+using namespace tern::ml::testing;
+
+namespace {
+
+std::string bigEndian32(uint32_t v) {
+  return {char(v >> 24), char((v >> 16) & 0xff), char((v >> 8) & 0xff), char(v & 0xff)};
+}
+
+// Three 2x3 images with pixel value 10*i + j, and labels 2, 0, 1.
+std::string idxImages(uint32_t count = 3) {
+  std::string s = bigEndian32(0x00000803) + bigEndian32(count) + bigEndian32(2) + bigEndian32(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    for (uint32_t j = 0; j < 6; ++j) s.push_back(char(10 * i + j));
+  }
+  return s;
+}
+std::string idxLabels() { return bigEndian32(0x00000801) + bigEndian32(3) + std::string{2, 0, 1}; }
+
+std::string writeGzip(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+  gzclose(f);
+  return path;
+}
+
+void checkSmallIdx(const Dataset& d) {
+  REQUIRE(d.rows() == 3);
+  CHECK_FALSE(d.is_sparse);
+  CHECK(d.features() == 6);
+  CHECK(d.num_classes == 3);
+  CHECK(d.labels == std::vector<int32_t>{2, 0, 1});
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 6; ++j) CHECK(d.dense(i, j) == doctest::Approx((10.0 * i + j) / 255.0));
+  }
+}
+
+const char* const kFashion = "/usr/share/datasets/fashion-mnist/";
+
+}  // namespace
+
+TEST_CASE("IDX reader reads plain and gzip files and scales pixels to [0, 1]") {
+  ScratchDir dir("idx_ok");
+  checkSmallIdx(readIdx(dir.write("img", idxImages()), dir.write("lbl", idxLabels())));
+  checkSmallIdx(readIdx(writeGzip(dir.file("img.gz"), idxImages()),
+                        writeGzip(dir.file("lbl.gz"), idxLabels())));
+}
+
+TEST_CASE("IDX reader rejects bad magic, truncation, count mismatch and missing files by name") {
+  ScratchDir dir("idx_bad");
+  const std::string labels = dir.write("lbl", idxLabels());
+  const std::string images = dir.write("img", idxImages());
+
+  std::string bad_magic = idxImages();
+  bad_magic[0] = 0x12;
+  const std::string bad_magic_path = dir.write("bad_magic", bad_magic);
+  std::string msg = runtimeErrorOf([&] { readIdx(bad_magic_path, labels); });
+  CHECK(contains(msg, bad_magic_path));
+  CHECK(contains(msg, "magic"));
+
+  const std::string wrong_type_path = dir.write("wrong_type", idxLabels());  // 1-D as images
+  msg = runtimeErrorOf([&] { readIdx(wrong_type_path, labels); });
+  CHECK(contains(msg, wrong_type_path));
+  CHECK(contains(msg, "dimensions"));
+
+  const std::string full = idxImages();
+  const std::string truncated_path = dir.write("truncated", full.substr(0, full.size() - 1));
+  msg = runtimeErrorOf([&] { readIdx(truncated_path, labels); });
+  CHECK(contains(msg, truncated_path));
+  CHECK(contains(msg, "truncated"));
+
+  const std::string truncated_gz =
+      writeGzip(dir.file("truncated.gz"), full.substr(0, full.size() - 4));
+  msg = runtimeErrorOf([&] { readIdx(truncated_gz, labels); });
+  CHECK(contains(msg, truncated_gz));
+  CHECK(contains(msg, "truncated"));
+
+  const std::string header_only = dir.write("header_only", full.substr(0, 6));
+  msg = runtimeErrorOf([&] { readIdx(header_only, labels); });
+  CHECK(contains(msg, header_only));
+  CHECK(contains(msg, "truncated"));
+
+  const std::string trailing = dir.write("trailing", full + "x");
+  CHECK(contains(runtimeErrorOf([&] { readIdx(trailing, labels); }), trailing));
+
+  const std::string four_images = dir.write("four", idxImages(4));
+  msg = runtimeErrorOf([&] { readIdx(four_images, labels); });
+  CHECK(contains(msg, four_images));
+  CHECK(contains(msg, "mismatch"));
+
+  const std::string missing = dir.file("does_not_exist");
+  msg = runtimeErrorOf([&] { readIdx(images, missing); });
+  CHECK(contains(msg, missing));
+}
+
+TEST_CASE("the real Fashion-MNIST loads with 60000/10000 rows, 784 features, balanced classes") {
+  const std::string base = kFashion;
+  const std::array<std::string, 4> files{
+      base + "train-images-idx3-ubyte.gz", base + "train-labels-idx1-ubyte.gz",
+      base + "t10k-images-idx3-ubyte.gz", base + "t10k-labels-idx1-ubyte.gz"};
+  for (const auto& f : files) {
+    if (!std::filesystem::exists(f)) {
+      MESSAGE("skipped: " << f << " not installed (Debian package dataset-fashion-mnist)");
+      return;
+    }
+  }
+  const Dataset train = readIdx(files[0], files[1]);
+  const Dataset test = readIdx(files[2], files[3]);
+  CHECK(train.rows() == 60000);
+  CHECK(test.rows() == 10000);
+  CHECK(train.features() == 784);
+  CHECK(test.features() == 784);
+  CHECK(train.num_classes == 10);
+  // Fashion-MNIST has exactly 6000 training and 1000 test images per class.
+  std::vector<int> train_counts(10), test_counts(10);
+  for (int32_t y : train.labels) ++train_counts[size_t(y)];
+  for (int32_t y : test.labels) ++test_counts[size_t(y)];
+  CHECK(train_counts == std::vector<int>(10, 6000));
+  CHECK(test_counts == std::vector<int>(10, 1000));
+  CHECK(train.dense.minCoeff() == 0.0f);
+  CHECK(train.dense.maxCoeff() == 1.0f);
+}
+
+TEST_CASE("LIBSVM reader maps -1/+1 labels, skips comments, sorts indices and infers features") {
+  ScratchDir dir("libsvm_ok");
+  const std::string path = dir.write("a.svm",
+                                     "+1 1:0.5 3:2\n"
+                                     "-1 2:1.5e0\n"
+                                     "\n"
+                                     "# a comment line\n"
+                                     "1 3:-1 1:1   # trailing comment, indices out of order\r\n");
+  const Dataset d = readLibsvm(path);
+  REQUIRE(d.is_sparse);
+  CHECK(d.rows() == 3);
+  CHECK(d.features() == 3);
+  CHECK(d.num_classes == 2);
+  CHECK(d.labels == std::vector<int32_t>{1, 0, 1});
+  const DenseMatrix x(d.sparse);
+  DenseMatrix expected(3, 3);
+  expected << 0.5f, 0, 2, 0, 1.5f, 0, 1, 0, -1;
+  CHECK(x == expected);
+  CHECK(d.sparse.nonZeros() == 5);
+
+  const Dataset wide = readLibsvm(path, 10);
+  CHECK(wide.features() == 10);
+
+  const Dataset multi = readLibsvm(dir.write("m.svm", "3 1:1\n0 2:1\n1 1:2\n"));
+  CHECK(multi.labels == std::vector<int32_t>{3, 0, 1});
+  CHECK(multi.num_classes == 4);
+}
+
+TEST_CASE("LIBSVM reader reports file, line and column of malformed input") {
+  ScratchDir dir("libsvm_bad");
+  const auto errorFor = [&](const std::string& name, const std::string& text, size_t features = 0) {
+    const std::string path = dir.write(name, text);
+    return std::make_pair(path, runtimeErrorOf([&] { readLibsvm(path, features); }));
+  };
+  {
+    const auto [path, msg] = errorFor("value.svm", "1 1:0.5\n0 2:abc\n");
+    CHECK(contains(msg, path + ":2:5"));
+    CHECK(contains(msg, "abc"));
+  }
+  {
+    const auto [path, msg] = errorFor("index0.svm", "1 1:1\n\n1 0:1\n");
+    CHECK(contains(msg, path + ":3:3"));
+  }
+  {
+    const auto [path, msg] = errorFor("index_text.svm", "1 x:1\n");
+    CHECK(contains(msg, path + ":1:3"));
+  }
+  {
+    const auto [path, msg] = errorFor("too_big.svm", "1 1:1 9:1\n", 5);
+    CHECK(contains(msg, path + ":1:7"));
+  }
+  {
+    const auto [path, msg] = errorFor("label.svm", "1 1:1\ncat 1:1\n");
+    CHECK(contains(msg, path + ":2:1"));
+  }
+  {
+    const auto [path, msg] = errorFor("fraction.svm", "0.5 1:1\n");
+    CHECK(contains(msg, path + ":1:1"));
+  }
+  {
+    const auto [path, msg] = errorFor("no_colon.svm", "1 1:1 7\n");
+    CHECK(contains(msg, path + ":1:7"));
+  }
+  {
+    const auto [path, msg] = errorFor("repeat.svm", "1 2:1 2:3\n");
+    CHECK(contains(msg, path + ":1:"));
+    CHECK(contains(msg, "repeated"));
+  }
+  {
+    const auto [path, msg] = errorFor("mixed.svm", "-1 1:1\n2 1:1\n");
+    CHECK(contains(msg, path + ":1:1"));
+  }
+  {
+    const auto [path, msg] = errorFor("empty.svm", "# nothing\n");
+    CHECK(contains(msg, path));
+  }
+  const std::string missing = dir.file("missing.svm");
+  CHECK(contains(runtimeErrorOf([&] { readLibsvm(missing); }), missing));
+}
+
+TEST_CASE("CSV reader takes the label column by name or the last column by default") {
+  ScratchDir dir("csv_ok");
+  const std::string path = dir.write("a.csv",
+                                     "\"x1\", x2 ,label\r\n"
+                                     "1.5,2,0\r\n"
+                                     "\n"
+                                     "-3,4e-1,2\r\n");
+  const Dataset d = readCsv(path);
+  CHECK_FALSE(d.is_sparse);
+  REQUIRE(d.rows() == 2);
+  CHECK(d.features() == 2);
+  CHECK(d.labels == std::vector<int32_t>{0, 2});
+  CHECK(d.num_classes == 3);
+  CHECK(d.dense(0, 0) == 1.5f);
+  CHECK(d.dense(1, 1) == 0.4f);
+
+  const Dataset by_name = readCsv(dir.write("b.csv", "f1,y,f2\n0.5,1,0.25\n2,0,-1\n"), "y");
+  CHECK(by_name.labels == std::vector<int32_t>{1, 0});
+  CHECK(by_name.num_classes == 2);
+  DenseMatrix expected(2, 2);
+  expected << 0.5f, 0.25f, 2, -1;
+  CHECK(by_name.dense == expected);
+}
+
+TEST_CASE("CSV reader reports file, line and column of malformed input") {
+  ScratchDir dir("csv_bad");
+  {
+    const std::string path = dir.write("nan.csv", "a,b,y\n1,2,0\n1,oops,1\n");
+    const std::string msg = runtimeErrorOf([&] { readCsv(path); });
+    CHECK(contains(msg, path + ":3:3"));
+    CHECK(contains(msg, "oops"));
+  }
+  {
+    const std::string path = dir.write("short.csv", "a,b,y\n1,2,0\n1,2\n");
+    const std::string msg = runtimeErrorOf([&] { readCsv(path); });
+    CHECK(contains(msg, path + ":3:"));
+    CHECK(contains(msg, "fields"));
+  }
+  {
+    const std::string path = dir.write("label.csv", "a,y\n1,0\n\n2,one\n");
+    CHECK(contains(runtimeErrorOf([&] { readCsv(path); }), path + ":4:3"));
+  }
+  {
+    const std::string path = dir.write("column.csv", "a,y\n1,0\n");
+    const std::string msg = runtimeErrorOf([&] { readCsv(path, "target"); });
+    CHECK(contains(msg, path + ":1:"));
+    CHECK(contains(msg, "target"));
+  }
+  {
+    const std::string path = dir.write("empty.csv", "");
+    CHECK(contains(runtimeErrorOf([&] { readCsv(path); }), path));
+  }
+  const std::string missing = dir.file("missing.csv");
+  CHECK(contains(runtimeErrorOf([&] { readCsv(missing); }), missing));
+}
