@@ -1,0 +1,165 @@
+#pragma once
+// Online estimate of one worker's link, the measured affine packet model of papers/cat.md
+// ("Cost models"): t(bytes) = a + b * ceil(bytes / P_max), fitted from the worker's own pushes by
+// exponentially weighted recursive least squares that survives stalled acks and follows real
+// rate changes; plus the probe policy (join-time calibration, exploration when pushes are too
+// alike in size to tell a from b) under a bytes-per-minute cap. Sans-I/O: callers pass measured
+// seconds and clock readings in; nothing here reads a clock.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace tern::costmodel {
+
+struct LinkEstimatorSpec {
+  uint32_t packet_bytes = 1448;  // TCP payload per 1500-byte MTU with timestamps
+  double forgetting = 0.97;      // exponential weighting of old samples (RLS lambda), in (0, 1]
+  double outlier_sigma = 4.0;    // residual threshold for robust handling
+  std::vector<size_t> calibration_packets = {1, 4, 16, 64};
+  uint32_t probe_repeats = 2;       // each calibration size sent this many times
+  double identifiability_cv = 0.2;  // below this spread of recent packet counts, ask for a probe
+  size_t probe_bytes_per_minute = 256 * 1024;
+  // Outliers on the same side, not refuted by a typical sample in between, that must agree on
+  // one new line before the estimator believes the link changed rather than stalled: a step
+  // change is followed after about this many samples.
+  uint32_t shift_confirm_samples = 4;
+  // Recent pushes looked at to decide whether their sizes still identify b.
+  uint32_t exploration_window = 32;
+};
+
+struct LinkFit {
+  double a = 0, b = 0;                // seconds, seconds per packet
+  double a_stderr = 0, b_stderr = 0;  // standard errors of a and b
+  double r2 = 0;                      // weighted coefficient of determination
+  uint64_t samples = 0;  // samples accepted into the fit (before the first fit: samples held)
+  uint32_t packet_bytes = 1448;
+  bool valid = false;  // false while b is not identified by the samples held (see fit())
+};
+
+// How samples are used:
+// - Weights forgetting^age / prediction^2: timing jitter grows with the transfer, so the fit
+//   minimises relative error. a, b solve the weighted normal equations (kept as centred sums, the
+//   information form of RLS); stderrs use the sandwich covariance with the residual variance.
+// - Gate: a sample whose relative innovation exceeds outlier_sigma times the online jitter scale
+//   (mean absolute residual of accepted samples, widened by the fit's own prediction error) is
+//   set aside as a stall and never touches the fit.
+// - Change: shift_confirm_samples outliers on one side, unrefuted, each agreeing with the robust
+//   line through the others, restart the fit from them: a sustained shift is followed within a
+//   few samples, while random stalls (which agree with nothing) are not mistaken for one.
+// - Start: the first 8 samples of spread sizes are fitted robustly (weighted Theil-Sen) and
+//   their outliers dropped before the recursive fit takes over.
+// - Unknown b (sizes held too alike): a sample far from them would set b alone, so it waits
+//   until a second one agrees with it, and probes are asked for every other sample.
+class LinkEstimator {
+ public:
+  // Throws std::invalid_argument on a spec that cannot work (zero packet size, forgetting
+  // outside (0, 1], non-positive outlier threshold, a zero calibration size).
+  explicit LinkEstimator(const LinkEstimatorSpec& spec = {});
+
+  // One observation: `bytes` on the wire took `seconds` (ack rx - push tx - coordinator hold).
+  // Non-finite or negative times are ignored (counted in ignoredSamples()).
+  void addSample(size_t bytes, double seconds);
+
+  // t(bytes) = a + b * ceil(bytes / P_max).
+  // - Until a few samples of clearly different sizes arrived, no line can be fitted robustly:
+  //   valid = false, a = 0 and b = the median seconds per packet seen so far (a proportional
+  //   prior, which never prices a larger payload below a smaller one).
+  // - Later, when the samples still held (after forgetting) are too alike in size to identify b,
+  //   b keeps its last identified value, a is refitted under it, and valid = false.
+  // - a >= 0 and b >= 0 (neither a fixed cost nor a per-packet time can be negative): the
+  //   constrained weighted least-squares optimum, i.e. b = 0 with a = the weighted mean time when
+  //   the free slope is negative, a = 0 with the slope through the origin when the free
+  //   intercept is negative. Standard errors are those of the unconstrained fit.
+  // - r2 is weighted like the fit (relative error); stderrs are infinite while not computable.
+  LinkFit fit() const;
+  double predict(size_t bytes) const;
+
+  // Probe payload sizes in wire bytes for the join-time train: every calibration size
+  // (packets * P_max) probe_repeats times, interleaved so slow drift during the train does not
+  // masquerade as slope. The sender subtracts its own framing to occupy exactly that many packets.
+  // This one-off train is not charged to the exploration budget; with the defaults it is
+  // 2 * 85 packets = 246 KB, within one minute's cap.
+  std::vector<size_t> calibrationPlan() const;
+
+  // Exploration: when the recent pushes are too alike in size to identify b, returns a probe
+  // size (wire bytes) to send now, if the bytes sent as probes over the last 60 seconds
+  // (sliding window ending at now_seconds) plus this probe stay within probe_bytes_per_minute.
+  // A returned probe is charged to the budget at once. Probes are spaced by at least a quarter
+  // of the exploration window in samples, so one slow ack cannot trigger a burst. While b is
+  // unknown (fit().valid false after the first fit, e.g. a link change seen at one push size),
+  // probes are asked for every other sample whatever the recent sizes, still within the cap.
+  // A probe larger than the whole cap is never sent. now_seconds must never decrease.
+  std::optional<size_t> probeToSend(double now_seconds);
+
+  void reset();
+
+  const LinkEstimatorSpec& spec() const { return spec_; }
+  // Samples left out of the fit: stalls, and far samples no second one confirmed.
+  uint64_t rejectedSamples() const { return rejected_; }
+  uint64_t ignoredSamples() const { return ignored_; }  // unusable input
+  uint64_t shiftsDetected() const { return shifts_; }   // accepted link changes
+
+ private:
+  struct Sample {
+    double x;  // packets
+    double y;  // seconds
+  };
+  // t = a + b * x with x in packets.
+  struct Line {
+    double a = 0, b = 0;
+    double at(double x) const { return a + b * x; }
+  };
+
+  double packetsOf(size_t bytes) const;
+  bool slopeIdentified() const;
+  Line currentLine(bool* identified) const;
+  double predictPackets(double x) const;
+  double robustScale() const;
+  double predictionVariance(double x, double prediction) const;
+  void clearSums();
+  void addToFit(const Sample& s, double prediction);
+  void rememberResidual(double relative_residual);
+  void tryBootstrap();
+  void handleRejected(const Sample& s, double relative_residual);
+  void addFarSample(const Sample& s);
+  void noteSize(double x);
+
+  LinkEstimatorSpec spec_;
+
+  // Warm-up: raw samples until a robust first line can be drawn through them.
+  bool bootstrapped_ = false;
+  std::vector<Sample> warmup_;
+
+  // Weighted sufficient statistics (centred, updated Welford-style so nothing cancels).
+  // Sample weight w = f * p: f = forgetting^age, p = 1 / prediction^2 (relative-error fit).
+  double w_sum_ = 0;  // sum w
+  double mean_x_ = 0, mean_y_ = 0;
+  double cxx_ = 0, cxy_ = 0, cyy_ = 0;
+  // For the sandwich covariance of (a, b): sums with f^2 * p.
+  double v_sum_ = 0, v_x_ = 0, v_xx_ = 0;  // sum v, sum v (x - mean_x), sum v (x - mean_x)^2
+  // Forgetting-only sums, for the residual degrees of freedom.
+  double f_sum_ = 0, f2_sum_ = 0;
+  double b_prior_ = 0;  // last identified slope, used while b is not identifiable
+
+  // Scale of the relative jitter, from the a-priori residuals of accepted samples.
+  double scale_abs_sum_ = 0, scale_weight_ = 0;
+  uint64_t scale_count_ = 0;
+
+  // Samples far from the sizes held while b is unknown, waiting for one that agrees.
+  std::vector<Sample> far_;
+  // Outliers not yet refuted by a typical sample (candidates for a link change).
+  std::vector<std::pair<Sample, double>> pending_;
+
+  // Exploration state.
+  std::vector<double> recent_sizes_;  // ring of packet counts
+  size_t recent_next_ = 0;
+  double recent_sum_ = 0, recent_sum_sq_ = 0;
+  uint64_t samples_since_probe_ = 0;
+  std::deque<std::pair<double, size_t>> probes_sent_;  // (time, bytes) within the last minute
+
+  uint64_t accepted_ = 0, rejected_ = 0, ignored_ = 0, shifts_ = 0;
+};
+
+}  // namespace tern::costmodel

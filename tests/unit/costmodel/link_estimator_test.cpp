@@ -1,0 +1,561 @@
+// The online link estimator against links whose a and b are known because the test makes them:
+// t = (a + b * packets) * (1 + 5% noise), with stalls multiplying some times by 10-50.
+#include "common/costmodel/link_estimator.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "common/util/rng.hpp"
+
+namespace tern::costmodel {
+namespace {
+
+constexpr uint32_t kPacket = 1448;
+
+// Per-packet time of a link shaped to `bits_per_second`: one full packet's payload on the wire.
+double perPacketSeconds(double bits_per_second) { return kPacket * 8.0 / bits_per_second; }
+
+struct SyntheticLink {
+  double a = 0.020;
+  double b = perPacketSeconds(8e6);
+  double noise = 0.05;        // multiplicative, standard deviation
+  double stall_share = 0.10;  // share of samples delayed 10x-50x
+  Rng rng{1};
+
+  size_t packets = 0;  // of the last sample
+  bool stalled = false;
+
+  // A push of a random size between 1 and 64 packets; returns its wire bytes.
+  size_t randomBytes() {
+    std::uniform_int_distribution<size_t> pick(1, 64);
+    packets = pick(rng);
+    // Anywhere inside the last packet, so the ceiling is exercised.
+    std::uniform_int_distribution<size_t> tail(1, kPacket);
+    return (packets - 1) * kPacket + tail(rng);
+  }
+  double secondsFor(size_t bytes) {
+    packets = (bytes + kPacket - 1) / kPacket;
+    std::normal_distribution<double> jitter(0.0, noise);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::uniform_real_distribution<double> stall(10.0, 50.0);
+    double t = (a + b * static_cast<double>(packets)) * (1.0 + jitter(rng));
+    stalled = unit(rng) < stall_share;
+    if (stalled) t *= stall(rng);
+    return t;
+  }
+};
+
+double relativeError(double estimate, double truth) { return std::abs(estimate - truth) / truth; }
+
+TEST_CASE("the fit recovers a and b within 5% from noisy samples with 10% stalls") {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    CAPTURE(seed);
+    SyntheticLink link;
+    link.rng.seed(seed);
+    // A stationary link: long memory buys accuracy (the default forgetting buys tracking).
+    LinkEstimatorSpec spec;
+    spec.forgetting = 0.99;
+    LinkEstimator est(spec);
+    uint64_t stalls = 0;
+    for (int i = 0; i < 600; ++i) {
+      const size_t bytes = link.randomBytes();
+      est.addSample(bytes, link.secondsFor(bytes));
+      stalls += link.stalled ? 1 : 0;
+    }
+    const LinkFit fit = est.fit();
+    CHECK(fit.valid);
+    CHECK(relativeError(fit.a, link.a) < 0.05);
+    CHECK(relativeError(fit.b, link.b) < 0.05);
+    // Every stall is at least 10x late, so each one must have been set aside, and (almost)
+    // nothing else: the gate sits at 4 sigma of 5% jitter.
+    CHECK(est.rejectedSamples() >= stalls);
+    CHECK(est.rejectedSamples() <= stalls + 3);
+    CHECK(fit.samples + est.rejectedSamples() == 600);
+  }
+}
+
+TEST_CASE("the slope is recovered within 5% with the default forgetting") {
+  SyntheticLink link;
+  link.b = perPacketSeconds(2e6);
+  LinkEstimator est;
+  for (int i = 0; i < 300; ++i) {
+    const size_t bytes = link.randomBytes();
+    est.addSample(bytes, link.secondsFor(bytes));
+  }
+  CHECK(relativeError(est.fit().b, link.b) < 0.05);
+}
+
+TEST_CASE("standard errors cover the true a and b at about the nominal 95% rate") {
+  int covered_a = 0, covered_b = 0;
+  constexpr int kRuns = 200;
+  for (int run = 0; run < kRuns; ++run) {
+    SyntheticLink link;
+    link.rng.seed(1000 + static_cast<uint64_t>(run));
+    LinkEstimator est;
+    for (int i = 0; i < 300; ++i) {
+      const size_t bytes = link.randomBytes();
+      est.addSample(bytes, link.secondsFor(bytes));
+    }
+    const LinkFit fit = est.fit();
+    covered_a += std::abs(fit.a - link.a) <= 1.96 * fit.a_stderr ? 1 : 0;
+    covered_b += std::abs(fit.b - link.b) <= 1.96 * fit.b_stderr ? 1 : 0;
+  }
+  // Were the stderrs exact, Binomial(200, 0.95) would leave [180, 198] with probability 0.16%.
+  CHECK(covered_a >= 0.90 * kRuns);
+  CHECK(covered_a <= 0.99 * kRuns);
+  CHECK(covered_b >= 0.90 * kRuns);
+  CHECK(covered_b <= 0.99 * kRuns);
+}
+
+// Runs `before` samples at rate r1, then checks that from `within` samples after the switch to
+// r2 on, b stays within 15% of the new P_max * 8 / rate.
+void checkStepFollowed(double r1, double r2, const LinkEstimatorSpec& spec, int within,
+                       uint64_t seed) {
+  SyntheticLink link;
+  link.rng.seed(seed);
+  link.b = perPacketSeconds(r1);
+  LinkEstimator est(spec);
+  for (int i = 0; i < 200; ++i) {
+    const size_t bytes = link.randomBytes();
+    est.addSample(bytes, link.secondsFor(bytes));
+  }
+  REQUIRE(relativeError(est.fit().b, link.b) < 0.15);
+  link.b = perPacketSeconds(r2);
+  for (int i = 1; i <= within + 60; ++i) {
+    const size_t bytes = link.randomBytes();
+    est.addSample(bytes, link.secondsFor(bytes));
+    if (i >= within) {
+      CAPTURE(i);
+      CHECK(relativeError(est.fit().b, link.b) < 0.15);
+    }
+  }
+}
+
+TEST_CASE("a step from 2 to 8 Mbit/s is followed within 20 samples, stalls included") {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    CAPTURE(seed);
+    checkStepFollowed(2e6, 8e6, LinkEstimatorSpec{}, 20, seed);
+  }
+}
+
+TEST_CASE("a step from 8 to 2 Mbit/s is followed within 20 samples, stalls included") {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    CAPTURE(seed);
+    checkStepFollowed(8e6, 2e6, LinkEstimatorSpec{}, 20, seed);
+  }
+}
+
+TEST_CASE("shift_confirm_samples sets how much evidence a link change needs") {
+  // Clean samples make the count exact: the fit must hold the old b for K - 1 samples of the
+  // new link and take the new one at the K-th.
+  for (uint32_t k : {3u, 6u}) {
+    CAPTURE(k);
+    LinkEstimatorSpec spec;
+    spec.shift_confirm_samples = k;
+    LinkEstimator est(spec);
+    const double a = 0.01, b_old = perPacketSeconds(2e6), b_new = perPacketSeconds(8e6);
+    for (size_t i = 0; i < 100; ++i) {
+      const size_t packets = 1 + (i * 37) % 64;
+      est.addSample(packets * kPacket, a + b_old * static_cast<double>(packets));
+    }
+    for (size_t i = 0; i < k; ++i) {
+      const size_t packets = 1 + (i * 23) % 64;
+      est.addSample(packets * kPacket, a + b_new * static_cast<double>(packets));
+      if (i + 1 < k) {
+        CHECK(relativeError(est.fit().b, b_old) < 1e-6);
+      }
+    }
+    CHECK(est.shiftsDetected() == 1);
+    CHECK(relativeError(est.fit().b, b_new) < 1e-6);
+    CHECK(relativeError(est.fit().a, a) < 1e-6);
+  }
+}
+
+TEST_CASE("stalls shorter than the confirmation count leave the fit untouched") {
+  SyntheticLink link;
+  link.stall_share = 0.0;
+  LinkEstimator est;
+  for (int i = 0; i < 200; ++i) {
+    const size_t bytes = link.randomBytes();
+    est.addSample(bytes, link.secondsFor(bytes));
+  }
+  const LinkFit before = est.fit();
+  const uint64_t rejected_before = est.rejectedSamples();
+  // Three stalled acks in a row, 50x the model's own prediction, then nothing else.
+  for (size_t packets : {5u, 40u, 12u}) {
+    est.addSample(packets * kPacket, 50.0 * (link.a + link.b * static_cast<double>(packets)));
+  }
+  const LinkFit after = est.fit();
+  CHECK(after.a == before.a);
+  CHECK(after.b == before.b);
+  CHECK(after.samples == before.samples);
+  CHECK(est.rejectedSamples() == rejected_before + 3);
+  CHECK(est.shiftsDetected() == 0);
+}
+
+TEST_CASE("a stalled probe in the join train does not spoil the first fit") {
+  const double a = 0.005, b = perPacketSeconds(8e6);
+  LinkEstimator est;
+  const std::vector<size_t> plan = est.calibrationPlan();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const double packets = std::ceil(static_cast<double>(plan[i]) / kPacket);
+    double t = a + b * packets;
+    if (i == 2) t *= 40.0;  // the 16-packet probe's ack stalls
+    est.addSample(plan[i], t);
+  }
+  const LinkFit fit = est.fit();
+  CHECK(fit.valid);
+  CHECK(relativeError(fit.a, a) < 1e-6);
+  CHECK(relativeError(fit.b, b) < 1e-6);
+  CHECK(est.rejectedSamples() == 1);
+}
+
+TEST_CASE("R^2 is 1 and a, b exact on clean affine data") {
+  const double a = 0.003, b = 0.0004;
+  LinkEstimator est;
+  for (size_t i = 0; i < 80; ++i) {
+    const size_t packets = 1 + (i * 13) % 50;
+    est.addSample(packets * kPacket, a + b * static_cast<double>(packets));
+  }
+  const LinkFit fit = est.fit();
+  CHECK(fit.valid);
+  CHECK(fit.r2 > 1.0 - 1e-9);
+  CHECK(relativeError(fit.a, a) < 1e-9);
+  CHECK(relativeError(fit.b, b) < 1e-9);
+  CHECK(fit.samples == 80);
+  CHECK(fit.packet_bytes == kPacket);
+  CHECK(fit.b_stderr < 1e-9 * b + 1e-15);
+}
+
+TEST_CASE("R^2 drops on data with no relation to size") {
+  // Times that alternate 1 ms / 3 ms regardless of size explain nothing by b.
+  LinkEstimatorSpec spec;
+  spec.outlier_sigma = 100.0;  // keep every sample: this is about R^2, not robustness
+  LinkEstimator est(spec);
+  for (size_t i = 0; i < 200; ++i) {
+    const size_t packets = 1 + (i * 7) % 64;
+    est.addSample(packets * kPacket, (i / 2) % 2 == 0 ? 0.001 : 0.003);
+  }
+  CHECK(est.fit().r2 < 0.1);
+}
+
+TEST_CASE("predict uses the packet count, the ceiling of bytes over P_max") {
+  const double a = 0.002, b = 0.001;
+  LinkEstimator est;
+  for (size_t i = 0; i < 40; ++i) {
+    const size_t packets = 1 + (i * 11) % 32;
+    est.addSample(packets * kPacket, a + b * static_cast<double>(packets));
+  }
+  CHECK(est.predict(1) == doctest::Approx(a + b).epsilon(1e-9));
+  CHECK(est.predict(kPacket) == doctest::Approx(a + b).epsilon(1e-9));
+  CHECK(est.predict(kPacket + 1) == doctest::Approx(a + 2 * b).epsilon(1e-9));
+  CHECK(est.predict(10 * kPacket) == doctest::Approx(a + 10 * b).epsilon(1e-9));
+}
+
+TEST_CASE("a link without per-packet cost gets b = 0, never a negative slope") {
+  SyntheticLink link;
+  link.a = 0.004;
+  link.b = 0.0;
+  LinkEstimator est;
+  for (int i = 0; i < 300; ++i) {
+    const size_t bytes = link.randomBytes();
+    est.addSample(bytes, link.secondsFor(bytes));
+    CHECK(est.fit().b >= 0.0);
+  }
+  CHECK(est.fit().b < 0.01 * link.a);
+  CHECK(relativeError(est.fit().a, link.a) < 0.05);
+}
+
+TEST_CASE("times falling with size are fitted by the constrained optimum b = 0") {
+  LinkEstimatorSpec spec;
+  spec.outlier_sigma = 100.0;
+  LinkEstimator est(spec);
+  for (size_t i = 0; i < 60; ++i) {
+    const size_t packets = 1 + i % 30;
+    est.addSample(packets * kPacket, 0.1 - 0.001 * static_cast<double>(packets));
+  }
+  const LinkFit fit = est.fit();
+  CHECK(fit.b == 0.0);
+  // With b = 0 the best a is a weighted mean of the times: inside their range.
+  CHECK(fit.a >= 0.1 - 0.001 * 30);
+  CHECK(fit.a <= 0.1 - 0.001 * 1);
+}
+
+TEST_CASE("first samples all of one size leave b unidentified, priced proportionally") {
+  const double a = 0.01, b = 0.002;
+  LinkEstimator est;
+  CHECK_FALSE(est.fit().valid);
+  for (int i = 0; i < 20; ++i) est.addSample(8 * kPacket, a + b * 8);
+  LinkFit fit = est.fit();
+  CHECK_FALSE(fit.valid);
+  CHECK(fit.a == 0.0);
+  CHECK(fit.b == doctest::Approx((a + b * 8) / 8).epsilon(1e-12));
+  // Larger payloads are never priced below smaller ones while unidentified.
+  CHECK(est.predict(16 * kPacket) > est.predict(8 * kPacket));
+  // Samples of other sizes make the slope identifiable.
+  for (size_t packets : {1u, 32u, 4u, 64u, 2u, 16u, 8u, 48u}) {
+    est.addSample(packets * kPacket, a + b * static_cast<double>(packets));
+  }
+  fit = est.fit();
+  CHECK(fit.valid);
+  CHECK(relativeError(fit.a, a) < 1e-6);
+  CHECK(relativeError(fit.b, b) < 1e-6);
+}
+
+TEST_CASE("a long run of one size keeps the last identified slope and reports it invalid") {
+  const double a = 0.01, b = 0.002;
+  LinkEstimator est;
+  for (size_t i = 0; i < 50; ++i) {
+    const size_t packets = 1 + (i * 13) % 64;
+    est.addSample(packets * kPacket, a + b * static_cast<double>(packets));
+  }
+  REQUIRE(est.fit().valid);
+  for (int i = 0; i < 1000; ++i) est.addSample(20 * kPacket, a + b * 20);
+  const LinkFit fit = est.fit();
+  CHECK_FALSE(fit.valid);
+  CHECK(relativeError(fit.b, b) < 1e-6);
+  CHECK(relativeError(fit.a, a) < 1e-6);
+}
+
+TEST_CASE("the calibration plan sends every calibration size probe_repeats times") {
+  LinkEstimator est;
+  const std::vector<size_t> expected = {1 * kPacket, 4 * kPacket, 16 * kPacket, 64 * kPacket,
+                                        1 * kPacket, 4 * kPacket, 16 * kPacket, 64 * kPacket};
+  CHECK(est.calibrationPlan() == expected);
+
+  LinkEstimatorSpec spec;
+  spec.packet_bytes = 1000;
+  spec.calibration_packets = {2, 10};
+  spec.probe_repeats = 3;
+  const std::vector<size_t> custom = {2000, 10000, 2000, 10000, 2000, 10000};
+  CHECK(LinkEstimator(spec).calibrationPlan() == custom);
+}
+
+TEST_CASE("a run of equal-size pushes triggers a probe of a clearly different size") {
+  for (size_t push_packets : {1u, 10u, 100u}) {
+    CAPTURE(push_packets);
+    LinkEstimator est;
+    for (int i = 0; i < 20; ++i) {
+      est.addSample(push_packets * kPacket, 0.01 + 0.001 * static_cast<double>(push_packets));
+    }
+    const std::optional<size_t> probe = est.probeToSend(0.0);
+    REQUIRE(probe.has_value());
+    const double probe_packets = std::ceil(static_cast<double>(*probe) / kPacket);
+    const double ratio = probe_packets / static_cast<double>(push_packets);
+    CHECK((ratio >= 4.0 || ratio <= 0.25));
+    // Asked again at once, with no new samples: no second probe.
+    CHECK_FALSE(est.probeToSend(0.0).has_value());
+  }
+}
+
+TEST_CASE("pushes already spread in size trigger no probe") {
+  LinkEstimator est;
+  for (size_t i = 0; i < 40; ++i) {
+    const size_t packets = 1 + (i * 13) % 64;
+    est.addSample(packets * kPacket, 0.01 + 0.001 * static_cast<double>(packets));
+    CHECK_FALSE(est.probeToSend(static_cast<double>(i)).has_value());
+  }
+}
+
+// Every window [t, t + 60) starting at a probe holds the most probe bytes any window can.
+size_t worstMinute(const std::vector<std::pair<double, size_t>>& sent) {
+  size_t worst = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    size_t sum = 0;
+    for (size_t j = i; j < sent.size() && sent[j].first < sent[i].first + 60.0; ++j)
+      sum += sent[j].second;
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+TEST_CASE("probe traffic never exceeds the bytes-per-minute cap over any sliding window") {
+  struct Case {
+    size_t push_packets;
+    size_t cap;
+    double push_interval;
+  };
+  for (const Case& c : {Case{10, 3000, 0.7}, Case{1, 20000, 0.25}, Case{200, 256 * 1024, 0.05},
+                        Case{2, 6 * kPacket * 16, 1.3}}) {
+    CAPTURE(c.push_packets);
+    CAPTURE(c.cap);
+    LinkEstimatorSpec spec;
+    spec.probe_bytes_per_minute = c.cap;
+    LinkEstimator est(spec);
+    SyntheticLink link;
+    link.stall_share = 0.0;
+    std::vector<std::pair<double, size_t>> sent;
+    double now = 0.0;
+    for (int i = 0; i < 20000; ++i) {
+      now += c.push_interval;
+      const size_t bytes = c.push_packets * kPacket;
+      est.addSample(bytes, link.secondsFor(bytes));
+      if (auto probe = est.probeToSend(now)) {
+        sent.emplace_back(now, *probe);
+        est.addSample(*probe, link.secondsFor(*probe));  // the worker feeds probes back too
+      }
+    }
+    REQUIRE(sent.size() > 10);  // the cap was exercised, not just never reached
+    CHECK(worstMinute(sent) <= c.cap);
+  }
+}
+
+TEST_CASE("exploration probes keep the slope identified on pushes of one size") {
+  SyntheticLink link;
+  link.stall_share = 0.0;
+  LinkEstimator est;
+  // Join train, then 2000 pushes of 30 packets, with the probes the estimator asks for.
+  for (size_t bytes : est.calibrationPlan()) est.addSample(bytes, link.secondsFor(bytes));
+  double now = 0.0;
+  int invalid_after_warmup = 0;
+  for (int i = 0; i < 2000; ++i) {
+    now += 0.5;
+    const size_t bytes = 30 * kPacket;
+    est.addSample(bytes, link.secondsFor(bytes));
+    if (auto probe = est.probeToSend(now)) est.addSample(*probe, link.secondsFor(*probe));
+    if (!est.fit().valid) ++invalid_after_warmup;
+  }
+  CHECK(invalid_after_warmup == 0);
+  CHECK(relativeError(est.fit().b, link.b) < 0.15);
+}
+
+// The worker's situation on a shaped link: pushes of one size, the join train, and the probes
+// the estimator asks for, fed back as samples.
+void checkStepFollowedAtOnePushSize(double r1, double r2, size_t push_packets) {
+  SyntheticLink link;
+  link.a = 0.0005;
+  link.stall_share = 0.0;
+  link.b = perPacketSeconds(r1);
+  LinkEstimator est;
+  double now = 0.0;
+  auto send = [&](size_t bytes) {
+    const double t = link.secondsFor(bytes);
+    now += t;
+    est.addSample(bytes, t);
+  };
+  for (size_t bytes : est.calibrationPlan()) send(bytes);
+  for (int i = 0; i < 150; ++i) {
+    send(push_packets * kPacket);
+    if (auto probe = est.probeToSend(now)) send(*probe);
+  }
+  REQUIRE(est.fit().valid);
+  REQUIRE(relativeError(est.fit().b, link.b) < 0.15);
+  link.b = perPacketSeconds(r2);
+  for (int i = 1; i <= 80; ++i) {
+    send(push_packets * kPacket);
+    if (auto probe = est.probeToSend(now)) send(*probe);
+    if (i >= 20) {
+      CAPTURE(i);
+      CHECK(est.fit().valid);
+      CHECK(relativeError(est.fit().b, link.b) < 0.15);
+    }
+  }
+}
+
+TEST_CASE("a rate change seen at one push size is resolved by probes within 20 pushes") {
+  for (size_t packets : {3u, 40u}) {
+    CAPTURE(packets);
+    checkStepFollowedAtOnePushSize(2e6, 8e6, packets);
+    checkStepFollowedAtOnePushSize(8e6, 2e6, packets);
+  }
+}
+
+TEST_CASE("while b is unknown one stalled probe cannot set it; two agreeing probes do") {
+  const double a = 0.002, b = 0.004;
+  auto t = [&](size_t packets) { return a + b * static_cast<double>(packets); };
+  LinkEstimator est;
+  for (size_t i = 0; i < 40; ++i) {
+    const size_t packets = 1 + (i * 13) % 64;
+    est.addSample(packets * kPacket, t(packets));
+  }
+  // A long run at one size lets the slope information fade away.
+  for (int i = 0; i < 1000; ++i) est.addSample(30 * kPacket, t(30));
+  REQUIRE_FALSE(est.fit().valid);
+  const LinkFit before = est.fit();
+
+  est.addSample(1 * kPacket, 20.0 * t(1));  // a stalled probe
+  CHECK_FALSE(est.fit().valid);
+  CHECK(est.fit().b == before.b);
+  est.addSample(1 * kPacket, t(1));  // a clean probe, faster than the stalled one
+  CHECK_FALSE(est.fit().valid);
+  est.addSample(1 * kPacket, t(1));  // and one that agrees with it
+  const LinkFit after = est.fit();
+  CHECK(after.valid);
+  CHECK(relativeError(after.b, b) < 1e-6);
+  CHECK(relativeError(after.a, a) < 1e-6);
+}
+
+TEST_CASE("unusable times are ignored and counted") {
+  LinkEstimator est;
+  for (size_t i = 0; i < 20; ++i) {
+    const size_t packets = 1 + (i * 7) % 20;
+    est.addSample(packets * kPacket, 0.01 + 0.001 * static_cast<double>(packets));
+  }
+  const LinkFit before = est.fit();
+  est.addSample(kPacket, std::numeric_limits<double>::quiet_NaN());
+  est.addSample(kPacket, std::numeric_limits<double>::infinity());
+  est.addSample(kPacket, -0.5);
+  const LinkFit after = est.fit();
+  CHECK(est.ignoredSamples() == 3);
+  CHECK(after.a == before.a);
+  CHECK(after.b == before.b);
+  CHECK(after.samples == before.samples);
+}
+
+TEST_CASE("reset returns the estimator to its freshly constructed state") {
+  LinkEstimatorSpec spec;
+  spec.probe_bytes_per_minute = kPacket;  // room for exactly one 1-packet probe per minute
+  LinkEstimator est(spec);
+  for (int i = 0; i < 40; ++i) est.addSample(50 * kPacket, 0.06);
+  REQUIRE(est.probeToSend(0.0).has_value());
+  REQUIRE_FALSE(est.probeToSend(0.0).has_value());
+  for (size_t i = 0; i < 40; ++i) {
+    const size_t packets = 1 + (i * 13) % 64;
+    est.addSample(packets * kPacket, 0.01 + 0.001 * static_cast<double>(packets));
+  }
+  est.addSample(kPacket, 5.0);                                       // a stall
+  est.addSample(kPacket, std::numeric_limits<double>::quiet_NaN());  // unusable
+  REQUIRE(est.fit().valid);
+  REQUIRE(est.rejectedSamples() == 1);
+  REQUIRE(est.ignoredSamples() == 1);
+
+  est.reset();
+  const LinkFit fit = est.fit();
+  const LinkFit fresh = LinkEstimator(spec).fit();
+  CHECK_FALSE(fit.valid);
+  CHECK(fit.samples == 0);
+  CHECK(fit.a == fresh.a);
+  CHECK(fit.b == fresh.b);
+  CHECK(fit.r2 == fresh.r2);
+  CHECK(est.rejectedSamples() == 0);
+  CHECK(est.ignoredSamples() == 0);
+  CHECK(est.shiftsDetected() == 0);
+  CHECK(est.predict(10 * kPacket) == 0.0);
+  // The probe budget is cleared too: the same run again earns the same probe at the same time.
+  for (int i = 0; i < 40; ++i) est.addSample(50 * kPacket, 0.06);
+  CHECK(est.probeToSend(0.0).has_value());
+}
+
+TEST_CASE("a spec that cannot work is refused at construction") {
+  LinkEstimatorSpec zero_packet;
+  zero_packet.packet_bytes = 0;
+  CHECK_THROWS_AS(LinkEstimator{zero_packet}, std::invalid_argument);
+  LinkEstimatorSpec no_memory;
+  no_memory.forgetting = 0.0;
+  CHECK_THROWS_AS(LinkEstimator{no_memory}, std::invalid_argument);
+  LinkEstimatorSpec growing;
+  growing.forgetting = 1.5;
+  CHECK_THROWS_AS(LinkEstimator{growing}, std::invalid_argument);
+  LinkEstimatorSpec empty_probe;
+  empty_probe.calibration_packets = {1, 0};
+  CHECK_THROWS_AS(LinkEstimator{empty_probe}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tern::costmodel
