@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "common/allocation/allocator.hpp"
-#include "common/allocation/report.hpp"
 
 namespace tern::server {
 

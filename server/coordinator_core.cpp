@@ -272,7 +272,10 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   };
 
   if (push.probe()) {
-    // Calibration traffic: measured by the worker, acknowledged and discarded here.
+    // Calibration traffic: measured by the worker, acknowledged and discarded here. It is
+    // upload traffic all the same, so it counts against the bytes sent.
+    w->rec.upload_bytes += wire_bytes;
+    upload_bytes_ += wire_bytes;
     return {ack(true)};
   }
   if (phase_ != Phase::kRunning || push.round() != round_) {
@@ -439,7 +442,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   bool membership_changed = false;
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
-    if (now - w.last_seen > settings_.worker_patience_seconds) {
+    if (now >= w.last_seen + settings_.worker_patience_seconds) {
       spdlog::warn("worker {} ({}) silent for {:.1f} s: marked gone", id, w.rec.name,
                    now - w.last_seen);
       w.rec.alive = false;
@@ -447,7 +450,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
       membership_changed = true;
       continue;
     }
-    if (now - w.last_sent >= settings_.heartbeat_seconds) {
+    if (now >= w.last_sent + settings_.heartbeat_seconds) {
       Message m;
       m.envelope = makeEnvelope();
       auto* hb = m.envelope.mutable_heartbeat();

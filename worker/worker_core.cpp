@@ -299,12 +299,12 @@ void WorkerCore::onSent(const Message& msg, size_t wire_bytes) {
 std::vector<Message> WorkerCore::onTick() {
   if (finished_) return {};
   const double now = clock_();
-  if (now - last_heard_ > settings_.coordinator_patience_seconds) {
+  if (now >= last_heard_ + settings_.coordinator_patience_seconds) {
     spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
     ++stats_.rejoins;
     return join();
   }
-  if (joined_ && now - last_sent_ >= settings_.heartbeat_seconds) {
+  if (joined_ && now >= last_sent_ + settings_.heartbeat_seconds) {
     Message m;
     m.envelope = makeEnvelope();
     auto* hb = m.envelope.mutable_heartbeat();

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One command on a fresh Debian 12 machine: installs dependencies, builds tern, and trains
+# softmax regression on non-IID Fashion-MNIST with one coordinator and 4 workers on loopback.
+# Prints the coordinator's progress and ends with its summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${TERN_JOBS:-2}"
+out="${TERN_OUT:-out/quickstart}"
+
+bash deploy/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs" --target tern-coordinator tern-worker
+
+mkdir -p "$out"
+rm -f "$out/endpoint"
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# Port 0: the coordinator picks a free port and writes the endpoint it bound.
+build/bin/tern-coordinator --config deploy/config/coordinator.yaml \
+  --bind tcp://127.0.0.1:0 --endpoint-file "$out/endpoint" \
+  --metrics-csv "$out/metrics.csv" 2>&1 | tee "$out/coordinator.log" &
+pids+=($!)
+for _ in $(seq 1 300); do [ -s "$out/endpoint" ] && break; sleep 0.1; done
+[ -s "$out/endpoint" ] || { echo "quickstart: the coordinator did not start" >&2; exit 1; }
+endpoint=$(cat "$out/endpoint")
+
+for i in 0 1 2 3; do
+  build/bin/tern-worker --config deploy/config/worker.yaml --coordinator "$endpoint" \
+    --name "worker-$i" --shard-index "$i" --log-level warn > "$out/worker-$i.log" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[0]}"
+for p in "${pids[@]:1}"; do wait "$p" || true; done
+echo "metrics: $out/metrics.csv"
+grep '^final:' "$out/coordinator.log" | tail -1

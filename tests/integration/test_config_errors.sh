@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A worker given an unknown key or a missing dataset exits non-zero naming the file and line.
+source "$(dirname "$0")/lib.sh"
+
+write_worker "$WORK/w.yaml" tcp://127.0.0.1:1 1
+printf 'bogus_key: 1\n' >> "$WORK/w.yaml"
+line=$(grep -n bogus_key "$WORK/w.yaml" | cut -d: -f1)
+set +e
+"$BIN/tern-worker" --config "$WORK/w.yaml" > "$WORK/out" 2>&1; rc=$?
+set -e
+[ $rc -ne 0 ] || fail "unknown key accepted"
+grep -q "$WORK/w.yaml:$line:1: unknown key 'bogus_key'" "$WORK/out" || { cat "$WORK/out"; fail "message does not name file:line:column"; }
+
+write_worker "$WORK/m.yaml" tcp://127.0.0.1:1 1
+sed -i "s|train-images-idx3-ubyte.gz|no-such-file.gz|" "$WORK/m.yaml"
+set +e
+"$BIN/tern-worker" --config "$WORK/m.yaml" > "$WORK/out2" 2>&1; rc=$?
+set -e
+[ $rc -ne 0 ] || fail "missing dataset accepted"
+grep -q "no-such-file.gz" "$WORK/out2" || { cat "$WORK/out2"; fail "message does not name the missing file"; }
+
+printf 'min_workers: "many"\n' > "$WORK/c.yaml"
+set +e
+"$BIN/tern-coordinator" --config "$WORK/c.yaml" > "$WORK/out3" 2>&1; rc=$?
+set -e
+[ $rc -ne 0 ] || fail "wrong type accepted"
+grep -q "$WORK/c.yaml:1:14: 'min_workers' has the wrong type" "$WORK/out3" || { cat "$WORK/out3"; fail "bad type message"; }
+echo "PASS: configuration errors name file:line:column"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds tern, and runs every test: unit suites, integration tests on
+# loopback, network-namespace tests (as root), and the unit suites again under ASan+UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${TERN_JOBS:-2}"
+
+bash deploy/install-deps.sh
+
+echo "== build (Release)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+
+echo "== tests"
+ctest --test-dir build --output-on-failure --timeout 900
+
+if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
+  echo "== unit tests under ASan+UBSan"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON \
+    -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -L unit --timeout 900
+fi
+echo "== all tests passed"
