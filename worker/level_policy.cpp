@@ -1,6 +1,14 @@
 #include "worker/level_policy.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
 namespace tern::worker {
+namespace {
+constexpr double kMinPacketSeconds = 1e-12;
+}  // namespace
 
 LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet_bytes,
                          double smoothness)
@@ -15,8 +23,13 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
 
 std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link) const {
   if (settings_.cost_model == "payload") return std::make_unique<costmodel::PayloadCostModel>();
-  if (settings_.cost_model == "measured" && link.valid) {
-    return std::make_unique<costmodel::PacketCostModel>(link.a, link.b, link.packet_bytes);
+  if (settings_.cost_model == "measured" && link.valid && std::isfinite(link.a) &&
+      std::isfinite(link.b)) {
+    // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
+    // to nothing, which the model must still accept.
+    return std::make_unique<costmodel::PacketCostModel>(std::max(link.a, 0.0),
+                                                        std::max(link.b, kMinPacketSeconds),
+                                                        link.packet_bytes);
   }
   // Packet model with configured constants; also "measured" until the first valid fit.
   return std::make_unique<costmodel::PacketCostModel>(settings_.c_fixed, settings_.c_packet,
@@ -26,8 +39,16 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,
                                            const compression::Compressor& compressor,
                                            const costmodel::LinkFit& link) {
-  auto cost = costModel(link);
-  return tuner_->choose(v, cap, compressor, *cost);
+  try {
+    auto cost = costModel(link);
+    return tuner_->choose(v, cap, compressor, *cost);
+  } catch (const std::exception& e) {
+    // A tuning failure must not stop training: send what the cap allows.
+    spdlog::warn("tuner failed ({}); sending at the cap", e.what());
+    tuning::TuningDecision d;
+    d.level = cap;
+    return d;
+  }
 }
 
 }  // namespace tern::worker

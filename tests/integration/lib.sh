@@ -6,7 +6,7 @@ WORK="$(mktemp -d /tmp/tern-it.XXXXXX)"
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
