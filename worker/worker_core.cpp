@@ -25,6 +25,12 @@ Message WorkerCore::sendable(Message m) {
 
 std::vector<Message> WorkerCore::start() { return join(); }
 
+bool WorkerCore::errorFeedbackOn() const {
+  if (!settings_.error_feedback_auto) return settings_.error_feedback;
+  const auto& n = settings_.compressor.name;
+  return !(n == "randomk" || n == "stochastic" || n == "qsgd");
+}
+
 std::vector<Message> WorkerCore::join() {
   joined_ = false;
   join_sent_ = clock_();
@@ -44,7 +50,7 @@ std::vector<Message> WorkerCore::join() {
     lc->set_count(hist[c]);
   }
   for (const auto& n : compression::compressorNames()) j->add_compressors(n);
-  j->set_error_feedback(settings_.error_feedback);
+  j->set_error_feedback(errorFeedbackOn());
   return {sendable(std::move(m))};
 }
 
@@ -140,7 +146,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   compression::CompressorSpec cspec = settings_.compressor;
   if (threshold_ > 0.0) cspec.threshold = threshold_;
   compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                            settings_.error_feedback);
+                                                            errorFeedbackOn());
   // The residual is reset on every (re-)join: it belongs to a model the coordinator may no
   // longer hold.
   compressor_->reset();
@@ -197,7 +203,7 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     cspec.threshold = threshold_;
     // A new threshold starts a new residual: the old one was shaped by the old threshold.
     compressor_ = std::make_unique<compression::ErrorFeedback>(
-        compression::makeCompressor(cspec), settings_.error_feedback);
+        compression::makeCompressor(cspec), errorFeedbackOn());
   }
   std::vector<Message> out;
   out.push_back(makePush(rs.round()));

@@ -64,6 +64,7 @@ class WorkerCore {
   Message sendable(Message m);
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
+  bool errorFeedbackOn() const;
 
   config::WorkerSettings settings_;
   std::shared_ptr<const ml::Dataset> shard_;

@@ -125,6 +125,13 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   s.max_message_bytes = m.inRange<size_t>(
       "max_message_bytes", m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  if (m.has("checkpoint")) {
+    MapReader c = m.child("checkpoint");
+    s.checkpoint.path = c.get<std::string>("path", s.checkpoint.path);
+    s.checkpoint.every = c.get<uint64_t>("every", s.checkpoint.every);
+    if (s.checkpoint.path.empty()) c.failHere("checkpoint needs 'path'");
+    c.done();
+  }
   readLogging(m.child("logging"), s.logging);
 }
 
@@ -136,7 +143,13 @@ void readCompression(MapReader m, WorkerSettings& s) {
       m.inRange("threshold", m.get<double>("threshold", s.compressor.threshold), 0.0, kInf);
   s.compressor.qsgd_levels = m.inRange<uint32_t>(
       "qsgd_levels", m.get<uint32_t>("qsgd_levels", s.compressor.qsgd_levels), 1, 1u << 15);
-  s.error_feedback = m.get<bool>("error_feedback", s.error_feedback);
+  if (m.has("error_feedback")) {
+    const auto v = m.get<std::string>("error_feedback", "auto");
+    if (v != "auto") {
+      s.error_feedback = m.get<bool>("error_feedback", s.error_feedback);
+      s.error_feedback_auto = false;
+    }
+  }
   m.done();
 }
 

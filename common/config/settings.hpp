@@ -30,6 +30,13 @@ struct AllocationSettings {
   uint64_t reallocate_every = 0;  // 0 = only on membership change
 };
 
+// Where and how often the coordinator saves its state to resume after a restart. Empty path:
+// no checkpoints (and SIGTERM ends training for every worker instead of pausing it).
+struct CheckpointSettings {
+  std::string path;
+  uint64_t every = 10;  // rounds between checkpoints; 0 = only on SIGTERM and at the end
+};
+
 struct CoordinatorSettings {
   std::string bind = "tcp://127.0.0.1:5555";
   std::string endpoint_file;      // where the bound endpoint is written (for port 0)
@@ -48,6 +55,7 @@ struct CoordinatorSettings {
   ml::DataSource test_data;
   std::string metrics_csv;
   size_t max_message_bytes = 64u << 20;
+  CheckpointSettings checkpoint;
   LoggingSettings logging;
 };
 
@@ -76,7 +84,11 @@ struct WorkerSettings {
   size_t shard_total = 1;
   ml::PartitionSpec partition;
   compression::CompressorSpec compressor;
+  // Error feedback: "auto" (the default) turns it on for the biased compressors (topk,
+  // threshold, sq) and off for the unbiased ones (randomk, stochastic, qsgd), whose d/k-style
+  // scaling makes the residual grow without bound; an explicit true/false overrides it.
   bool error_feedback = true;
+  bool error_feedback_auto = true;
   TuningSettings tuning;
   LinkSettings link;
   double heartbeat_seconds = 1.0;

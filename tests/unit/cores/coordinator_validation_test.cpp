@@ -1,0 +1,196 @@
+// The coordinator core against bad input: every rejection is answered with a coded error, counted
+// by reason, and leaves the model untouched.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/compression/compressor.hpp"
+#include "common/ml/dataset.hpp"
+#include "server/coordinator_core.hpp"
+
+using namespace tern;
+
+namespace {
+
+struct Harness {
+  double now = 0.0;
+  config::CoordinatorSettings settings;
+  std::unique_ptr<server::CoordinatorCore> core;
+  uint64_t session = 42;
+
+  Harness() {
+    settings.min_workers = 2;
+    settings.max_rounds = 100;
+    settings.model.kind = "softmax";
+    settings.model.features = 3;
+    settings.model.classes = 2;
+    settings.allocation.budget.mean_ratio = 0.5;
+    core = std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
+                                                     nullptr, session, [this] { return now; });
+  }
+
+  std::vector<Outgoing> join(const std::string& peer, const std::string& name, uint64_t samples) {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_join()->set_worker_name(name);
+    m.envelope.mutable_join()->set_sample_count(samples);
+    return core->onMessage(peer, m, 10, now);
+  }
+
+  Message push(uint32_t id, uint64_t round, std::vector<float> g) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* p = m.envelope.mutable_push();
+    p->set_round(round);
+    p->set_session(session);
+    p->set_worker_id(id);
+    p->set_local_loss(1.0);
+    Rng rng(1);
+    m.payload = compression::makeCompressor({"identity"})->compress(g, 0, rng).bytes;
+    return m;
+  }
+};
+
+uint32_t idOf(const std::vector<Outgoing>& out, const std::string& peer) {
+  for (const auto& o : out) {
+    if (o.peer == peer && o.message.envelope.has_welcome()) {
+      return o.message.envelope.welcome().worker_id();
+    }
+  }
+  FAIL("no welcome for " << peer);
+  return 0;
+}
+
+bool hasError(const std::vector<Outgoing>& out, wire::Error::Code code) {
+  for (const auto& o : out) {
+    if (o.message.envelope.has_error() && o.message.envelope.error().code() == code) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("bad pushes are rejected, counted by reason, and never touch the model") {
+  Harness h;
+  uint32_t a = idOf(h.join("A", "a", 100), "A");
+  uint32_t b = idOf(h.join("B", "b", 300), "B");
+  const size_t d = h.core->parameters().size();
+  REQUIRE(d == 8);
+  const auto before = h.core->parameters();
+
+  // Wrong protocol version.
+  auto m = h.push(a, 0, std::vector<float>(d, 1.0f));
+  m.envelope.set_version(99);
+  CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::BAD_VERSION));
+  // Foreign session.
+  m = h.push(a, 0, std::vector<float>(d, 1.0f));
+  m.envelope.mutable_push()->set_session(7);
+  CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::UNKNOWN_SESSION));
+  // Unknown peer.
+  CHECK(hasError(h.core->onMessage("Z", h.push(a, 0, std::vector<float>(d, 1.0f)), 50, h.now),
+                 wire::Error::UNKNOWN_SESSION));
+  // Another worker's id.
+  CHECK(hasError(h.core->onMessage("A", h.push(b, 0, std::vector<float>(d, 1.0f)), 50, h.now),
+                 wire::Error::MALFORMED));
+  // Wrong dimension.
+  CHECK(hasError(h.core->onMessage("A", h.push(a, 0, std::vector<float>(d + 1, 1.0f)), 50, h.now),
+                 wire::Error::BAD_PAYLOAD));
+  // NaN values.
+  // NaN values: the compressors refuse to produce them, so patch one into valid wire bytes
+  // (identity sends fp32 values; 2.5f is a bit pattern that occurs only where we put it).
+  auto marked = std::vector<float>(d, 1.0f);
+  marked[3] = 2.5f;
+  m = h.push(a, 0, marked);
+  const float two_and_half = 2.5f, nan = std::numeric_limits<float>::quiet_NaN();
+  size_t patched = 0;
+  for (size_t i = 0; i + 4 <= m.payload.size(); ++i) {
+    if (std::memcmp(&m.payload[i], &two_and_half, 4) == 0) {
+      std::memcpy(&m.payload[i], &nan, 4);
+      ++patched;
+    }
+  }
+  REQUIRE(patched == 1);
+  CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::BAD_PAYLOAD));
+  // Truncated payload.
+  m = h.push(a, 0, std::vector<float>(d, 1.0f));
+  m.payload.resize(m.payload.size() - 3);
+  CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::BAD_PAYLOAD));
+  // Future round.
+  CHECK(hasError(h.core->onMessage("A", h.push(a, 5, std::vector<float>(d, 1.0f)), 50, h.now),
+                 wire::Error::BAD_ROUND));
+  // Unparseable frames reported by the daemon.
+  CHECK(hasError(h.core->onMalformed("A", "envelope does not parse"), wire::Error::MALFORMED));
+
+  CHECK(h.core->parameters() == before);
+  CHECK(h.core->round() == 0);
+  const auto& r = h.core->rejections();
+  CHECK(r.at("bad_version") == 1);
+  CHECK(r.at("unknown_session") == 2);
+  CHECK(r.at("wrong_worker_id") == 1);
+  CHECK(r.at("bad_payload") == 3);
+  CHECK(r.at("late_or_future_round") == 1);
+  CHECK(r.at("envelope does not parse") == 1);
+  CHECK(h.core->rejectedTotal() == 9);
+}
+
+TEST_CASE("the aggregate is the data-share-weighted mean and a duplicate push is applied once") {
+  Harness h;
+  uint32_t a = idOf(h.join("A", "a", 100), "A");
+  uint32_t b = idOf(h.join("B", "b", 300), "B");
+  const size_t d = h.core->parameters().size();
+  const auto x0 = h.core->parameters();
+  std::vector<float> ga(d), gb(d);
+  for (size_t j = 0; j < d; ++j) {
+    ga[j] = float(j) * 0.5f;
+    gb[j] = 1.0f - float(j);
+  }
+  auto out = h.core->onMessage("A", h.push(a, 0, ga), 50, h.now);
+  CHECK(h.core->round() == 0);
+  // The duplicate is acknowledged again but does not count twice or close the round.
+  out = h.core->onMessage("A", h.push(a, 0, ga), 50, h.now);
+  CHECK(h.core->round() == 0);
+  CHECK(h.core->rejections().at("duplicate") == 1);
+  out = h.core->onMessage("B", h.push(b, 0, gb), 50, h.now);
+  CHECK(h.core->round() == 1);
+  // x1 = x0 - lr * (0.25 ga + 0.75 gb), computed independently in double.
+  const double lr = h.settings.optimizer.lr;
+  for (size_t j = 0; j < d; ++j) {
+    double expect = double(x0[j]) - lr * (0.25 * ga[j] + 0.75 * gb[j]);
+    CHECK(h.core->parameters()[j] == doctest::Approx(expect).epsilon(1e-6));
+  }
+  // A push for the closed round is late: dropped and counted, the model keeps its value.
+  auto x1 = h.core->parameters();
+  out = h.core->onMessage("A", h.push(a, 0, ga), 50, h.now);
+  CHECK(hasError(out, wire::Error::BAD_ROUND));
+  CHECK(h.core->parameters() == x1);
+}
+
+TEST_CASE("a round closes at its deadline without a silent worker, which is later marked gone") {
+  Harness h;
+  h.settings.round_deadline_seconds = 2.0;
+  h.settings.worker_patience_seconds = 5.0;
+  h.core = std::make_unique<server::CoordinatorCore>(h.settings, ml::makeModel(h.settings.model),
+                                                     nullptr, h.session, [&h] { return h.now; });
+  uint32_t a = idOf(h.join("A", "a", 100), "A");
+  idOf(h.join("B", "b", 100), "B");
+  const size_t d = h.core->parameters().size();
+  h.now = 1.0;
+  h.core->onMessage("A", h.push(a, 0, std::vector<float>(d, 1.0f)), 50, h.now);
+  CHECK(h.core->round() == 0);
+  h.now = 2.5;  // past the deadline: the round closes with A alone
+  h.core->onTick();
+  CHECK(h.core->round() == 1);
+  CHECK(h.core->lastRecord().participants == 1);
+  // A keeps talking (heartbeats), B stays silent past its patience.
+  for (double t = 3.0; t <= 6.0; t += 1.0) {
+    h.now = t;
+    Message hb;
+    hb.envelope = makeEnvelope();
+    hb.envelope.mutable_heartbeat()->set_session(h.session);
+    h.core->onMessage("A", hb, 10, h.now);
+    h.core->onTick();
+  }
+  CHECK(h.core->aliveWorkers() == 1);
+}
