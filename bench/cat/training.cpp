@@ -1,0 +1,125 @@
+#include "training.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "common/compression/compressor.hpp"
+#include "common/compression/error_feedback.hpp"
+#include "common/ml/partition.hpp"
+#include "common/tuning/tuner.hpp"
+#include "common/util/rng.hpp"
+
+namespace tern::bench::cat {
+
+Shards makeShards(const Problem& problem, size_t workers, uint64_t seed) {
+  Shards s;
+  if (workers == 1) {
+    s.data.push_back(problem.data);
+    s.shares.push_back(1.0);
+    return s;
+  }
+  ml::PartitionSpec spec;
+  spec.seed = seed;
+  const auto parts = ml::partition(problem.data.labels, problem.data.num_classes, workers, spec);
+  size_t total = 0;
+  for (const auto& rows : parts) total += rows.size();
+  // The weighted local objectives add up to f only when every row belongs to some worker.
+  if (total != problem.data.rows())
+    throw std::runtime_error("partition left out " + std::to_string(problem.data.rows() - total) +
+                             " rows");
+  for (const auto& rows : parts) {
+    s.data.push_back(problem.data.subset(rows));
+    s.shares.push_back(static_cast<double>(rows.size()) / static_cast<double>(total));
+  }
+  return s;
+}
+
+costmodel::PacketCostModel packetModel(const Link& link) {
+  return costmodel::packetModelOfLink(link.latency_seconds, link.rate_bits_per_second,
+                                      link.packet_bytes);
+}
+
+Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
+            const Link& link, const RunLimits& limits, uint64_t seed) {
+  const size_t workers = shards.data.size();
+  const size_t d = problem.dim;
+  const costmodel::PacketCostModel packet = packetModel(link);
+  const costmodel::PayloadCostModel payload;
+  const costmodel::CostModel& tuner_cost = method.tuner_cost_model == "packet"
+                                               ? static_cast<const costmodel::CostModel&>(packet)
+                                               : payload;
+
+  tuning::TunerSpec tspec;
+  tspec.name = method.tuner;
+  tspec.fixed_level = method.fixed_level;
+  tspec.recompute_every = method.recompute_every;
+  tspec.smoothness = problem.L;
+  compression::CompressorSpec cspec;
+  cspec.name = method.compressor;
+
+  std::vector<std::unique_ptr<tuning::Tuner>> tuners;
+  std::vector<compression::ErrorFeedback> memories;
+  std::vector<Rng> rngs;
+  for (size_t i = 0; i < workers; ++i) {
+    tuners.push_back(tuning::makeTuner(tspec));
+    memories.emplace_back(compression::makeCompressor(cspec), method.error_feedback);
+    rngs.emplace_back(deriveSeed(seed, 1000 + i));
+  }
+
+  std::vector<float> x(d, 0.0f), update(d);
+  std::vector<std::vector<float>> grads(workers, std::vector<float>(d));
+  std::vector<compression::SparseGradient> decoded(workers);
+  Trace trace;
+  double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
+  size_t pushes = 0;
+  for (size_t round = 0;; ++round) {
+    // f(x) is the share-weighted sum of the local objectives (each carries the same L2 term).
+    double f = 0.0;
+    for (size_t i = 0; i < workers; ++i)
+      f += shards.shares[i] * problem.model->lossAndGradient(x, shards.data[i], {}, grads[i]);
+    // Totals so far are what it took to reach x_round.
+    trace.f.push_back(f);
+    trace.bits.push_back(bits);
+    trace.packets.push_back(packets);
+    trace.packet_cost.push_back(packet_cost);
+    trace.selection_seconds.push_back(selection);
+    if (!std::isfinite(f) || f > 10.0 * problem.f0 + 1.0) {
+      trace.diverged = true;
+      break;
+    }
+    if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
+
+    double step = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < workers; ++i) {
+      const auto v = memories[i].corrected(grads[i]);
+      const auto t0 = std::chrono::steady_clock::now();
+      const tuning::TuningDecision decision =
+          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost);
+      selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
+      const size_t bytes = c.bytes.size();
+      bits += 8.0 * static_cast<double>(bytes);
+      packets += static_cast<double>(packet.packets(bytes));
+      packet_cost += packet.cost(bytes);
+      levels += decision.level;
+      ++pushes;
+      // The smallest reported step keeps the aggregate an unbiased direction when the steps
+      // differ (stochastic sparsification); top-T and S+Q report 1/L everywhere.
+      step = std::min(step, decision.step);
+      decoded[i] = std::move(c.decoded);
+    }
+    std::fill(update.begin(), update.end(), 0.0f);
+    for (size_t i = 0; i < workers; ++i)
+      compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
+    for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(step) * update[j];
+  }
+  trace.mean_level = pushes ? levels / static_cast<double>(pushes) : 0.0;
+  return trace;
+}
+
+}  // namespace tern::bench::cat

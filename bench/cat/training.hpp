@@ -1,0 +1,61 @@
+#pragma once
+// In-process data-parallel training for the CAT reproduction: every worker computes its
+// gradient on its own shard, looks at v = g + e (error-feedback residual, when on), lets its
+// tuner pick T, compresses, and the coordinator adds the decoded vectors weighted by data share
+// and steps with the smallest step the workers report. Records f(x_k) after every round and
+// what reaching it cost on the wire.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/costmodel/cost_model.hpp"
+#include "common/ml/dataset.hpp"
+#include "problems.hpp"
+
+namespace tern::bench::cat {
+
+struct Shards {
+  std::vector<ml::Dataset> data;
+  std::vector<double> shares;  // p_i = n_i / n
+};
+// IID, equal shares; every worker computes the same split from the seed.
+Shards makeShards(const Problem& problem, size_t workers, uint64_t seed);
+
+struct MethodSpec {
+  std::string label;             // e.g. full, fixed-topk-T64, dynamic-sq, cat-sq
+  std::string tuner;             // full | fixed | dynamic | cat
+  std::string compressor;        // identity | topk | sq | stochastic
+  uint32_t fixed_level = 0;      // fixed
+  uint32_t recompute_every = 1;  // cat
+  std::string tuner_cost_model;  // the model the tuner optimises: payload | packet
+  bool error_feedback = false;
+};
+
+struct Link {
+  double latency_seconds = 5e-3;
+  double rate_bits_per_second = 8e6;
+  size_t packet_bytes = 1448;
+};
+
+// Cumulative quantities after k rounds, k = 0 .. rounds.
+struct Trace {
+  std::vector<double> f;                  // f(x_k)
+  std::vector<double> bits;               // all workers' uplink bits before x_k
+  std::vector<double> packets;            // all workers' packets (ceil(bytes / P_max) per push)
+  std::vector<double> packet_cost;        // sum of c_fixed + c_packet * packets per push (seconds)
+  std::vector<double> selection_seconds;  // time spent in the tuners
+  double mean_level = 0.0;                // average T per push
+  bool diverged = false;
+};
+
+struct RunLimits {
+  size_t max_rounds = 1000;
+  double stop_gap = 0.0;  // stop once f - f* <= stop_gap (the smallest target)
+};
+
+Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
+            const Link& link, const RunLimits& limits, uint64_t seed);
+
+costmodel::PacketCostModel packetModel(const Link& link);
+
+}  // namespace tern::bench::cat
