@@ -27,19 +27,24 @@ struct Dataset {
   Dataset subset(std::span<const size_t> rows) const;
 };
 
-// IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1].
+// IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the
+// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted.
 Dataset readIdx(const std::string& images_path, const std::string& labels_path);
 // LIBSVM text: "label idx:val idx:val ..." with 1-based indices. Labels in {-1,+1} or {0,1}
 // map to {0,1}; other integer labels are kept as class indices. features = 0 means infer.
 Dataset readLibsvm(const std::string& path, size_t features = 0);
 // CSV with a header line; the label column is named by label_column (default: last column).
+// Labels follow the LIBSVM rule above; every other column must be numeric.
 Dataset readCsv(const std::string& path, const std::string& label_column = "");
 
-// Dense Gaussian-mixture classification data: one mean per class, unit noise.
+// Dense Gaussian-mixture classification data: one mean per class (entries N(0,1)), unit noise,
+// balanced classes in random order.
 Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t seed);
 // Sparse binary classification data with power-law feature popularity and unit-norm rows,
 // labels from a hidden sparse linear model (RCV1-like statistics when called with d=47236,
-// n=20242, nnz_per_row=74).
+// n=20242, nnz_per_row=74). Each row has nnz_per_row distinct features drawn by Zipf(1)
+// popularity with tf-idf-like values; the hidden model weighs 10% of the features (drawn by
+// popularity), its bias balances the classes, and 2% of the labels are flipped.
 Dataset syntheticSparse(size_t rows, size_t features, size_t nnz_per_row, uint64_t seed);
 
 // Map a multi-class dataset to a binary one: label 1 iff label is in positive_classes.

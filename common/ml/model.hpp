@@ -5,6 +5,10 @@
 //    smoothness L = 0.25 * max_i ||[x_i,1]||^2 + l2 (an upper bound on the Hessian norm), which is
 //    what CAT (papers/cat.md) needs for its step 1/L.
 //  - mlp: one hidden layer (ReLU) then softmax; params = W1, b1, W2, b2.
+// The L2 term l2/2 * ||w||^2 covers the weight matrices/vectors only, never the biases (a bias
+// penalty would pull class priors towards uniform). smoothness(): logistic as above; softmax
+// 0.5 * max_i ||[x_i,1]||^2 + l2 (its Hessian in the logits is at most 1/2); mlp: none.
+// Dense and sparse datasets both work for every model; sparse features are never densified.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -1,4 +1,5 @@
-// Partitioning: sizes come from the geometric volume shares, each worker's class mix from its
+// Partitioning. Without label skew: a seeded shuffle cut into the geometric volume sizes.
+// With it, sizes still come from the volume shares and each worker's class mix from its
 // Dirichlet(alpha) draw. With both fixed, the class totals of the data may not match what the
 // workers ask for; over-asked classes are shared in proportion to the requests and every worker
 // then tops up from the classes it prefers most that still have rows, so all rows are used.
@@ -61,6 +62,9 @@ std::vector<size_t> workerSizes(size_t rows, size_t parts, double ratio) {
   return sizes;
 }
 
+// Dirichlet(alpha) as normalised Gamma(alpha, 1) draws. std::gamma_distribution's algorithm
+// belongs to the standard library, so identical partitions need binaries built against the
+// same one (true of every tern process in a deployment).
 std::vector<double> dirichlet(size_t classes, double alpha, Rng& rng) {
   std::gamma_distribution<double> gamma(alpha, 1.0);
   std::vector<double> q(classes);

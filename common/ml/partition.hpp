@@ -20,6 +20,11 @@ std::vector<double> geometricShares(size_t parts, double ratio);
 
 // Row indices for each of `parts` workers. Every row is used at most once, every worker gets at
 // least one row, and the sizes follow geometricShares(parts, volume_ratio) up to rounding.
+// In fact every row is used: sizes are rounded to sum to labels.size(). With label skew each
+// worker asks for its size split by its Dirichlet draw; a class asked for more than it holds is
+// shared in proportion to the requests, and workers top up from their next-preferred classes.
+// Each worker's rows are returned in ascending order. Throws std::invalid_argument when there
+// are fewer rows than parts, alpha < 0, ratio < 1, or (with label skew) a label is out of range.
 std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int32_t num_classes,
                                            size_t parts, const PartitionSpec& spec);
 
