@@ -100,6 +100,7 @@ class StochasticCompressor final : public Compressor {
  private:
   TopKSelector selector_;
   std::vector<uint32_t> top_;
+  std::vector<float> top_values_;
 };
 
 // QSGD (Alistarh et al. 2017) with s levels: each coordinate becomes

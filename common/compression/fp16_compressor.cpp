@@ -25,6 +25,7 @@ Compressed Fp16Compressor::compress(std::span<const float> g, uint32_t, Rng&) {
     out[2 * j + 1] = uint8_t(half >> 8);
     decoded[j] = halfToFloat(half);
   }
+  wire::finishMessage(c.bytes);
   c.decoded = wire::canonicalGradient(d, {}, std::move(decoded));
   return c;
 }

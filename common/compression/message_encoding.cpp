@@ -16,11 +16,17 @@ SparseGradient canonicalGradient(uint32_t dim, std::vector<uint32_t> indices,
 size_t startMessage(std::vector<uint8_t>& out, const Header& h, size_t index_bytes,
                     uint64_t value_bytes) {
   out.clear();
-  out.reserve(headerBytes(h) + index_bytes + size_t(value_bytes));
+  out.reserve(headerBytes(h) + index_bytes + size_t(value_bytes) + kBitWriterSlack);
   writeHeader(out, h);
   const size_t at = out.size();
-  out.resize(at + index_bytes + size_t(value_bytes));
+  out.resize(at + index_bytes + size_t(value_bytes) + kBitWriterSlack);
   return at;
+}
+
+void finishMessage(std::vector<uint8_t>& out) {
+  // erase, not resize: a shrinking resize still instantiates the growing path, which GCC then
+  // warns about for a size it cannot bound.
+  out.erase(out.end() - ptrdiff_t(kBitWriterSlack), out.end());
 }
 
 std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uint32_t> indices,
@@ -36,6 +42,7 @@ std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uin
   const size_t at = startMessage(out, h, plan.bytes, uint64_t(values.size()) * 4);
   writeIndices(out.data() + at, plan, dim, indices);
   if (!values.empty()) std::memcpy(out.data() + at + plan.bytes, values.data(), values.size() * 4);
+  finishMessage(out);
   return out;
 }
 
@@ -55,6 +62,7 @@ std::vector<uint8_t> encodeSigns(uint32_t dim, std::span<const uint32_t> indices
   uint8_t* signs = out.data() + at + plan.bytes;
   for (size_t i = 0; i < negative.size(); ++i)
     signs[i >> 3] |= uint8_t((negative[i] ? 1u : 0u) << (i & 7));
+  finishMessage(out);
   return out;
 }
 

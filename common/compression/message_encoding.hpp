@@ -23,8 +23,10 @@ std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uin
 std::vector<uint8_t> encodeSigns(uint32_t dim, std::span<const uint32_t> indices,
                                  std::span<const uint8_t> negative, float scale);
 
-// Header plus room for the index and value sections; returns the offset of the index section.
+// Header plus zeroed room for the index and value sections and the BitWriter's slack; returns
+// the offset of the index section. finishMessage drops the slack once the sections are written.
 size_t startMessage(std::vector<uint8_t>& out, const Header& h, size_t index_bytes,
                     uint64_t value_bytes);
+void finishMessage(std::vector<uint8_t>& out);
 
 }  // namespace tern::compression::wire

@@ -53,6 +53,7 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
     decoded[i] = wire::qsgdValue(norm, signed_level, levels_);
   }
   out.finish();
+  wire::finishMessage(c.bytes);
   c.decoded = wire::canonicalGradient(d, {}, std::move(decoded));
   return c;
 }

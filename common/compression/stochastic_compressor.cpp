@@ -37,9 +37,9 @@ double StochasticCompressor::solveLambda(std::span<const float> g, uint32_t expe
   }
   if (expected >= nonzero) return std::numeric_limits<double>::infinity();
 
-  selector_.select(g, expected, top_);
+  selector_.select(g, expected, top_, top_values_);
   std::vector<double> mags(top_.size());
-  for (size_t i = 0; i < top_.size(); ++i) mags[i] = std::fabs(double(g[top_[i]]));
+  for (size_t i = 0; i < top_.size(); ++i) mags[i] = std::fabs(double(top_values_[i]));
   std::sort(mags.begin(), mags.end(), std::greater<double>());
   double rest = total;
   for (uint32_t m = 0; m < expected; ++m) {

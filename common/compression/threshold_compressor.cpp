@@ -19,12 +19,9 @@ ThresholdCompressor::ThresholdCompressor(double lambda) {
 Compressed ThresholdCompressor::compress(std::span<const float> g, uint32_t, Rng&) {
   const uint32_t d = detail::checkedDim(g, "threshold");
   std::vector<uint32_t> idx;
-  selector_.selectAtLeast(g, key_, idx);
-  std::vector<float> values(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) {
-    values[i] = g[idx[i]];
-    detail::requireFinite(values[i], "threshold");  // NaN keys pass every threshold
-  }
+  std::vector<float> values;
+  selector_.selectAtLeast(g, key_, idx, values);
+  for (float v : values) detail::requireFinite(v, "threshold");  // NaN passes every threshold
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kThreshold, d, idx, values);
   c.decoded = wire::canonicalGradient(d, std::move(idx), std::move(values));

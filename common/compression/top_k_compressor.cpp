@@ -7,12 +7,9 @@ namespace tern::compression {
 Compressed TopKCompressor::compress(std::span<const float> g, uint32_t level, Rng&) {
   const uint32_t d = detail::checkedDim(g, "topk");
   std::vector<uint32_t> idx;
-  selector_.select(g, detail::clampLevel(level, d), idx);
-  std::vector<float> values(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) {
-    values[i] = g[idx[i]];
-    detail::requireFinite(values[i], "topk");
-  }
+  std::vector<float> values;
+  selector_.select(g, detail::clampLevel(level, d), idx, values);
+  for (float v : values) detail::requireFinite(v, "topk");
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kTopK, d, idx, values);
   c.decoded = wire::canonicalGradient(d, std::move(idx), std::move(values));

@@ -1,9 +1,9 @@
 #pragma once
 // Exact top-k selection by magnitude (papers/cat.md, Q_T in eq. 9): the k largest |g_j|, ties
 // broken towards the lower index, returned in increasing index order. It is the inner loop of
-// the top-k and S+Q compressors, so it avoids a full selection over d: a threshold estimated
-// from a small sample keeps a few more than k candidates in one streaming pass, and an exact
-// selection among those candidates gives the same answer as sorting all of g.
+// the top-k, S+Q and stochastic compressors, so it avoids a full selection over d: a threshold
+// estimated from a small sample keeps a few more than k candidates in one streaming pass, and an
+// exact radix selection among those candidates gives the same answer as sorting all of g.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -20,21 +20,52 @@ inline uint32_t magnitudeKey(float x) {
   return u & 0x7FFFFFFFu;
 }
 
+namespace detail {
+// Bit j of the result is set when magnitudeKey(p[j]) >= threshold, for j < 64. The SSE2 version
+// (baseline on every x86-64) and the portable one give the same bits; the portable one serves
+// other targets and is exposed so tests can compare the two.
+uint64_t groupHitMask(const float* p, uint32_t threshold);
+uint64_t groupHitMaskPortable(const float* p, uint32_t threshold);
+// True when the filtering pass may use AVX2 (x86-64 hosts that have it, checked at run time);
+// groupHitMaskAvx2 exists on x86-64 builds and must only be called then.
+bool haveAvx2();
+#if defined(__x86_64__) && defined(__GNUC__)
+uint64_t groupHitMaskAvx2(const float* p, uint32_t threshold);
+#endif
+
+// The key of rank `rank` (0 = largest) among `keys` (rank < keys.size()): for many keys,
+// histogram passes over the keys' range narrow it 2048-fold each (few data-dependent branches,
+// unlike a quickselect partition); nth_element finishes the remainder. Reorders `keys`.
+uint32_t kthLargestKey(std::span<uint32_t> keys, size_t rank);
+}  // namespace detail
+
 class TopKSelector {
  public:
-  // Writes the selected indices to `out` (resized to min(k, g.size())).
-  void select(std::span<const float> g, uint32_t k, std::vector<uint32_t>& out);
-  // Writes every j with magnitudeKey(g[j]) >= key, in increasing order (the hard threshold).
-  void selectAtLeast(std::span<const float> g, uint32_t key, std::vector<uint32_t>& out);
+  // Writes the selected indices to `indices` and g at those indices to `values` (both resized
+  // to min(k, g.size())).
+  void select(std::span<const float> g, uint32_t k, std::vector<uint32_t>& indices,
+              std::vector<float>& values);
+  // Every j with magnitudeKey(g[j]) >= key, in increasing order (the hard threshold).
+  void selectAtLeast(std::span<const float> g, uint32_t key, std::vector<uint32_t>& indices,
+                     std::vector<float>& values);
 
  private:
-  uint32_t estimateThreshold(std::span<const float> g, uint32_t k, unsigned widen);
+  // Keys bracketing the k-th largest from a sample: `low` leaves at least k keys of g at or
+  // above it with high probability, `high` at most k. low == 0 means "no useful estimate".
+  struct Bracket {
+    uint32_t low = 0;
+    uint32_t high = 0x7FFFFFFFu;
+  };
+  Bracket estimateBracket(std::span<const float> g, uint32_t k, unsigned attempt);
   void collect(std::span<const float> g, uint32_t threshold);
   void reserve(size_t n);
-  void pickExact(uint32_t k, std::vector<uint32_t>& out);
+  void pickExact(uint32_t k, uint32_t sure_key, std::vector<uint32_t>& indices,
+                 std::vector<float>& values);
 
+  // Candidates in increasing index order with their float bits, kept so that neither the
+  // exact selection nor the caller has to gather from g again. Sized without zero-filling.
   std::unique_ptr<uint32_t[]> cand_index_;
-  std::unique_ptr<uint32_t[]> cand_key_;
+  std::unique_ptr<uint32_t[]> cand_bits_;
   size_t capacity_ = 0;
   size_t count_ = 0;
   std::vector<uint32_t> scratch_;

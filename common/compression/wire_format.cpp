@@ -86,13 +86,6 @@ bool getVarint(const uint8_t*& p, const uint8_t* end, uint32_t& v) {
 
 namespace {
 
-uint64_t riceBits(std::span<const uint32_t> idx, unsigned b) {
-  // The first gap is idx[0]; later ones idx[i] - idx[i-1] - 1 (>= 0 as indices increase).
-  uint64_t quotients = idx[0] >> b;
-  for (size_t i = 1; i < idx.size(); ++i) quotients += (idx[i] - idx[i - 1] - 1) >> b;
-  return quotients + uint64_t(idx.size()) * (b + 1);
-}
-
 uint64_t riceBoundBits(uint32_t dim, uint32_t count, unsigned b) {
   return uint64_t(count) * (b + 1) + (uint64_t(dim - count) >> b);
 }
@@ -109,30 +102,44 @@ unsigned riceBoundBest(uint32_t dim, uint32_t count) {
 IndexPlan planIndices(uint32_t dim, std::span<const uint32_t> idx) {
   const size_t count = idx.size();
   if (count == dim) return {IndexCoding::kDense, 0, 0};
-
-  IndexPlan best{IndexCoding::kBitmap, 0, (size_t(dim) + 7) / 8};
   if (count == 0) return {IndexCoding::kDeltaVarint, 0, 0};
 
-  size_t varint = varintBytes(idx[0]);
-  for (size_t i = 1; i < count; ++i) varint += varintBytes(idx[i] - idx[i - 1] - 1);
-  if (varint < best.bytes) best = {IndexCoding::kDeltaVarint, 0, varint};
-
-  // Candidates: the parameter minimising the worst-case bound (so the pick never exceeds
-  // indexBytesBound) and the neighbourhood of log2(mean gap), the near-optimal parameter for
-  // geometric gaps.
-  const unsigned b_bound = riceBoundBest(dim, uint32_t(count));
+  // Rice parameters worth trying: the one minimising the worst-case bound (so the pick never
+  // exceeds indexBytesBound) and the neighbourhood of log2(mean gap), where the optimum for
+  // geometric gaps lies. Duplicates cost a little work, nothing else.
+  constexpr unsigned kCandidates = 4;
+  const int b_bound = int(riceBoundBest(dim, uint32_t(count)));
   const uint64_t mean_gap = (uint64_t(idx[count - 1]) + 1 - count) / count;
-  const unsigned b_mean = unsigned(std::bit_width(mean_gap));
-  unsigned tried[6];
-  unsigned ntried = 0;
-  for (int cand : {int(b_bound), int(b_bound) - 1, int(b_bound) + 1, int(b_mean) - 1, int(b_mean),
-                   int(b_mean) - 2}) {
-    if (cand < 0 || cand > 31) continue;
-    const unsigned b = unsigned(cand);
-    if (std::find(tried, tried + ntried, b) != tried + ntried) continue;
-    tried[ntried++] = b;
-    const size_t bytes = 1 + size_t((riceBits(idx, b) + 7) / 8);
-    if (bytes < best.bytes) best = {IndexCoding::kRice, uint8_t(b), bytes};
+  const int b_mean = int(std::bit_width(mean_gap));
+  const int wanted[kCandidates] = {b_bound, b_mean - 2, b_mean - 1, b_mean};
+  unsigned b[kCandidates];
+  for (unsigned c = 0; c < kCandidates; ++c) b[c] = unsigned(std::clamp(wanted[c], 0, 31));
+
+  // One pass over the gaps for every candidate size at once, written so that it vectorises
+  // (no carried state). Gaps sum to less than dim, so 32-bit quotient sums cannot overflow.
+  auto varintLength = [](uint32_t gap) {
+    return 1u + (gap >= (1u << 7)) + (gap >= (1u << 14)) + (gap >= (1u << 21)) +
+           (gap >= (1u << 28));
+  };
+  uint32_t q0 = idx[0] >> b[0], q1 = idx[0] >> b[1], q2 = idx[0] >> b[2], q3 = idx[0] >> b[3];
+  uint64_t varint = varintLength(idx[0]);
+  const uint32_t* x = idx.data();
+  for (size_t i = 1; i < count; ++i) {
+    const uint32_t gap = x[i] - x[i - 1] - 1;
+    q0 += gap >> b[0];
+    q1 += gap >> b[1];
+    q2 += gap >> b[2];
+    q3 += gap >> b[3];
+    varint += varintLength(gap);
+  }
+  const uint32_t quotients[kCandidates] = {q0, q1, q2, q3};
+
+  IndexPlan best{IndexCoding::kBitmap, 0, (size_t(dim) + 7) / 8};
+  if (varint < best.bytes) best = {IndexCoding::kDeltaVarint, 0, size_t(varint)};
+  for (unsigned c = 0; c < kCandidates; ++c) {
+    const uint64_t bits = uint64_t(quotients[c]) + uint64_t(count) * (b[c] + 1);
+    const size_t bytes = 1 + size_t((bits + 7) / 8);
+    if (bytes < best.bytes) best = {IndexCoding::kRice, uint8_t(b[c]), bytes};
   }
   return best;
 }
@@ -166,7 +173,7 @@ void writeIndices(uint8_t* out, const IndexPlan& plan, uint32_t dim,
     }
     case IndexCoding::kRice: {
       const unsigned b = plan.rice_bits;
-      const uint32_t mask = b == 32 ? ~0u : (uint32_t(1) << b) - 1;
+      const uint32_t mask = (uint32_t(1) << b) - 1;
       *out++ = uint8_t(b);
       BitWriter w(out);
       uint32_t prev_plus_one = 0;

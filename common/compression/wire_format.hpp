@@ -94,23 +94,28 @@ IndexPlan planIndices(uint32_t dim, std::span<const uint32_t> indices);
 // 1 + ceil((count * (b + 1) + ((dim - count) >> b)) / 8) bytes for every b; planIndices always
 // evaluates the b that minimises this bound, so its pick can only be smaller.
 size_t indexBytesBound(uint32_t dim, uint32_t count);
-// Writes exactly plan.bytes bytes at `out`.
+// Fills plan.bytes bytes at `out`; a Rice section may also store zeros into the
+// kBitWriterSlack bytes after it, so write the index section before what follows it.
 void writeIndices(uint8_t* out, const IndexPlan& plan, uint32_t dim,
                   std::span<const uint32_t> indices);
 
-// LSB-first bit packing into a buffer whose size the caller has already computed.
+// LSB-first bit packing. Each put stores eight bytes at the current byte, so the buffer needs
+// kBitWriterSlack bytes past the last byte the bits fill; the bytes past the written bits are
+// stored as zeros, which lets the writer run without a branch per byte.
+inline constexpr size_t kBitWriterSlack = 8;
+
 class BitWriter {
  public:
   explicit BitWriter(uint8_t* out) : out_(out) {}
-  // Appends the low `n` bits of v (n <= 32).
+  // Appends the low `n` bits of v (n <= 32, v < 2^n).
   void put(uint64_t v, unsigned n) {
     acc_ |= v << fill_;
-    fill_ += n;
-    while (fill_ >= 8) {
-      *out_++ = uint8_t(acc_);
-      acc_ >>= 8;
-      fill_ -= 8;
-    }
+    fill_ += n;  // at most 7 + 32
+    std::memcpy(out_, &acc_, 8);
+    const unsigned bytes = fill_ >> 3;
+    out_ += bytes;
+    acc_ >>= 8 * bytes;
+    fill_ &= 7;
   }
   void zeros(uint64_t n) {
     while (n > 32) {
@@ -119,9 +124,9 @@ class BitWriter {
     }
     put(0, unsigned(n));
   }
-  // Pads the last byte with zero bits; returns one past the last byte written.
+  // Returns one past the last byte holding bits (the partial last byte is already stored).
   uint8_t* finish() {
-    if (fill_ > 0) *out_++ = uint8_t(acc_);
+    if (fill_ > 0) ++out_;
     acc_ = 0;
     fill_ = 0;
     return out_;

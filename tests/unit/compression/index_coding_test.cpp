@@ -60,6 +60,7 @@ std::vector<uint8_t> messageWithCoding(uint32_t dim, const std::vector<uint32_t>
     const float v = float(i + 1);
     std::memcpy(out.data() + at + plan.bytes + 4 * i, &v, 4);
   }
+  wire::finishMessage(out);
   return out;
 }
 

@@ -14,7 +14,11 @@ namespace {
 std::vector<uint32_t> selectTopK(const std::vector<float>& g, uint32_t k) {
   TopKSelector s;
   std::vector<uint32_t> out;
-  s.select(g, k, out);
+  std::vector<float> values;
+  s.select(g, k, out, values);
+  REQUIRE(values.size() == out.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    REQUIRE(std::bit_cast<uint32_t>(values[i]) == std::bit_cast<uint32_t>(g[out[i]]));
   return out;
 }
 
@@ -57,6 +61,36 @@ TEST_CASE("top-k selection stays exact when the sample misses the large values")
     CHECK(selectTopK(g, uint32_t(k)) == bruteForceTopK(g, k));
 }
 
+TEST_CASE("top-k selection stays exact when the sample sees only the smallest values") {
+  // The selector samples runs of 16 at evenly spaced offsets; shrinking every 16-run whose
+  // start is a multiple of the sampling stride makes the sample report a tiny k-th key, so
+  // nearly every coordinate becomes a candidate and most lie above the sample's upper bound.
+  const size_t d = 1 << 18;
+  std::vector<float> g = gaussianGradient(d, 21);
+  const size_t chunks = 512, stride = (d - 16) / (chunks - 1);
+  for (size_t c = 0; c < chunks; ++c)
+    for (size_t j = 0; j < 16; ++j) g[c * stride + j] *= 1e-6f;
+  for (size_t k : {1, 100, 5000, 100000}) CHECK(selectTopK(g, uint32_t(k)) == bruteForceTopK(g, k));
+}
+
+TEST_CASE("top-k selection stays exact on structured gradients") {
+  const size_t d = 150000;
+  tern::Rng rng(33);
+  std::vector<std::vector<float>> cases;
+  std::vector<float> layered = gaussianGradient(d, 1);  // per-layer scales, as in a network
+  for (size_t j = 0; j < d; ++j) layered[j] *= std::pow(10.0f, float((j / 5000) % 7) - 3.0f);
+  cases.push_back(layered);
+  std::vector<float> sparse(d, 0.0f);  // mostly zeros, as after ReLU
+  for (size_t j = 0; j < d; j += 1 + rng() % 50) sparse[j] = float(int(rng() % 200) - 100);
+  cases.push_back(sparse);
+  std::vector<float> ramp(d);
+  for (size_t j = 0; j < d; ++j) ramp[j] = float(j % 1000) * ((j & 1) ? 1.0f : -1.0f);
+  cases.push_back(ramp);
+  for (const auto& g : cases)
+    for (size_t k : {1, 77, 1500, 20000, 90000})
+      CHECK(selectTopK(g, uint32_t(k)) == bruteForceTopK(g, k));
+}
+
 TEST_CASE("top-k selection ranks NaN above every number so callers can reject it") {
   std::vector<float> g{1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f,
                        std::numeric_limits<float>::infinity()};
@@ -67,4 +101,39 @@ TEST_CASE("top-k selection clamps k to the dimension and returns nothing for k =
   const auto g = gaussianGradient(10, 1);
   CHECK(selectTopK(g, 0).empty());
   CHECK(selectTopK(g, 50).size() == 10);
+}
+
+TEST_CASE("the SSE2, AVX2 and portable group tests agree on every lane") {
+  tern::Rng rng(12);
+  for (int i = 0; i < 5000; ++i) {
+    float group[64];
+    for (float& x : group) x = std::bit_cast<float>(uint32_t(rng()));
+    if (i % 2)
+      for (float& x : group) x = float(int(rng() % 9) - 4);  // small integers, ties
+    const uint32_t t = (i % 5 == 0) ? 0u : magnitudeKey(group[rng() % 64]);
+    uint64_t want = 0;
+    for (unsigned j = 0; j < 64; ++j) want |= uint64_t(magnitudeKey(group[j]) >= t) << j;
+    CHECK(detail::groupHitMask(group, t) == want);
+    CHECK(detail::groupHitMaskPortable(group, t) == want);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (detail::haveAvx2()) CHECK(detail::groupHitMaskAvx2(group, t) == want);
+#endif
+  }
+}
+
+TEST_CASE("radix selection returns the same key as sorting") {
+  tern::Rng rng(4);
+  for (size_t n : {1, 2, 10, 1000, 20000, 100000}) {
+    std::vector<uint32_t> keys(n);
+    for (int trial = 0; trial < 4; ++trial) {
+      for (uint32_t& k : keys)
+        k = trial == 0 ? uint32_t(rng() >> 33) : uint32_t(rng() % (trial * 50 + 1)) << (trial * 7);
+      std::vector<uint32_t> sorted = keys;
+      std::sort(sorted.begin(), sorted.end(), std::greater<uint32_t>());
+      for (size_t rank : {size_t(0), n / 3, n - 1}) {
+        std::vector<uint32_t> scratch = keys;
+        CHECK(detail::kthLargestKey(scratch, rank) == sorted[rank]);
+      }
+    }
+  }
 }
