@@ -85,13 +85,11 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_byt
       return {};
     case wire::Envelope::kFinish:
       if (joined_ && !msg.payload.empty() && replica_round_ + 1 == env.finish().round()) {
-        compression::DecodeLimits limits;
-        limits.expected_dim = uint32_t(params_.size());
-        limits.max_dim = uint32_t(params_.size());
-        auto update = compression::decode(msg.payload, limits);
-        if (update.value) {
-          compression::addScaled(*update.value, 1.0f, params_);
+        std::string error;
+        if (applyUpdate(msg.payload, error)) {
           replica_round_ = env.finish().round();
+        } else {
+          refuse("bad final update: " + error);
         }
       }
       spdlog::info("coordinator finished training at round {} (test accuracy {:.4f})",
@@ -157,19 +155,38 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 
+  return probes(replica_round_, true);
+}
+
+std::vector<Message> WorkerCore::probes(uint64_t round, bool calibrating) {
   std::vector<Message> out;
-  for (size_t bytes : link_->probesToSend(clock_(), true)) {
+  for (size_t bytes : link_->probesToSend(clock_(), calibrating)) {
     Message p;
     p.envelope = makeEnvelope();
     auto* push = p.envelope.mutable_push();
     push->set_session(session_);
     push->set_worker_id(id_);
+    push->set_round(round);
     push->set_probe(true);
     push->set_probe_id(link_->nextProbeId());
     p.payload.assign(bytes, 0x5a);
     out.push_back(sendable(std::move(p)));
   }
   return out;
+}
+
+bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& error) {
+  compression::DecodeLimits limits;
+  limits.expected_dim = uint32_t(params_.size());
+  limits.max_dim = uint32_t(params_.size());
+  limits.max_bytes = settings_.max_message_bytes;
+  auto update = compression::decode(payload, limits);
+  if (!update.value) {
+    error = update.error;
+    return false;
+  }
+  compression::addScaled(*update.value, 1.0f, params_);
+  return true;
 }
 
 std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
@@ -184,13 +201,8 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
       ++stats_.rejoins;
       return join();
     }
-    compression::DecodeLimits limits;
-    limits.expected_dim = uint32_t(params_.size());
-    limits.max_dim = uint32_t(params_.size());
-    limits.max_bytes = settings_.max_message_bytes;
-    auto update = compression::decode(msg.payload, limits);
-    if (!update.value) return refuse("bad update: " + update.error);
-    compression::addScaled(*update.value, 1.0f, params_);
+    std::string error;
+    if (!applyUpdate(msg.payload, error)) return refuse("bad update: " + error);
   } else if (replica_round_ != rs.round()) {
     ++stats_.rejoins;
     return join();
@@ -207,18 +219,7 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   }
   std::vector<Message> out;
   out.push_back(makePush(rs.round()));
-  for (size_t bytes : link_->probesToSend(clock_(), false)) {
-    Message p;
-    p.envelope = makeEnvelope();
-    auto* push = p.envelope.mutable_push();
-    push->set_session(session_);
-    push->set_worker_id(id_);
-    push->set_round(rs.round());
-    push->set_probe(true);
-    push->set_probe_id(link_->nextProbeId());
-    p.payload.assign(bytes, 0x5a);
-    out.push_back(sendable(std::move(p)));
-  }
+  for (auto& p : probes(rs.round(), false)) out.push_back(std::move(p));
   return out;
 }
 

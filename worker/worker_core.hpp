@@ -65,6 +65,9 @@ class WorkerCore {
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
   bool errorFeedbackOn() const;
+  std::vector<Message> probes(uint64_t round, bool calibrating);
+  // Decodes the coordinator's update strictly and adds it to the replica.
+  bool applyUpdate(std::span<const uint8_t> payload, std::string& error);
 
   config::WorkerSettings settings_;
   std::shared_ptr<const ml::Dataset> shard_;
