@@ -39,11 +39,11 @@ struct Options {
   std::string plot = "cat.png";
   std::string libsvm;
   std::string fmnist_dir = "/usr/share/datasets/fashion-mnist";
-  // A seeded sixth of the training set keeps a default run near ten minutes on two cores.
-  size_t fmnist_rows = 10000;
+  // A seeded twelfth of the training set keeps a default run near ten minutes on two cores.
+  size_t fmnist_rows = 5000;
   std::vector<std::string> problems = {"fmnist", "synthetic"};
   std::vector<size_t> workers = {1, 4};
-  size_t max_rounds = 3000;
+  size_t max_rounds = 2000;
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};

@@ -26,7 +26,8 @@ struct Problem {
 };
 
 // Fashion-MNIST training set from the IDX files in `dir`, labels >= 5 (sandal, shirt, sneaker,
-// bag, ankle boot) against < 5. rows > 0 keeps a seeded random subset of that many rows.
+// bag, ankle boot) against < 5, rows scaled to unit norm. rows > 0 keeps a seeded random subset
+// of that many rows.
 Problem fashionMnistBinary(const std::string& dir, size_t rows, uint64_t seed);
 // d = 47,236, n = 20,242, 74 non-zeros per row, power-law popularity, unit-norm rows.
 Problem rcv1LikeSynthetic(uint64_t seed);
