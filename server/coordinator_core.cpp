@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <stdexcept>
 
 #include "common/compression/codec.hpp"
+#include "common/util/checksum.hpp"
 #include "common/util/rng.hpp"
 
 namespace tern::server {
@@ -172,11 +175,17 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   std::vector<Outgoing> out;
   out.push_back(send(*w, std::move(m)));
 
+  if (phase_ == Phase::kWaiting && resuming_ && resume_deadline_ == 0.0) {
+    resume_deadline_ =
+        clock_() + std::max(settings_.worker_patience_seconds, settings_.round_deadline_seconds);
+  }
   if (phase_ == Phase::kWaiting &&
-      (aliveWorkers() >= settings_.min_workers || (started_ && aliveWorkers() > 0))) {
+      (aliveWorkers() >= settings_.min_workers ||
+       (started_ && !resuming_ && aliveWorkers() > 0))) {
     phase_ = Phase::kRunning;
     if (!started_) start_time_ = clock_();
     started_ = true;
+    resuming_ = false;
     auto starts = startRound();
     out.insert(out.end(), std::make_move_iterator(starts.begin()),
                std::make_move_iterator(starts.end()));
@@ -394,6 +403,10 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   for (const auto& [id, w] : workers_) rec.workers.push_back(w.rec);
   bool reached = settings_.target_accuracy > 0 && rec.evaluated &&
                  last_accuracy_ >= settings_.target_accuracy;
+  if (last || reached ||
+      (settings_.checkpoint.every > 0 && round_ % settings_.checkpoint.every == 0)) {
+    checkpoint_due_ = true;
+  }
   if (settings_.allocation.reallocate_every > 0 &&
       rounds_since_alloc_ >= settings_.allocation.reallocate_every) {
     reallocate();
@@ -461,6 +474,17 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
     }
   }
   if (membership_changed) reallocate();
+  if (phase_ == Phase::kWaiting && resuming_ && aliveWorkers() > 0 && now >= resume_deadline_) {
+    spdlog::info("resuming round {} with {} of the known workers back", round_, aliveWorkers());
+    phase_ = Phase::kRunning;
+    if (!started_) start_time_ = now;
+    started_ = true;
+    resuming_ = false;
+    auto starts = startRound();
+    out.insert(out.end(), std::make_move_iterator(starts.begin()),
+               std::make_move_iterator(starts.end()));
+    return out;
+  }
   if (phase_ != Phase::kRunning) return out;
   bool any_pushed = false;
   for (const auto& [id, w] : workers_) any_pushed = any_pushed || w.pending.has_value();
@@ -480,12 +504,185 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
 double CoordinatorCore::nextWakeup() const {
   double t = clock_() + settings_.heartbeat_seconds;
   if (phase_ == Phase::kRunning) t = std::min(t, round_deadline_);
+  if (phase_ == Phase::kWaiting && resuming_ && resume_deadline_ > 0.0) {
+    t = std::min(t, resume_deadline_);
+  }
   for (const auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
     t = std::min(t, w.last_seen + settings_.worker_patience_seconds);
     t = std::min(t, w.last_sent + settings_.heartbeat_seconds);
   }
   return t;
+}
+
+namespace {
+
+constexpr uint32_t kCheckpointFormat = 1;
+
+std::string floatBytes(const std::vector<float>& v) {
+  auto b = floatsToBytes(v);
+  return std::string(b.begin(), b.end());
+}
+
+// Parses fp32 bytes into exactly n finite values; a checkpoint holding anything else is damaged.
+std::vector<float> checkpointFloats(const std::string& bytes, size_t n, const char* what) {
+  std::vector<float> out(n);
+  std::span<const uint8_t> raw(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!bytesToFloats(raw, out)) {
+    throw std::runtime_error(std::string("checkpoint ") + what + " has " +
+                             std::to_string(bytes.size()) + " bytes, expected " +
+                             std::to_string(n * sizeof(float)));
+  }
+  for (float x : out) {
+    if (!std::isfinite(x)) {
+      throw std::runtime_error(std::string("checkpoint ") + what + " holds a non-finite value");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CoordinatorCore::checkpoint() const {
+  wire::Checkpoint c;
+  c.set_format(kCheckpointFormat);
+  c.set_session(session_);
+  c.set_round(round_);
+  auto* spec = c.mutable_model();
+  spec->set_kind(model_->spec().kind);
+  spec->set_features(model_->spec().features);
+  spec->set_classes(model_->spec().classes);
+  spec->set_hidden(model_->spec().hidden);
+  spec->set_l2(model_->spec().l2);
+  c.set_training_seed(settings_.training.seed);
+  c.set_parameters(floatBytes(params_));
+  c.set_velocity(floatBytes(optimizer_.velocity()));
+  c.set_parameters_checksum(tern::checksum(params_));
+  c.set_next_worker_id(next_id_);
+  for (const auto& [id, w] : workers_) {
+    auto* cw = c.add_workers();
+    cw->set_id(id);
+    cw->set_name(w.rec.name);
+    cw->set_samples(w.samples);
+    cw->set_cap(w.rec.cap);
+    cw->set_threshold(w.rec.threshold);
+    cw->set_share(w.rec.share);
+    *cw->mutable_link() = w.rec.link;
+    cw->set_upload_bytes(w.rec.upload_bytes);
+    cw->set_download_bytes(w.rec.download_bytes);
+  }
+  c.set_allocation_method(settings_.allocation.method);
+  c.set_rounds_since_alloc(rounds_since_alloc_);
+  c.set_upload_bytes(upload_bytes_);
+  c.set_download_bytes(download_bytes_);
+  c.set_full_bytes(full_bytes_);
+  c.set_late_pushes(late_pushes_);
+  for (const auto& [reason, n] : rejections_) {
+    auto* r = c.add_rejections();
+    r->set_reason(reason);
+    r->set_count(n);
+  }
+  c.set_last_accuracy(last_accuracy_);
+  c.set_last_train_loss(last_record_.train_loss);
+  c.set_elapsed_seconds(started_ ? clock_() - start_time_ : 0.0);
+  c.set_finished(phase_ == Phase::kDone);
+  return c.SerializeAsString();
+}
+
+std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
+    const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
+    std::shared_ptr<const ml::Dataset> test_data, uint64_t session, Clock clock,
+    const std::string& checkpoint_bytes) {
+  wire::Checkpoint c;
+  if (!c.ParseFromString(checkpoint_bytes)) throw std::runtime_error("checkpoint does not parse");
+  if (c.format() != kCheckpointFormat) {
+    throw std::runtime_error("checkpoint format " + std::to_string(c.format()) +
+                             " is not supported (expected " + std::to_string(kCheckpointFormat) +
+                             ")");
+  }
+  const auto& want = model->spec();
+  const auto& got = c.model();
+  // The hidden width only shapes an MLP; the linear models ignore it.
+  if (got.kind() != want.kind || got.features() != want.features ||
+      got.classes() != want.classes || (want.kind == "mlp" && got.hidden() != want.hidden)) {
+    throw std::runtime_error("checkpoint holds a " + got.kind() + " model with " +
+                             std::to_string(got.features()) + " features and " +
+                             std::to_string(got.classes()) + " classes; the configuration asks for " +
+                             want.kind + " with " + std::to_string(want.features) + " and " +
+                             std::to_string(want.classes));
+  }
+  auto core = std::make_unique<CoordinatorCore>(settings, std::move(model), std::move(test_data),
+                                                session, std::move(clock));
+  const size_t n = core->params_.size();
+  core->params_ = checkpointFloats(c.parameters(), n, "parameters");
+  if (tern::checksum(core->params_) != c.parameters_checksum()) {
+    throw std::runtime_error("checkpoint parameters do not match their checksum");
+  }
+  core->optimizer_.setVelocity(checkpointFloats(c.velocity(), n, "velocity"));
+  if (c.round() > settings.max_rounds) {
+    throw std::runtime_error("checkpoint is at round " + std::to_string(c.round()) +
+                             ", past max_rounds " + std::to_string(settings.max_rounds));
+  }
+  core->round_ = c.round();
+  for (const auto& cw : c.workers()) {
+    if (cw.id() >= c.next_worker_id() || core->workers_.count(cw.id()) || cw.name().empty() ||
+        cw.samples() == 0) {
+      throw std::runtime_error("checkpoint has an invalid or repeated worker entry (id " +
+                               std::to_string(cw.id()) + ")");
+    }
+    for (const auto& [id, other] : core->workers_) {
+      if (other.rec.name == cw.name()) {
+        throw std::runtime_error("checkpoint names worker " + cw.name() + " twice");
+      }
+    }
+    Worker& w = core->workers_[cw.id()];
+    w.rec.id = cw.id();
+    w.rec.name = cw.name();
+    w.rec.cap = cw.cap();
+    w.rec.threshold = cw.threshold();
+    w.rec.share = cw.share();
+    w.rec.link = cw.link();
+    w.rec.upload_bytes = cw.upload_bytes();
+    w.rec.download_bytes = cw.download_bytes();
+    // Not alive: its ROUTER identity belonged to the previous process. It re-joins by name.
+    w.rec.alive = false;
+    w.samples = cw.samples();
+  }
+  core->next_id_ = c.next_worker_id();
+  if (c.allocation_method() != settings.allocation.method) {
+    spdlog::warn("checkpoint was written with allocation method {}, now {}: caps are re-planned",
+                 c.allocation_method(), settings.allocation.method);
+  }
+  if (c.training_seed() != settings.training.seed) {
+    spdlog::warn("checkpoint was written with training seed {}, now {}", c.training_seed(),
+                 settings.training.seed);
+  }
+  core->rounds_since_alloc_ = c.rounds_since_alloc();
+  core->upload_bytes_ = c.upload_bytes();
+  core->download_bytes_ = c.download_bytes();
+  core->full_bytes_ = c.full_bytes();
+  core->late_pushes_ = c.late_pushes();
+  for (const auto& r : c.rejections()) core->rejections_[r.reason()] = r.count();
+  core->last_accuracy_ = c.last_accuracy();
+  // time_s keeps counting from where the checkpoint left it (the downtime included from here on).
+  core->start_time_ = core->clock_() - std::max(0.0, c.elapsed_seconds());
+  core->started_ = c.round() > 0;
+  core->resuming_ = true;
+
+  // The summary row the daemon prints if nothing more happens (e.g. training had finished).
+  RoundRecord& rec = core->last_record_;
+  rec.round = c.round() > 0 ? c.round() - 1 : 0;
+  rec.time_s = c.elapsed_seconds();
+  rec.train_loss = c.last_train_loss();
+  rec.test_accuracy = c.last_accuracy();
+  rec.upload_bytes = c.upload_bytes();
+  rec.download_bytes = c.download_bytes();
+  rec.full_bytes = c.full_bytes();
+  rec.late_pushes = c.late_pushes();
+  rec.rejected = core->rejectedTotal();
+  for (const auto& [id, w] : core->workers_) rec.workers.push_back(w.rec);
+  if (c.finished()) core->phase_ = Phase::kDone;
+  return core;
 }
 
 }  // namespace tern::server

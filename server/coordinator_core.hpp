@@ -70,8 +70,28 @@ class CoordinatorCore {
   // Ends training now (signal): every worker is told to finish.
   std::vector<Outgoing> stop();
 
+  // Checkpoints (the daemon does the file I/O). checkpoint() serializes the state at the start of
+  // the round being collected: model, optimizer velocity, round, membership, allocation, counters.
+  // Pushes already received for that round are not included; the round is redone on resume.
+  std::string checkpoint() const;
+  // True when a round closed on a checkpoint boundary (settings.checkpoint.every) or training
+  // finished; the daemon writes checkpoint() before sending the messages of that event, so no
+  // worker ever sees a model that a restart could lose. checkpointWritten() clears it.
+  bool checkpointDue() const { return checkpoint_due_; }
+  void checkpointWritten() { checkpoint_due_ = false; }
+  // A core that resumes from checkpoint bytes under a new `session`. Known workers keep their ids
+  // and counters but are not alive until they re-join (their old session is refused, so they do
+  // it on their own) and get the full model. Throws std::runtime_error if the bytes do not parse
+  // or do not fit the configured model.
+  static std::unique_ptr<CoordinatorCore> restore(const config::CoordinatorSettings& settings,
+                                                  std::unique_ptr<ml::Model> model,
+                                                  std::shared_ptr<const ml::Dataset> test_data,
+                                                  uint64_t session, Clock clock,
+                                                  const std::string& checkpoint_bytes);
+
   bool finished() const { return phase_ == Phase::kDone; }
   uint64_t round() const { return round_; }
+  uint64_t session() const { return session_; }
   const std::vector<float>& parameters() const { return params_; }
   double lastAccuracy() const { return last_accuracy_; }
   const RoundRecord& lastRecord() const { return last_record_; }
@@ -122,6 +142,11 @@ class CoordinatorCore {
 
   Phase phase_ = Phase::kWaiting;
   bool started_ = false;
+  // After a restore, training waits for min_workers to re-join (or, once one has, for a grace
+  // period) so the first worker back does not run rounds alone.
+  bool resuming_ = false;
+  double resume_deadline_ = 0.0;
+  bool checkpoint_due_ = false;
   std::vector<float> params_;
   std::vector<uint8_t> last_update_;  // encoded delta from model_{round-1} to model_{round}
   uint64_t round_ = 0;                // the round being collected

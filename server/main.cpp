@@ -15,6 +15,7 @@
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
 #include "server/allocate_command.hpp"
+#include "server/checkpoint_file.hpp"
 #include "server/coordinator_core.hpp"
 #include "server/metrics_csv.hpp"
 
@@ -36,7 +37,32 @@ int runCoordinator(config::CoordinatorSettings s) {
   auto model = ml::makeModel(s.model);
   std::random_device rd;
   uint64_t session = (uint64_t(rd()) << 32) ^ rd();
-  server::CoordinatorCore core(s, std::move(model), test, session, steadySeconds);
+  // A resumed coordinator takes a new session: every worker's old-session message is refused
+  // with UNKNOWN_SESSION, so each re-joins and takes the checkpointed model in full.
+  std::unique_ptr<server::CoordinatorCore> core_ptr;
+  if (!s.checkpoint.path.empty()) {
+    if (auto bytes = server::readFileIfExists(s.checkpoint.path)) {
+      try {
+        core_ptr = server::CoordinatorCore::restore(s, std::move(model), test, session,
+                                                    steadySeconds, *bytes);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(s.checkpoint.path + ": " + e.what());
+      }
+      spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path,
+                   core_ptr->round());
+    }
+  }
+  if (!core_ptr) {
+    core_ptr = std::make_unique<server::CoordinatorCore>(s, std::move(model), test, session,
+                                                         steadySeconds);
+  }
+  server::CoordinatorCore& core = *core_ptr;
+  auto saveCheckpoint = [&] {
+    if (s.checkpoint.path.empty()) return;
+    server::writeFileAtomically(s.checkpoint.path, core.checkpoint());
+    core.checkpointWritten();
+    spdlog::debug("checkpoint written at round {}", core.round());
+  };
 
   std::unique_ptr<server::MetricsCsv> csv;
   if (!s.metrics_csv.empty()) csv = std::make_unique<server::MetricsCsv>(s.metrics_csv);
@@ -60,6 +86,9 @@ int runCoordinator(config::CoordinatorSettings s) {
   installSignalHandlers();
 
   auto dispatch = [&](std::vector<Outgoing> out) {
+    // The checkpoint goes to disk before the messages of the event that made it due: no worker
+    // is told of a round's result that a crash right after could lose.
+    if (core.checkpointDue()) saveCheckpoint();
     for (auto& o : out) {
       if (!transport::sendMessage(channel, o.peer, o.message)) {
         spdlog::debug("could not send to a peer (gone or queue full)");
@@ -92,10 +121,17 @@ int runCoordinator(config::CoordinatorSettings s) {
       last_reject_log = now;
     }
   }
-  if (!core.finished()) {
+  if (!core.finished() && !s.checkpoint.path.empty()) {
+    // With checkpoints a stop is a pause: the workers keep waiting and re-join the restarted
+    // coordinator on their own.
+    saveCheckpoint();
+    spdlog::info("stop requested: checkpoint written at round {}; workers wait for a restart",
+                 core.round());
+  } else if (!core.finished()) {
     spdlog::info("stop requested: telling workers to finish");
     dispatch(core.stop());
   }
+  if (core.checkpointDue()) saveCheckpoint();
   std::cout << "model: round=" << core.round() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
   std::cout << server::finalLine(core.lastRecord()) << std::endl;

@@ -1,0 +1,78 @@
+#include "server/checkpoint_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace tern::server {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
+}
+
+// Closes the descriptor on every path out, so a failed write does not leak it.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = path + ".tmp";
+  {
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    if (f.fd < 0) fail("cannot create", tmp);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail("write failed", tmp);
+      }
+      done += size_t(n);
+    }
+    if (::fsync(f.fd) != 0) fail("fsync failed", tmp);
+    int fd = f.fd;
+    f.fd = -1;
+    if (::close(fd) != 0) fail("close failed", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename failed", path);
+  // The rename is durable only once the directory entry is on disk.
+  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (d.fd < 0) fail("cannot open directory", dir.string());
+  if (::fsync(d.fd) != 0) fail("fsync failed", dir.string());
+}
+
+std::optional<std::string> readFileIfExists(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail("cannot open", path);
+  }
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("read failed", path);
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# kill -9 the coordinator mid-run and start it again on the same endpoint: it resumes from its
+# last checkpoint, every worker re-joins on its own and continues, training finishes, replicas
+# match the coordinator's model, and the final accuracy is within 1 point of an undisturbed run
+# with the same seed. Prints the time from restart to the first resumed round.
+source "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-200}
+KILL_AFTER=${KILL_AFTER:-77}   # rows in the metrics CSV before the kill
+EVERY=5
+
+run_workers() {  # ENDPOINT PREFIX
+  write_worker "$WORK/$2-worker.yaml" "$1" 3
+  WPIDS=()
+  for i in 0 1 2; do
+    "$BIN/tern-worker" --config "$WORK/$2-worker.yaml" --name "w$i" --shard-index $i \
+      > "$WORK/$2-w$i.out" 2> "$WORK/$2-w$i.err" &
+    WPIDS+=($!); PIDS+=($!)
+  done
+}
+
+# A decaying step size so the final accuracy is a plateau, not one noisy sample of a trajectory.
+coordinator_config() {  # FILE CHECKPOINT
+  write_coordinator "$1" "$ROUNDS" 3 "checkpoint: {path: $2, every: $EVERY}"
+  sed -i 's/^optimizer: .*/optimizer: {lr: 0.2, momentum: 0.5, decay: 0.5, decay_every: 50}/;
+          s/^training: .*/training: {batch_size: 128, seed: 3}/' "$1"
+}
+
+final_accuracy() { sed -n 's/^final: .*test_accuracy=\([0-9.]*\).*/\1/p' "$1"; }
+
+# 1. The undisturbed reference, with checkpoints written the same way.
+coordinator_config "$WORK/ref.yaml" "$WORK/ref.ckpt"
+"$BIN/tern-coordinator" --config "$WORK/ref.yaml" --metrics-csv "$WORK/ref.csv" \
+  > "$WORK/ref.out" 2> "$WORK/ref.err" &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+run_workers "$(cat "$WORK/endpoint")" ref
+wait $CPID || { tail -20 "$WORK/ref.out" "$WORK/ref.err"; fail "reference coordinator exited with $?"; }
+for p in "${WPIDS[@]}"; do wait "$p" || fail "a reference worker exited non-zero"; done
+REF_ACC=$(final_accuracy "$WORK/ref.out")
+[ -n "$REF_ACC" ] || fail "reference run printed no final line"
+rm -f "$WORK/endpoint"
+
+# 2. The same run, with the coordinator killed mid-run and restarted on the same endpoint.
+coordinator_config "$WORK/coord.yaml" "$WORK/coord.ckpt"
+"$BIN/tern-coordinator" --config "$WORK/coord.yaml" --metrics-csv "$WORK/before.csv" \
+  > "$WORK/before.out" 2> "$WORK/before.err" &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+EP=$(cat "$WORK/endpoint")
+run_workers "$EP" run
+for _ in $(seq 1 1200); do
+  [ -s "$WORK/before.csv" ] && [ "$(wc -l < "$WORK/before.csv")" -gt "$KILL_AFTER" ] && break
+  sleep 0.05
+done
+kill -9 "$CPID"
+wait "$CPID" 2>/dev/null || true
+KILLED_AT=$(($(wc -l < "$WORK/before.csv") - 1))
+[ "$KILLED_AT" -lt "$ROUNDS" ] || fail "training finished before the kill"
+[ -s "$WORK/coord.ckpt" ] || fail "no checkpoint was written before the kill"
+T0=$(date +%s.%N)
+"$BIN/tern-coordinator" --config "$WORK/coord.yaml" --bind "$EP" --metrics-csv "$WORK/after.csv" \
+  > "$WORK/after.out" 2> "$WORK/after.err" &
+CPID=$!; PIDS+=($CPID)
+for _ in $(seq 1 600); do [ -s "$WORK/after.csv" ] && [ "$(wc -l < "$WORK/after.csv")" -ge 2 ] && break; sleep 0.05; done
+T1=$(date +%s.%N)
+wait $CPID || { tail -20 "$WORK/after.out" "$WORK/after.err"; fail "restarted coordinator exited with $?"; }
+for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker exited non-zero after the restart"; done
+
+grep -q "resumed from checkpoint" "$WORK/after.out" || fail "the restarted coordinator did not resume"
+grep -q "^final: rounds=$ROUNDS " "$WORK/after.out" || { tail -20 "$WORK/after.out" "$WORK/after.err"; fail "no final line"; }
+RESUMED_AT=$(sed -n 's/.*resumed from checkpoint .* at round \([0-9]*\).*/\1/p' "$WORK/after.out")
+ref=$(grep '^model:' "$WORK/after.out" | sed 's/.*checksum=//')
+for i in 0 1 2; do
+  grep -Eq "unknown session|re-joining" "$WORK/run-w$i.out" || fail "worker $i never re-joined"
+  got=$(grep '^replica:' "$WORK/run-w$i.out" | sed 's/.*checksum=//')
+  [ "$got" = "$ref" ] || fail "worker $i replica checksum $got != coordinator $ref"
+done
+ACC=$(final_accuracy "$WORK/after.out")
+python3 - "$REF_ACC" "$ACC" "$WORK/after.csv" "$RESUMED_AT" "$KILLED_AT" "$T0" "$T1" <<'PY'
+import csv, sys
+ref, acc = float(sys.argv[1]), float(sys.argv[2])
+rows = list(csv.DictReader(open(sys.argv[3])))
+resumed, killed = int(sys.argv[4]), int(sys.argv[5])
+# No round is skipped: the resumed run starts at the checkpointed round and is contiguous.
+rounds = [int(r["round"]) for r in rows]
+assert rounds[0] == resumed and rounds == list(range(resumed, resumed + len(rows))), rounds[:5]
+assert resumed <= killed, (resumed, killed)
+assert int(rows[-1]["participants"]) == 3, rows[-1]["participants"]
+print(f"killed after round {killed - 1}, resumed at round {resumed} "
+      f"(redid {killed - resumed} rounds); first resumed round closed "
+      f"{float(sys.argv[7]) - float(sys.argv[6]):.2f} s after the restart")
+print(f"final accuracy {acc:.4f}, undisturbed {ref:.4f}")
+assert abs(acc - ref) <= 0.01, (acc, ref)
+PY
+echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref)"

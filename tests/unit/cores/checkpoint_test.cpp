@@ -1,0 +1,282 @@
+// Coordinator checkpoints: the bytes restore a core that continues exactly as the original would
+// (model, optimizer momentum, round, membership and counters), under a new session that sends
+// every worker back through a re-join for the full model. Damaged bytes are refused.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "common/compression/compressor.hpp"
+#include "server/coordinator_core.hpp"
+
+using namespace tern;
+
+namespace {
+
+struct Cluster {
+  double now = 0.0;
+  config::CoordinatorSettings settings;
+  std::unique_ptr<server::CoordinatorCore> core;
+  uint64_t session = 42;
+
+  Cluster() {
+    settings.min_workers = 2;
+    settings.max_rounds = 50;
+    settings.model.kind = "softmax";
+    settings.model.features = 3;
+    settings.model.classes = 2;
+    settings.optimizer.lr = 0.3;
+    settings.optimizer.momentum = 0.9;  // so a lost velocity would change the next steps
+    settings.allocation.budget.mean_ratio = 0.5;
+    settings.round_deadline_seconds = 2.0;
+    settings.worker_patience_seconds = 5.0;
+    settings.checkpoint.every = 3;
+    core = fresh();
+  }
+
+  std::unique_ptr<server::CoordinatorCore> fresh() {
+    return std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
+                                                     nullptr, session, [this] { return now; });
+  }
+
+  std::unique_ptr<server::CoordinatorCore> restored(const std::string& bytes, uint64_t s) {
+    return server::CoordinatorCore::restore(settings, ml::makeModel(settings.model), nullptr, s,
+                                            [this] { return now; }, bytes);
+  }
+};
+
+Message join(const std::string& name, uint64_t samples) {
+  Message m;
+  m.envelope = makeEnvelope();
+  m.envelope.mutable_join()->set_worker_name(name);
+  m.envelope.mutable_join()->set_sample_count(samples);
+  return m;
+}
+
+Message push(uint64_t session, uint32_t id, uint64_t round, const std::vector<float>& g) {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* p = m.envelope.mutable_push();
+  p->set_round(round);
+  p->set_session(session);
+  p->set_worker_id(id);
+  p->set_local_loss(1.0);
+  Rng rng(1);
+  m.payload = compression::makeCompressor({"identity"})->compress(g, 0, rng).bytes;
+  return m;
+}
+
+const wire::Welcome* welcomeIn(const std::vector<Outgoing>& out, const std::string& peer,
+                               Message* carrier = nullptr) {
+  for (const auto& o : out) {
+    if (o.peer == peer && o.message.envelope.has_welcome()) {
+      if (carrier) *carrier = o.message;
+      return &o.message.envelope.welcome();
+    }
+  }
+  return nullptr;
+}
+
+bool roundStartFor(const std::vector<Outgoing>& out, const std::string& peer) {
+  for (const auto& o : out) {
+    if (o.peer == peer && o.message.envelope.has_round_start()) return true;
+  }
+  return false;
+}
+
+// A gradient that differs per worker and per round, so every step moves the model differently.
+std::vector<float> gradient(size_t d, uint32_t worker, uint64_t round) {
+  std::vector<float> g(d);
+  for (size_t j = 0; j < d; ++j) {
+    g[j] = float((j + 1) * (worker + 2)) * 0.01f - float(round % 5) * 0.03f;
+  }
+  return g;
+}
+
+// Both workers push their gradient for the core's current round.
+void runRound(server::CoordinatorCore& core, uint64_t session, const std::string& pa, uint32_t a,
+              const std::string& pb, uint32_t b, double now) {
+  const size_t d = core.parameters().size();
+  const uint64_t r = core.round();
+  core.onMessage(pa, push(session, a, r, gradient(d, a, r)), 100, now);
+  core.onMessage(pb, push(session, b, r, gradient(d, b, r)), 100, now);
+  REQUIRE(core.round() == r + 1);
+}
+
+}  // namespace
+
+TEST_CASE("a restored coordinator continues bit for bit as the original, momentum included") {
+  Cluster c;
+  Message welcome;
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 300), 10, c.now), "B")->worker_id();
+  for (int i = 0; i < 4; ++i) runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  // A late push and a malformed message make the counters non-trivial.
+  c.core->onMessage("A", push(c.session, a, 0, gradient(8, a, 0)), 100, c.now);
+  c.core->onMalformed("Z", "envelope does not parse");
+
+  const std::string bytes = c.core->checkpoint();
+  const uint64_t new_session = 777;
+  auto resumed = c.restored(bytes, new_session);
+  CHECK(resumed->session() == new_session);
+  CHECK(resumed->round() == c.core->round());
+  CHECK(resumed->parameters() == c.core->parameters());
+  CHECK(resumed->uploadBytes() == c.core->uploadBytes());
+  CHECK(resumed->fullBytes() == c.core->fullBytes());
+  CHECK(resumed->rejections() == c.core->rejections());
+  CHECK(resumed->aliveWorkers() == 0);
+
+  // The workers come back under new ROUTER identities and keep their ids; each welcome carries
+  // the checkpointed model and round in full.
+  auto out = resumed->onMessage("A2", join("a", 100), 10, c.now);
+  const auto* wa = welcomeIn(out, "A2", &welcome);
+  REQUIRE(wa != nullptr);
+  CHECK(wa->worker_id() == a);
+  CHECK(wa->session() == new_session);
+  CHECK(wa->round() == c.core->round());
+  std::vector<float> sent(resumed->parameters().size());
+  REQUIRE(bytesToFloats(welcome.payload, sent));
+  CHECK(sent == c.core->parameters());
+  out = resumed->onMessage("B2", join("b", 300), 10, c.now);
+  REQUIRE(welcomeIn(out, "B2") != nullptr);
+  CHECK(welcomeIn(out, "B2")->worker_id() == b);
+  CHECK(roundStartFor(out, "A2"));
+
+  // Same pushes from here on: the same models. A lost velocity (momentum 0.9) would diverge.
+  for (int i = 0; i < 5; ++i) {
+    runRound(*c.core, c.session, "A", a, "B", b, c.now);
+    runRound(*resumed, new_session, "A2", a, "B2", b, c.now);
+    CHECK(resumed->parameters() == c.core->parameters());
+  }
+  // A newcomer does not take a known worker's id.
+  auto nw = welcomeIn(resumed->onMessage("C", join("c", 50), 10, c.now), "C");
+  REQUIRE(nw != nullptr);
+  CHECK(nw->worker_id() != a);
+  CHECK(nw->worker_id() != b);
+}
+
+TEST_CASE("after a restore, old-session messages are refused so every worker re-joins") {
+  Cluster c;
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  auto resumed = c.restored(c.core->checkpoint(), 777);
+  const size_t d = resumed->parameters().size();
+  const auto before = resumed->parameters();
+
+  // Even over the same identity: the old session is unknown, the model does not move.
+  for (const std::string peer : {"A", "A2"}) {
+    auto out = resumed->onMessage(peer, push(c.session, a, 1, gradient(d, a, 1)), 100, c.now);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].message.envelope.has_error());
+    CHECK(out[0].message.envelope.error().code() == wire::Error::UNKNOWN_SESSION);
+  }
+  Message hb;
+  hb.envelope = makeEnvelope();
+  hb.envelope.mutable_heartbeat()->set_session(c.session);
+  hb.envelope.mutable_heartbeat()->set_worker_id(b);
+  auto out = resumed->onMessage("B", hb, 10, c.now);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].message.envelope.error().code() == wire::Error::UNKNOWN_SESSION);
+  CHECK(resumed->parameters() == before);
+  CHECK(resumed->round() == 1);
+}
+
+TEST_CASE("a resumed coordinator waits for min_workers, or a grace period, before the next round") {
+  Cluster c;
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  const std::string bytes = c.core->checkpoint();
+
+  SUBCASE("both back: the round starts when the second re-joins") {
+    auto resumed = c.restored(bytes, 9);
+    auto out = resumed->onMessage("A2", join("a", 100), 10, c.now);
+    CHECK_FALSE(roundStartFor(out, "A2"));
+    out = resumed->onTick();
+    CHECK_FALSE(roundStartFor(out, "A2"));
+    out = resumed->onMessage("B2", join("b", 100), 10, c.now);
+    CHECK(roundStartFor(out, "A2"));
+    CHECK(roundStartFor(out, "B2"));
+  }
+  SUBCASE("one never returns: the other resumes alone after the grace period") {
+    auto resumed = c.restored(bytes, 9);
+    resumed->onMessage("A2", join("a", 100), 10, c.now);
+    c.now += 1.0;
+    CHECK_FALSE(roundStartFor(resumed->onTick(), "A2"));
+    // Heartbeats keep A alive while it waits.
+    Message hb;
+    hb.envelope = makeEnvelope();
+    hb.envelope.mutable_heartbeat()->set_session(9);
+    hb.envelope.mutable_heartbeat()->set_worker_id(a);
+    resumed->onMessage("A2", hb, 10, c.now);
+    c.now = std::max(c.settings.worker_patience_seconds, c.settings.round_deadline_seconds) + 0.5;
+    CHECK(resumed->nextWakeup() <= c.now);
+    CHECK(roundStartFor(resumed->onTick(), "A2"));
+    const size_t d = resumed->parameters().size();
+    resumed->onMessage("A2", push(9, a, 1, gradient(d, a, 1)), 100, c.now);
+    CHECK(resumed->round() == 2);
+  }
+}
+
+TEST_CASE("a checkpoint falls due every `every` rounds and when training finishes") {
+  Cluster c;
+  c.settings.max_rounds = 7;
+  c.core = c.fresh();
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  std::vector<uint64_t> due_after;
+  for (int i = 0; i < 7; ++i) {
+    runRound(*c.core, c.session, "A", a, "B", b, c.now);
+    if (c.core->checkpointDue()) {
+      due_after.push_back(c.core->round());
+      c.core->checkpointWritten();
+    }
+  }
+  CHECK(due_after == std::vector<uint64_t>{3, 6, 7});
+  REQUIRE(c.core->finished());
+  // A finished run restores as finished: a restart does not train past max_rounds.
+  auto resumed = c.restored(c.core->checkpoint(), 9);
+  CHECK(resumed->finished());
+  CHECK(resumed->round() == 7);
+  CHECK(resumed->parameters() == c.core->parameters());
+}
+
+TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
+  Cluster c;
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  const std::string good = c.core->checkpoint();
+  CHECK_NOTHROW(c.restored(good, 1));
+
+  CHECK_THROWS_AS(c.restored("not a checkpoint at all \xff\xff", 1), std::runtime_error);
+  CHECK_THROWS_AS(c.restored(good.substr(0, good.size() / 2), 1), std::runtime_error);
+
+  wire::Checkpoint cp;
+  REQUIRE(cp.ParseFromString(good));
+  auto variant = [&](auto edit) {
+    wire::Checkpoint v = cp;
+    edit(v);
+    return v.SerializeAsString();
+  };
+  // A flipped bit in the parameters fails the checksum.
+  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) {
+                    std::string p = v.parameters();
+                    p[5] ^= 0x10;
+                    v.set_parameters(p);
+                  }),
+                  1),
+                  std::runtime_error);
+  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_format(2); }), 1),
+                  std::runtime_error);
+  CHECK_THROWS_AS(
+      c.restored(variant([](wire::Checkpoint& v) { v.mutable_model()->set_features(4); }), 1),
+      std::runtime_error);
+  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_velocity("abc"); }), 1),
+                  std::runtime_error);
+  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_round(1000); }), 1),
+                  std::runtime_error);
+  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.mutable_workers(1)->set_id(0); }),
+                             1),
+                  std::runtime_error);
+}
