@@ -1,5 +1,6 @@
 #include "common/compression/codec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -164,15 +165,24 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
   switch (vc) {
     case ValueCoding::kFp32: {
       if (count > 0) std::memcpy(g.values.data(), v, size_t(count) * 4);
-      for (float x : g.values)
-        if (!std::isfinite(x)) return fail("non-finite value");
+      // One vectorisable pass: not finite means an all-ones exponent.
+      uint32_t bad = 0;
+      for (float x : g.values) bad |= uint32_t((floatBits(x) & 0x7F800000u) == 0x7F800000u);
+      if (bad) return fail("non-finite value");
       break;
     }
     case ValueCoding::kFp16: {
-      for (uint32_t i = 0; i < count; ++i) {
-        const uint16_t h = uint16_t(v[2 * i] | (v[2 * i + 1] << 8));
-        if (!halfIsFinite(h)) return fail("non-finite value");
-        g.values[i] = halfToFloat(h);
+      // Block by block through a small buffer: vectorised checks and conversions without a
+      // large temporary.
+      constexpr uint32_t kBlock = 4096;
+      uint16_t halves[kBlock];
+      for (uint32_t base = 0; base < count; base += kBlock) {
+        const uint32_t n = std::min(kBlock, count - base);
+        std::memcpy(halves, v + size_t(base) * 2, size_t(n) * 2);
+        uint32_t bad = 0;
+        for (uint32_t i = 0; i < n; ++i) bad |= uint32_t(!halfIsFinite(halves[i]));
+        if (bad) return fail("non-finite value");
+        halvesToFloats(halves, n, g.values.data() + base);
       }
       break;
     }
@@ -185,14 +195,20 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
     }
     case ValueCoding::kQsgdLevels: {
       const unsigned w = qsgdBitsPerLevel(levels);
-      BitReader r(v, size_t(vbytes));
-      for (uint32_t i = 0; i < count; ++i) {
-        uint32_t sym = 0;
-        if (!r.get(w, sym)) return fail("QSGD section truncated");  // sized above: unreachable
-        if (sym > 2 * levels) return fail("QSGD level out of range");
-        g.values[i] = qsgdValue(scale, int32_t(sym) - int32_t(levels), levels);
+      const uint64_t used_bits = uint64_t(count) * w;
+      if (used_bits % 8 != 0 && (v[vbytes - 1] >> (used_bits % 8)) != 0)
+        return fail("QSGD padding bits set");
+      const QsgdTable table(scale, levels, count);
+      constexpr uint32_t kBlock = 4096;  // kBlock * w bits is a whole number of bytes
+      uint32_t symbols[kBlock];
+      for (uint32_t base = 0; base < count; base += kBlock) {
+        const uint32_t n = std::min(kBlock, count - base);
+        unpackFixed(v + size_t(base / 8) * w, n, w, symbols);
+        uint32_t top = 0;
+        for (uint32_t i = 0; i < n; ++i) top = std::max(top, symbols[i]);
+        if (top > 2 * levels) return fail("QSGD level out of range");
+        for (uint32_t i = 0; i < n; ++i) g.values[base + i] = table.value(symbols[i]);
       }
-      if (!r.restIsZero()) return fail("QSGD padding bits set");
       break;
     }
   }

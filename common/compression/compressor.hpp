@@ -49,6 +49,9 @@ class Compressor {
   virtual Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) = 0;
   // Predicted size of compress(g, level) in bytes for a gradient of dimension dim, without
   // compressing (the tuner needs it). Exact where the size does not depend on the data.
+  // topk, randomk, sq: an upper bound that holds for every index set (wire_format.hpp,
+  // indexBytesBound), within a few percent of the size for uniformly spread indices.
+  // threshold, stochastic: the size at `level` coordinates sent (the expected count).
   virtual size_t encodedBytes(uint32_t dim, uint32_t level) const = 0;
   // True when `level` changes what is sent (the sparsifiers); false for fixed schemes.
   virtual bool hasLevel() const = 0;

@@ -29,6 +29,18 @@ inline void requireFinite(float x, const char* who) {
     throw std::invalid_argument(std::string(who) + ": gradient holds a non-finite value");
 }
 
+// One vectorisable pass: a float is finite unless its exponent bits are all ones.
+inline bool allFinite(std::span<const float> g) {
+  uint32_t bad = 0;
+  for (float x : g) bad |= uint32_t((wire::floatBits(x) & 0x7F800000u) == 0x7F800000u);
+  return bad == 0;
+}
+
+inline void requireAllFinite(std::span<const float> g, const char* who) {
+  if (!allFinite(g))
+    throw std::invalid_argument(std::string(who) + ": gradient holds a non-finite value");
+}
+
 // Upper bound on the size of a sparse message with `count` entries (see indexBytesBound).
 inline size_t sparseBytesBound(wire::Scheme scheme, uint32_t dim, uint32_t count) {
   wire::Header h;
@@ -62,6 +74,20 @@ class CoinStream {
   explicit CoinStream(Rng& rng) : state_(rng()) {}
   // Uniform double in [0, 1) with 53 random bits.
   double uniform() { return double(next() >> 11) * 0x1p-53; }
+  // n uniforms with 53 bits each, and 2n-ish with 24 bits each (two per draw), in a separate
+  // pass so that the loops consuming them have no serial state and vectorise.
+  void fill(std::span<double> out) {
+    for (double& u : out) u = uniform();
+  }
+  void fill24(std::span<float> out) {
+    size_t i = 0;
+    for (; i + 2 <= out.size(); i += 2) {
+      const uint64_t z = next();
+      out[i] = float(uint32_t(z) >> 8) * 0x1p-24f;
+      out[i + 1] = float(uint32_t(z >> 32) >> 8) * 0x1p-24f;
+    }
+    if (i < out.size()) out[i] = float(uint32_t(next()) >> 8) * 0x1p-24f;
+  }
 
  private:
   uint64_t next() {

@@ -6,7 +6,7 @@ namespace tern::compression {
 
 Compressed IdentityCompressor::compress(std::span<const float> g, uint32_t, Rng&) {
   const uint32_t d = detail::checkedDim(g, "identity");
-  for (float x : g) detail::requireFinite(x, "identity");
+  detail::requireAllFinite(g, "identity");
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kIdentity, d, {}, g);
   c.decoded = wire::canonicalGradient(d, {}, std::vector<float>(g.begin(), g.end()));

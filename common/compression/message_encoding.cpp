@@ -39,10 +39,16 @@ std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uin
   h.dim = dim;
   h.count = uint32_t(values.size());
   std::vector<uint8_t> out;
-  const size_t at = startMessage(out, h, plan.bytes, uint64_t(values.size()) * 4);
+  // Only the index section goes through a zeroed buffer (the Rice writer needs its slack);
+  // the values, most of a message, are appended once.
+  out.reserve(headerBytes(h) + plan.bytes + values.size() * 4 + kBitWriterSlack);
+  writeHeader(out, h);
+  const size_t at = out.size();
+  out.resize(at + plan.bytes + kBitWriterSlack);
   writeIndices(out.data() + at, plan, dim, indices);
-  if (!values.empty()) std::memcpy(out.data() + at + plan.bytes, values.data(), values.size() * 4);
   finishMessage(out);
+  const auto* v = reinterpret_cast<const uint8_t*>(values.data());
+  out.insert(out.end(), v, v + values.size() * 4);  // little-endian host
   return out;
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -37,22 +38,34 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
   Compressed c;
   const size_t at = wire::startMessage(
       c.bytes, h, 0, wire::valueBytes(wire::ValueCoding::kQsgdLevels, d, levels_));
-  wire::BitWriter out(c.bytes.data() + at);
   std::vector<float> decoded(d);
-  detail::CoinStream coins(rng);
-  const double per_unit = norm > 0.0f ? double(levels_) / double(norm) : 0.0;
+  const wire::QsgdTable table(norm, levels_, d);
+  detail::CoinStream coin_stream(rng);
+  const float per_unit = norm > 0.0f ? float(levels_) / norm : 0.0f;
   const int32_t s = int32_t(levels_);
-  for (uint32_t i = 0; i < d; ++i) {
-    const double r = std::fabs(double(g[i])) * per_unit;
-    double whole = std::floor(r);
-    int32_t level = int32_t(whole);
-    if (level < s && coins.uniform() < r - whole) ++level;
-    if (level > s) level = s;
-    const int32_t signed_level = std::signbit(g[i]) ? -level : level;
-    out.put(uint32_t(signed_level + s), width);
-    decoded[i] = wire::qsgdValue(norm, signed_level, levels_);
+  // Blocks of kBlock coordinates keep the coins and symbols in small buffers (no large
+  // temporaries to fault in per call); kBlock * width bits is a whole number of bytes, so each
+  // block packs on its own.
+  constexpr uint32_t kBlock = 4096;
+  float coins[kBlock];
+  uint32_t symbols[kBlock];
+  for (uint32_t base = 0; base < d; base += kBlock) {
+    const uint32_t n = std::min(kBlock, d - base);
+    // Rounding up with probability frac(r) makes E[level] = r; 24-bit uniforms resolve that
+    // probability as finely as r itself is resolved in float.
+    coin_stream.fill24(std::span(coins, n));
+    for (uint32_t i = 0; i < n; ++i) {
+      const float x = g[base + i];
+      const float r = std::fabs(x) * per_unit;
+      int32_t level = int32_t(r);  // r >= 0: truncation is the floor
+      level += int32_t(coins[i] < r - float(level));
+      level = std::min(level, s);
+      const int32_t signed_level = (wire::floatBits(x) >> 31) ? -level : level;
+      symbols[i] = uint32_t(signed_level + s);
+    }
+    for (uint32_t i = 0; i < n; ++i) decoded[base + i] = table.value(symbols[i]);
+    wire::packFixed(symbols, n, width, c.bytes.data() + at + size_t(base / 8) * width);
   }
-  out.finish();
   wire::finishMessage(c.bytes);
   c.decoded = wire::canonicalGradient(d, {}, std::move(decoded));
   return c;

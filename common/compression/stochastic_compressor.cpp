@@ -13,29 +13,30 @@ double StochasticCompressor::solveLambda(std::span<const float> g, uint32_t expe
   // sum_j min(1, lambda a_j) = T with a = |g|. With the m largest saturated,
   // lambda_m = (T - m) / (sum of the rest); the answer is the first m (in decreasing |g| order)
   // whose next magnitude stays unsaturated, lambda_m a_[m] < 1. Fewer than T coordinates are
-  // ever saturated, so only the top T magnitudes need sorting.
-  double total = 0.0;
-  size_t nonzero = 0;
-  {
-    double part[4] = {0, 0, 0, 0};
-    size_t nz[4] = {0, 0, 0, 0};
-    size_t j = 0;
-    for (; j + 4 <= g.size(); j += 4) {
-      for (size_t u = 0; u < 4; ++u) {
-        const double a = std::fabs(double(g[j + u]));
-        part[u] += a;
-        nz[u] += a != 0.0;
-      }
+  // ever saturated, so only the top T magnitudes can matter, and usually none saturates.
+  double part[4] = {0, 0, 0, 0};
+  size_t nz[4] = {0, 0, 0, 0};
+  float top[4] = {0, 0, 0, 0};
+  size_t j = 0;
+  for (; j + 4 <= g.size(); j += 4) {
+    for (size_t u = 0; u < 4; ++u) {
+      const float a = std::fabs(g[j + u]);
+      part[u] += double(a);
+      nz[u] += a != 0.0f;
+      top[u] = std::max(top[u], a);
     }
-    for (; j < g.size(); ++j) {
-      const double a = std::fabs(double(g[j]));
-      part[0] += a;
-      nz[0] += a != 0.0;
-    }
-    total = (part[0] + part[1]) + (part[2] + part[3]);
-    nonzero = nz[0] + nz[1] + nz[2] + nz[3];
   }
+  for (; j < g.size(); ++j) {
+    const float a = std::fabs(g[j]);
+    part[0] += double(a);
+    nz[0] += a != 0.0f;
+    top[0] = std::max(top[0], a);
+  }
+  const double total = (part[0] + part[1]) + (part[2] + part[3]);
+  const size_t nonzero = nz[0] + nz[1] + nz[2] + nz[3];
+  const double largest = double(std::max(std::max(top[0], top[1]), std::max(top[2], top[3])));
   if (expected >= nonzero) return std::numeric_limits<double>::infinity();
+  if (double(expected) / total * largest < 1.0) return double(expected) / total;  // m = 0
 
   selector_.select(g, expected, top_, top_values_);
   std::vector<double> mags(top_.size());
@@ -52,26 +53,40 @@ double StochasticCompressor::solveLambda(std::span<const float> g, uint32_t expe
 
 Compressed StochasticCompressor::compress(std::span<const float> g, uint32_t level, Rng& rng) {
   const uint32_t d = detail::checkedDim(g, "stochastic");
-  for (float x : g) detail::requireFinite(x, "stochastic");
+  detail::requireAllFinite(g, "stochastic");
   const double lambda = solveLambda(g, detail::clampLevel(level, d));
-  detail::CoinStream coins(rng);
+  // An unsaturated coordinate sends g_j / p_j = sign(g_j) / lambda.
+  const float magnitude = float(1.0 / lambda);
+  detail::requireFinite(magnitude, "stochastic");
+  // Branch-free, block by block: one coin per coordinate from a small buffer, and kept
+  // coordinates appended by advancing n (room for a whole block is made first).
+  constexpr uint32_t kBlock = 4096;
+  double coins[kBlock];
+  detail::CoinStream coin_stream(rng);
   std::vector<uint32_t> idx;
   std::vector<float> values;
-  idx.reserve(size_t(level < d ? level : d) + 64);
-  values.reserve(idx.capacity());
-  for (uint32_t j = 0; j < d; ++j) {
-    const double a = std::fabs(double(g[j]));
-    if (a == 0.0) continue;
-    const double p = lambda * a;
-    if (p >= 1.0) {
-      idx.push_back(j);
-      values.push_back(g[j]);
-    } else if (coins.uniform() < p) {
-      idx.push_back(j);
-      values.push_back(float(double(g[j]) / p));
+  size_t n = 0;
+  for (uint32_t base = 0; base < d; base += kBlock) {
+    const uint32_t len = std::min(kBlock, d - base);
+    coin_stream.fill(std::span(coins, len));
+    if (idx.size() < n + len) {
+      idx.resize(std::max(2 * idx.size(), n + len));
+      values.resize(idx.size());
+    }
+    uint32_t* oi = idx.data();
+    float* ov = values.data();
+    for (uint32_t i = 0; i < len; ++i) {
+      const float x = g[base + i];
+      const double p = lambda * std::fabs(double(x));
+      const bool saturated = p >= 1.0;
+      const bool keep = (x != 0.0f) & (saturated | (coins[i] < p));
+      oi[n] = base + i;
+      ov[n] = saturated ? x : std::copysign(magnitude, x);
+      n += keep;
     }
   }
-  for (float v : values) detail::requireFinite(v, "stochastic");
+  idx.resize(n);
+  values.resize(n);
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kStochastic, d, idx, values);
   c.decoded = wire::canonicalGradient(d, std::move(idx), std::move(values));

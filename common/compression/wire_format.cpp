@@ -196,4 +196,45 @@ void writeIndices(uint8_t* out, const IndexPlan& plan, uint32_t dim,
   }
 }
 
+void packFixed(const uint32_t* symbols, size_t n, unsigned width, uint8_t* out) {
+  const uint64_t bytes = (uint64_t(n) * width + 7) / 8;
+  uint64_t acc = 0;
+  unsigned fill = 0;
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t v = symbols[i];
+    acc |= v << fill;
+    fill += width;
+    if (fill >= 64) {  // periodic in i, so it predicts well
+      std::memcpy(out + o, &acc, 8);
+      o += 8;
+      fill -= 64;
+      acc = fill == 0 ? 0 : v >> (width - fill);
+    }
+  }
+  for (; o < bytes; ++o, acc >>= 8) out[o] = uint8_t(acc);
+}
+
+void unpackFixed(const uint8_t* in, size_t n, unsigned width, uint32_t* symbols) {
+  const uint64_t bytes = (uint64_t(n) * width + 7) / 8;
+  const uint64_t mask = (uint64_t(1) << width) - 1;
+  size_t i = 0;
+  // Fast path: an unaligned 8-byte load holds any symbol (width <= 32, shift <= 7) while eight
+  // bytes remain from its first byte.
+  for (; i < n; ++i) {
+    const uint64_t bit = uint64_t(i) * width;
+    if ((bit >> 3) + 8 > bytes) break;
+    uint64_t w;
+    std::memcpy(&w, in + (bit >> 3), 8);
+    symbols[i] = uint32_t((w >> (bit & 7)) & mask);
+  }
+  for (; i < n; ++i) {
+    const uint64_t bit = uint64_t(i) * width;
+    uint64_t w = 0;
+    for (uint64_t b = bit >> 3; b < bytes && b < (bit >> 3) + 8; ++b)
+      w |= uint64_t(in[b]) << (8 * (b - (bit >> 3)));
+    symbols[i] = uint32_t((w >> (bit & 7)) & mask);
+  }
+}
+
 }  // namespace tern::compression::wire

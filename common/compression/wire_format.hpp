@@ -138,6 +138,12 @@ class BitWriter {
   unsigned fill_ = 0;
 };
 
+// Fixed-width LSB-first packing of n symbols of `width` bits (1..32, each < 2^width) into
+// exactly ceil(n * width / 8) bytes at `out`, and the inverse. Word-at-a-time: the hot loops of
+// QSGD's encoder and decoder.
+void packFixed(const uint32_t* symbols, size_t n, unsigned width, uint8_t* out);
+void unpackFixed(const uint8_t* in, size_t n, unsigned width, uint32_t* symbols);
+
 // Bounds-checked LSB-first bit reading over [data, data + size).
 class BitReader {
  public:
@@ -218,5 +224,27 @@ namespace tern::compression::wire {
 inline float qsgdValue(float norm, int32_t signed_level, uint32_t levels) {
   return norm * (float(signed_level) / float(levels));
 }
+
+// qsgdValue for every symbol (signed level + s) by table lookup once the table is no larger
+// than the vector, so neither side divides per coordinate; same floats either way.
+class QsgdTable {
+ public:
+  QsgdTable(float norm, uint32_t levels, size_t count) : norm_(norm), levels_(levels) {
+    if (uint64_t(levels) * 2 + 1 <= count) {
+      table_.resize(size_t(levels) * 2 + 1);
+      for (size_t sym = 0; sym < table_.size(); ++sym)
+        table_[sym] = qsgdValue(norm, int32_t(sym) - int32_t(levels), levels);
+    }
+  }
+  float value(uint32_t symbol) const {
+    return table_.empty() ? qsgdValue(norm_, int32_t(symbol) - int32_t(levels_), levels_)
+                          : table_[symbol];
+  }
+
+ private:
+  float norm_;
+  uint32_t levels_;
+  std::vector<float> table_;
+};
 
 }  // namespace tern::compression::wire
