@@ -10,6 +10,8 @@
 
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
+#include "common/telemetry/daemon_telemetry.hpp"
+#include "common/telemetry/status_table.hpp"
 #include "common/transport/framing.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
@@ -23,7 +25,50 @@ using namespace tern;
 
 namespace {
 
-int runCoordinator(config::CoordinatorSettings s) {
+// What /status, /metrics and systemd's STATUS= show: the last closed round as in the metrics
+// CSV, plus what changed since (membership, rejections).
+telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, bool any_round_closed,
+                                        const std::string& state) {
+  const server::RoundRecord& r = core.lastRecord();
+  telemetry::NodeStatus st;
+  st.role = "coordinator";
+  st.name = "tern-coordinator";
+  st.version = TERN_VERSION;
+  st.state = state;
+  st.round = r.round;
+  st.rounds_completed = any_round_closed ? r.round + 1 : core.round();
+  st.time_s = r.time_s;
+  st.train_loss = r.train_loss;
+  st.test_accuracy = r.test_accuracy;
+  st.upload_bytes = r.upload_bytes;
+  st.download_bytes = r.download_bytes;
+  st.full_bytes = r.full_bytes;
+  st.participants = r.participants;
+  st.alive_workers = uint32_t(core.aliveWorkers());
+  st.late_pushes = r.late_pushes;
+  st.rejected = core.rejections();
+  for (const auto& w : r.workers) {
+    telemetry::PeerStatus p;
+    p.id = w.id;
+    p.name = w.name;
+    p.alive = w.alive;
+    p.cap = w.alive ? w.cap : 0;
+    p.share = w.share;
+    p.upload_bytes = w.upload_bytes;
+    p.download_bytes = w.download_bytes;
+    p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(), w.link.samples(),
+              w.link.packet_bytes()};
+    st.workers.push_back(std::move(p));
+  }
+  return st;
+}
+
+std::string systemdStatus(const telemetry::NodeStatus& st) {
+  return fmt::format("{}: round {}, accuracy {:.4f}, {} workers alive", st.state,
+                     st.rounds_completed, st.test_accuracy, st.alive_workers);
+}
+
+int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   std::shared_ptr<const ml::Dataset> test;
   if (!s.test_data.format.empty()) {
@@ -66,9 +111,18 @@ int runCoordinator(config::CoordinatorSettings s) {
 
   std::unique_ptr<server::MetricsCsv> csv;
   if (!s.metrics_csv.empty()) csv = std::make_unique<server::MetricsCsv>(s.metrics_csv);
+  bool any_round_closed = false;
+  telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
+                                 coordinatorStatus(core, any_round_closed, "starting"));
+  auto publish = [&](const std::string& state) {
+    auto st = coordinatorStatus(core, any_round_closed, state);
+    tel.publish(st, systemdStatus(st));
+  };
   core.on_round = [&](const server::RoundRecord& r) {
     if (csv) csv->write(r);
     spdlog::info("{}", server::progressLine(r));
+    any_round_closed = true;
+    publish("running");
   };
 
   zmq::context_t ctx(1);
@@ -84,6 +138,8 @@ int runCoordinator(config::CoordinatorSettings s) {
     std::filesystem::rename(tmp, s.endpoint_file);
   }
   installSignalHandlers();
+  tel.ready("listening on " + endpoint);
+  publish("waiting");
 
   auto dispatch = [&](std::vector<Outgoing> out) {
     // The checkpoint goes to disk before the messages of the event that made it due: no worker
@@ -112,6 +168,8 @@ int runCoordinator(config::CoordinatorSettings s) {
       }
     }
     dispatch(core.onTick());
+    tel.tick();
+    if (tel.publishDue()) publish(any_round_closed ? "running" : "waiting");
     double now = steadySeconds();
     if (now - last_reject_log > 10.0 && core.rejectedTotal() != last_rejected) {
       std::string reasons;
@@ -132,8 +190,14 @@ int runCoordinator(config::CoordinatorSettings s) {
     dispatch(core.stop());
   }
   if (core.checkpointDue()) saveCheckpoint();
+  publish(core.finished() ? "finished" : "stopped");
+  tel.stopping(systemdStatus(coordinatorStatus(core, any_round_closed, "stopping")));
   std::cout << "model: round=" << core.round() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
+  // Every refused message, by reason, over the whole run (a resumed run includes the earlier part).
+  std::string reasons;
+  for (const auto& [reason, n] : core.rejections()) reasons += fmt::format(" {}={}", reason, n);
+  std::cout << "rejections: total=" << core.rejectedTotal() << reasons << std::endl;
   std::cout << server::finalLine(core.lastRecord()) << std::endl;
   return 0;
 }
@@ -144,6 +208,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tern coordinator: aggregates compressed gradients from tern workers"};
   app.set_version_flag("--version", std::string("tern-coordinator ") + TERN_VERSION);
   std::string config_file, metrics_csv, bind, endpoint_file, log_level;
+  telemetry::TelemetryOptions tel_opts;
   uint64_t max_rounds = 0;
   uint32_t min_workers = 0;
   app.add_option("--config", config_file, "YAML configuration file");
@@ -153,6 +218,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'");
   app.add_option("--min-workers", min_workers, "overrides 'min_workers'");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option("--http", tel_opts.http_bind,
+                 "serve /metrics /status /healthz on HOST:PORT (port 0: any free port)");
+  app.add_option("--http-url-file", tel_opts.http_url_file, "write the endpoint's URL here");
+  auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
+  std::string status_url;
+  bool status_json = false;
+  status->add_option("--url", status_url, "http://HOST:PORT of a coordinator or worker")
+      ->required();
+  status->add_flag("--json", status_json, "print the raw JSON document");
   auto* allocate = app.add_subcommand("allocate", "print the allocation plan as JSON and exit");
   server::AllocateOptions alloc_opts;
   server::addAllocateOptions(*allocate, alloc_opts);
@@ -160,6 +234,9 @@ int main(int argc, char** argv) {
 
   try {
     if (*allocate) return server::runAllocate(alloc_opts);
+    if (*status) {
+      return telemetry::runStatusCommand(status_url, status_json, 5.0, std::cout, std::cerr);
+    }
     if (config_file.empty()) {
       std::cerr << "tern-coordinator: --config FILE is required (see --help)\n";
       return 2;
@@ -171,7 +248,7 @@ int main(int argc, char** argv) {
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;
     if (!log_level.empty()) s.logging.level = log_level;
-    return runCoordinator(std::move(s));
+    return runCoordinator(std::move(s), tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-coordinator: " << e.what() << '\n';
     return 2;

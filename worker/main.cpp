@@ -7,6 +7,7 @@
 
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
+#include "common/telemetry/daemon_telemetry.hpp"
 #include "common/transport/framing.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
@@ -17,7 +18,37 @@ using namespace tern;
 
 namespace {
 
-int runWorker(const config::WorkerSettings& s) {
+// What /status, /metrics and systemd's STATUS= show: this worker's own counters and link fit.
+telemetry::NodeStatus workerStatus(const config::WorkerSettings& s,
+                                   const worker::WorkerCore& core, uint64_t malformed,
+                                   double time_s, const std::string& state) {
+  const auto& stats = core.stats();
+  telemetry::NodeStatus st;
+  st.role = "worker";
+  st.name = s.name;
+  st.version = TERN_VERSION;
+  st.state = state;
+  st.round = core.replicaRound();
+  st.rounds_completed = stats.rounds;
+  st.time_s = time_s;
+  st.train_loss = stats.last_loss;
+  st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
+  st.alive_workers = core.joined() ? 1 : 0;
+  st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
+  st.counters = {{"probe_bytes", stats.probe_bytes}, {"rejoins", stats.rejoins}};
+  auto fit = core.link().fit();
+  telemetry::PeerStatus self;
+  self.id = core.id();
+  self.name = s.name;
+  self.alive = core.joined();
+  self.cap = stats.last_level;
+  self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
+  self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes};
+  st.workers.push_back(std::move(self));
+  return st;
+}
+
+int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
   auto full = ml::loadDataset(s.data);
@@ -34,6 +65,19 @@ int runWorker(const config::WorkerSettings& s) {
   transport::Channel channel(ctx, zmq::socket_type::dealer, opts);
   channel.connect(s.coordinator);
   installSignalHandlers();
+  uint64_t malformed = 0;
+  telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
+                                 workerStatus(s, core, malformed, 0.0, "starting"));
+  double first_round_at = -1.0;  // round durations count from the first round, not start-up
+  uint64_t published_rounds = 0;
+  auto publish = [&](const std::string& state) {
+    if (first_round_at < 0 && core.stats().rounds > 0) first_round_at = steadySeconds();
+    double t = first_round_at < 0 ? 0.0 : steadySeconds() - first_round_at;
+    published_rounds = core.stats().rounds;
+    tel.publish(workerStatus(s, core, malformed, t, state),
+                fmt::format("{}: round {}, loss {:.4f}, level {}", state, core.replicaRound(),
+                            core.stats().last_loss, core.stats().last_level));
+  };
 
   auto dispatch = [&](std::vector<Message> out) {
     for (auto& m : out) {
@@ -46,7 +90,7 @@ int runWorker(const config::WorkerSettings& s) {
     }
   };
   dispatch(core.start());
-  uint64_t malformed = 0;
+  tel.ready("connecting to " + s.coordinator);
   while (!core.finished() && !stopRequested()) {
     double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
     if (channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)))) {
@@ -62,6 +106,10 @@ int runWorker(const config::WorkerSettings& s) {
       }
     }
     dispatch(core.onTick());
+    tel.tick();
+    if (core.stats().rounds != published_rounds || tel.publishDue()) {
+      publish(core.joined() ? "running" : "joining");
+    }
   }
   if (!core.finished() && core.joined()) {
     Message leave;
@@ -71,6 +119,8 @@ int runWorker(const config::WorkerSettings& s) {
     leave.envelope.mutable_leave()->set_reason("stopped by signal");
     dispatch({leave});
   }
+  publish(core.finished() ? "finished" : "stopped");
+  tel.stopping("stopping");
   auto fit = core.link().fit();
   spdlog::info("link model: a={:.3g}s b={:.3g}s/packet r2={:.3f} samples={}", fit.a, fit.b, fit.r2,
                fit.samples);
@@ -85,12 +135,16 @@ int main(int argc, char** argv) {
   CLI::App app{"tern worker: trains on its local shard and pushes compressed gradients"};
   app.set_version_flag("--version", std::string("tern-worker ") + TERN_VERSION);
   std::string config_file, coordinator, name, log_level;
+  telemetry::TelemetryOptions tel_opts;
   int shard_index = -1;
   app.add_option("--config", config_file, "YAML configuration file");
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
   app.add_option("--name", name, "worker name (overrides 'name')");
   app.add_option("--shard-index", shard_index, "overrides data.shard.index");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option("--http", tel_opts.http_bind,
+                 "serve /metrics /status /healthz on HOST:PORT (port 0: any free port)");
+  app.add_option("--http-url-file", tel_opts.http_url_file, "write the endpoint's URL here");
   CLI11_PARSE(app, argc, argv);
   try {
     if (config_file.empty()) {
@@ -108,7 +162,7 @@ int main(int argc, char** argv) {
       s.shard_index = size_t(shard_index);
     }
     if (!log_level.empty()) s.logging.level = log_level;
-    return runWorker(s);
+    return runWorker(s, tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-worker: " << e.what() << '\n';
     return 2;

@@ -1,0 +1,220 @@
+#include "common/telemetry/http_server.hpp"
+
+// clang-format off
+// Boost 1.74's asio uses std::exchange without including <utility> (fixed in later releases).
+#include <utility>
+#include <boost/asio.hpp>
+// clang-format on
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <stdexcept>
+#include <thread>
+
+namespace tern::telemetry {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+BindAddress parseBindAddress(const std::string& text) {
+  BindAddress out;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      throw std::invalid_argument("HTTP address '" + text + "': expected [IPV6]:PORT");
+    }
+    out.host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) {
+      throw std::invalid_argument("HTTP address '" + text + "': expected HOST:PORT");
+    }
+    out.host = text.substr(0, colon);
+    if (out.host.find(':') != std::string::npos) {
+      throw std::invalid_argument("HTTP address '" + text + "': put IPv6 hosts in brackets");
+    }
+    port_text = text.substr(colon + 1);
+  }
+  if (out.host.empty()) out.host = "0.0.0.0";
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port_text) > 65535) {
+    throw std::invalid_argument("HTTP address '" + text + "': port must be 0..65535");
+  }
+  out.port = uint16_t(std::stoul(port_text));
+  return out;
+}
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const HttpServer::Handler& handler, const HttpServerOptions& opts,
+          size_t& open)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        handler_(handler),
+        parser_(opts.max_head_bytes),
+        open_(open) {
+    ++open_;
+    timer_.expires_after(std::chrono::milliseconds(int64_t(opts.request_timeout_seconds * 1000)));
+  }
+  ~Session() { --open_; }
+
+  void start() {
+    auto self = shared_from_this();
+    timer_.async_wait([self](boost::system::error_code ec) {
+      if (!ec) {
+        boost::system::error_code ignored;
+        self->socket_.close(ignored);
+      }
+    });
+    read();
+  }
+
+ private:
+  void read() {
+    auto self = shared_from_this();
+    socket_.async_read_some(asio::buffer(buf_), [self](boost::system::error_code ec, size_t n) {
+      if (ec) return self->finish();
+      auto state = self->parser_.feed(std::string_view(self->buf_.data(), n));
+      if (state == HttpRequestParser::State::kIncomplete) return self->read();
+      self->respond(state == HttpRequestParser::State::kComplete ? self->answer() : self->error());
+    });
+  }
+
+  HttpResponse error() const {
+    HttpResponse r;
+    r.status = parser_.errorStatus();
+    r.body = std::string(statusReason(r.status)) + "\n";
+    return r;
+  }
+
+  HttpResponse answer() const {
+    const auto& req = parser_.request();
+    try {
+      HttpResponse r = handler_(req);
+      r.head_only = req.method == "HEAD";
+      return r;
+    } catch (const std::exception& e) {
+      spdlog::warn("telemetry endpoint: handler failed on {}: {}", req.target, e.what());
+      HttpResponse r;
+      r.status = 500;
+      r.body = "internal error\n";
+      return r;
+    }
+  }
+
+  void respond(const HttpResponse& r) {
+    out_ = serializeResponse(r);
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(out_), [self](boost::system::error_code, size_t) {
+      boost::system::error_code ignored;
+      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      self->finish();
+    });
+  }
+
+  void finish() {
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  const HttpServer::Handler& handler_;
+  HttpRequestParser parser_;
+  std::array<char, 2048> buf_{};
+  std::string out_;
+  size_t& open_;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  // Declared before io: sessions still pending when io is destroyed reference these.
+  Handler handler;
+  HttpServerOptions options;
+  size_t open = 0;  // connections alive; touched only on the serving thread
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  tcp::endpoint bound;  // cached: the acceptor belongs to the serving thread once it runs
+  std::thread thread;
+
+  void accept() {
+    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        if (open >= options.max_connections) {
+          // Refuse rather than queue: a scraper retries, and memory stays bounded.
+          boost::system::error_code ignored;
+          socket.close(ignored);
+        } else {
+          std::make_shared<Session>(std::move(socket), handler, options, open)->start();
+        }
+      }
+      accept();
+    });
+  }
+};
+
+HttpServer::HttpServer(const std::string& bind, Handler handler, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->handler = std::move(handler);
+  impl_->options = options;
+  BindAddress where = parseBindAddress(bind);
+  tcp::resolver resolver(impl_->io);
+  boost::system::error_code ec;
+  auto results = resolver.resolve(where.host, std::to_string(where.port),
+                                  tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty()) {
+    throw std::runtime_error("HTTP address '" + bind + "': cannot resolve " + where.host + ": " +
+                             ec.message());
+  }
+  tcp::endpoint endpoint = results.begin()->endpoint();
+  auto& acc = impl_->acceptor;
+  acc.open(endpoint.protocol());
+  acc.set_option(tcp::acceptor::reuse_address(true));
+  acc.bind(endpoint, ec);
+  if (ec) {
+    throw std::runtime_error("HTTP address '" + bind + "': cannot bind: " + ec.message());
+  }
+  acc.listen(asio::socket_base::max_listen_connections);
+  impl_->bound = acc.local_endpoint();
+  impl_->accept();
+  impl_->thread = std::thread([this] {
+    // One handler failure must not take the daemon down: log and keep serving.
+    while (true) {
+      try {
+        impl_->io.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("telemetry endpoint: {}", e.what());
+      }
+    }
+  });
+}
+
+HttpServer::~HttpServer() {
+  asio::post(impl_->io, [this] {
+    boost::system::error_code ignored;
+    impl_->acceptor.close(ignored);
+    impl_->io.stop();
+  });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+uint16_t HttpServer::port() const { return impl_->bound.port(); }
+
+std::string HttpServer::address() const {
+  const auto& ep = impl_->bound;
+  std::string host = ep.address().to_string();
+  if (ep.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(ep.port());
+}
+
+}  // namespace tern::telemetry

@@ -1,0 +1,50 @@
+#pragma once
+// The telemetry HTTP endpoint: a Boost.Asio server on its own thread (the one extra thread the
+// architecture allows a daemon for HTTP). It parses requests with HttpRequestParser and answers
+// through a handler that must only read state published for it (a snapshot under a mutex,
+// atomic counters): the daemon's event loop and the protocol cores never run on this thread.
+// One request per connection, bounded head size, per-connection deadline, bounded connections.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/telemetry/http_message.hpp"
+
+namespace tern::telemetry {
+
+struct HttpServerOptions {
+  size_t max_connections = 32;
+  double request_timeout_seconds = 5.0;  // slow or idle clients are dropped after this
+  size_t max_head_bytes = 8192;
+};
+
+// "HOST:PORT", "[V6]:PORT" or ":PORT" (all IPv4 interfaces). Port 0 = any free port.
+struct BindAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+// Throws std::invalid_argument with a message naming the problem.
+BindAddress parseBindAddress(const std::string& text);
+
+class HttpServer {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+  // Binds and listens now (so bind errors surface at start-up as exceptions) and starts the
+  // serving thread. The handler is called on that thread.
+  HttpServer(const std::string& bind, Handler handler, HttpServerOptions options = {});
+  ~HttpServer();  // stops accepting, closes connections, joins the thread
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const;
+  // "host:port" as bound, IPv6 hosts in brackets: what to put after "http://".
+  std::string address() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tern::telemetry

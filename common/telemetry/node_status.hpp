@@ -1,0 +1,57 @@
+#pragma once
+// What a daemon reports about itself and the cluster it sees, in one plain struct: the event loop
+// fills it after each round or event, and it becomes the /status JSON document and the /metrics
+// families. The coordinator lists every worker it knows; a worker lists itself. Byte and message
+// counters are cumulative since the daemon started, like the metrics CSV.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tern::telemetry {
+
+struct LinkStatus {
+  double a_seconds = 0.0;             // fitted fixed cost per transfer
+  double b_seconds_per_packet = 0.0;  // fitted cost per packet
+  double r2 = 0.0;
+  uint64_t samples = 0;
+  uint32_t packet_bytes = 0;
+};
+
+struct PeerStatus {
+  uint32_t id = 0;
+  std::string name;
+  bool alive = false;
+  uint32_t cap = 0;    // coordinator's cap k_i (worker: the level it last sent)
+  double share = 0.0;  // data share p_i
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  LinkStatus link;
+};
+
+struct NodeStatus {
+  std::string role;  // "coordinator" | "worker"
+  std::string name;
+  std::string version;
+  std::string state;   // "waiting" | "running" | "finished" | "stopping"
+  uint64_t round = 0;  // last closed round (coordinator) or replica round (worker)
+  uint64_t rounds_completed = 0;
+  double time_s = 0.0;  // seconds since training started
+  double train_loss = 0.0;
+  double test_accuracy = 0.0;
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  uint64_t full_bytes = 0;  // what uncompressed fp32 gradients would have cost
+  uint32_t participants = 0;
+  uint32_t alive_workers = 0;
+  uint64_t late_pushes = 0;
+  std::map<std::string, uint64_t> rejected;  // messages refused, by reason
+  std::map<std::string, uint64_t> counters;  // further cumulative counters, e.g. probe_bytes
+  std::vector<PeerStatus> workers;
+};
+
+uint64_t rejectedTotal(const NodeStatus& s);
+// The /status document: the struct's fields under the same names.
+std::string toJson(const NodeStatus& s);
+
+}  // namespace tern::telemetry

@@ -1,0 +1,144 @@
+#include "common/telemetry/telemetry_service.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/telemetry/http_server.hpp"
+
+namespace tern::telemetry {
+
+TelemetryService::TelemetryService(Clock clock, double stale_after_seconds)
+    : clock_(std::move(clock)), stale_after_(stale_after_seconds), last_beat_(clock_()) {
+  status_json_ = toJson(NodeStatus{});
+}
+
+TelemetryService::~TelemetryService() { server_.reset(); }
+
+std::string TelemetryService::serve(const std::string& bind) {
+  server_ = std::make_unique<HttpServer>(bind, [this](const HttpRequest& r) { return handle(r); });
+  return server_->address();
+}
+
+const std::vector<double>& TelemetryService::roundBuckets() {
+  static const std::vector<double> b = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                        2.5,  5,     10,   30,  60,   120};
+  return b;
+}
+
+void TelemetryService::heartbeat() { last_beat_.store(clock_(), std::memory_order_relaxed); }
+
+bool TelemetryService::healthy() const {
+  return clock_() - last_beat_.load(std::memory_order_relaxed) <= stale_after_;
+}
+
+void TelemetryService::publish(const NodeStatus& status) {
+  {
+    std::lock_guard lock(metrics_mutex_);
+    exportMetrics(status);
+  }
+  std::string json = toJson(status);
+  std::lock_guard lock(mutex_);
+  status_json_ = std::move(json);
+}
+
+void TelemetryService::exportMetrics(const NodeStatus& s) {
+  auto& m = metrics_;
+  m.setGauge("tern_info", "Constant 1, labelled with what this process is.",
+             {{"role", s.role}, {"name", s.name}, {"version", s.version}}, 1);
+  m.setGauge("tern_round", "Last closed round (coordinator) or replica round (worker).", {},
+             double(s.round));
+  m.setCounterTotal("tern_rounds_total", "Rounds completed.", {}, double(s.rounds_completed));
+  m.setGauge("tern_train_loss", "Training loss of the last round.", {}, s.train_loss);
+  m.setGauge("tern_test_accuracy", "Test accuracy at the last evaluation.", {}, s.test_accuracy);
+  m.setCounterTotal("tern_upload_bytes_total", "Gradient bytes pushed by workers.", {},
+                    double(s.upload_bytes));
+  m.setCounterTotal("tern_download_bytes_total", "Bytes broadcast to workers.", {},
+                    double(s.download_bytes));
+  m.setCounterTotal("tern_full_bytes_total", "Bytes uncompressed fp32 gradients would have cost.",
+                    {}, double(s.full_bytes));
+  m.setGauge("tern_participants", "Workers whose push made it into the last round.", {},
+             s.participants);
+  m.setGauge("tern_alive_workers", "Workers currently considered alive.", {}, s.alive_workers);
+  m.setCounterTotal("tern_late_pushes_total", "Pushes that arrived after their round closed.", {},
+                    double(s.late_pushes));
+  for (const auto& [reason, n] : s.rejected) {
+    m.setCounterTotal("tern_rejected_messages_total", "Messages refused, by reason.",
+                      {{"reason", reason}}, double(n));
+  }
+  for (const auto& [name, n] : s.counters) {
+    m.setCounterTotal("tern_" + name + "_total", "Cumulative " + name + ".", {}, double(n));
+  }
+  for (const auto& w : s.workers) {
+    Labels l{{"worker", w.name}, {"id", std::to_string(w.id)}};
+    m.setGauge("tern_worker_alive", "1 while the worker is considered alive.", l, w.alive);
+    m.setGauge("tern_worker_cap", "Compression cap k_i (a worker: the level it last sent).", l,
+               w.cap);
+    m.setGauge("tern_worker_share", "Data share p_i of the worker.", l, w.share);
+    m.setCounterTotal("tern_worker_upload_bytes_total", "Bytes received from the worker.", l,
+                      double(w.upload_bytes));
+    m.setCounterTotal("tern_worker_download_bytes_total", "Bytes sent to the worker.", l,
+                      double(w.download_bytes));
+    m.setGauge("tern_worker_link_a_seconds", "Fitted fixed cost per transfer (a).", l,
+               w.link.a_seconds);
+    m.setGauge("tern_worker_link_b_seconds_per_packet", "Fitted cost per packet (b).", l,
+               w.link.b_seconds_per_packet);
+    m.setGauge("tern_worker_link_r2", "Coefficient of determination of the link fit.", l,
+               w.link.r2);
+    m.setGauge("tern_worker_link_samples", "Transfers the link fit is based on.", l,
+               double(w.link.samples));
+  }
+  // One observation per completed round; when several rounds completed since the last
+  // publication, each gets their mean duration.
+  // A first publication that already counts several rounds (a resumed run) only sets the
+  // baseline: their durations are unknown here.
+  if (s.rounds_completed > seen_rounds_) {
+    uint64_t n = s.rounds_completed - seen_rounds_;
+    bool baseline_only = seen_rounds_ == 0 && n > 1;
+    double each = seen_rounds_ == 0 ? s.time_s : (s.time_s - seen_time_) / double(n);
+    for (uint64_t i = 0; i < n && !baseline_only; ++i) {
+      m.observe("tern_round_duration_seconds", "Wall time per round.", roundBuckets(),
+                std::max(0.0, each));
+    }
+    seen_rounds_ = s.rounds_completed;
+    seen_time_ = s.time_s;
+  }
+}
+
+std::string TelemetryService::metricsText() const {
+  std::lock_guard lock(metrics_mutex_);
+  return metrics_.scrape();
+}
+
+std::string TelemetryService::statusJson() const {
+  std::lock_guard lock(mutex_);
+  return status_json_;
+}
+
+HttpResponse TelemetryService::handle(const HttpRequest& request) const {
+  HttpResponse r;
+  if (request.method != "GET" && request.method != "HEAD") {
+    r.status = 405;
+    r.body = "only GET and HEAD\n";
+    return r;
+  }
+  if (request.path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metricsText();
+  } else if (request.path == "/status") {
+    r.content_type = "application/json";
+    r.body = statusJson() + "\n";
+  } else if (request.path == "/healthz") {
+    bool ok = healthy();
+    r.status = ok ? 200 : 503;
+    r.body = ok ? "ok\n" : "event loop stalled\n";
+  } else if (request.path == "/") {
+    r.body = "tern telemetry: /metrics /status /healthz\n";
+  } else {
+    r.status = 404;
+    r.body = "not found\n";
+  }
+  return r;
+}
+
+}  // namespace tern::telemetry

@@ -1,0 +1,202 @@
+#include "common/telemetry/telemetry_service.hpp"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <sstream>
+
+#include "common/telemetry/json.hpp"
+
+using namespace tern::telemetry;
+
+namespace {
+
+// Reads the exposition format into "name{k="v",...}" -> value, checking the line grammar:
+// every sample's family has HELP and TYPE lines before it.
+std::map<std::string, double> parseExposition(const std::string& text) {
+  std::map<std::string, double> out;
+  std::map<std::string, std::string> types;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      std::string name, type;
+      t >> name >> type;
+      types[name] = type;
+      continue;
+    }
+    REQUIRE(line[0] != '#');
+    size_t space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    std::string series = line.substr(0, space);
+    std::string name = series.substr(0, series.find('{'));
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      std::string s = suffix;
+      if (!types.count(family) && name.size() > s.size() &&
+          name.compare(name.size() - s.size(), s.size(), s) == 0) {
+        family = name.substr(0, name.size() - s.size());
+      }
+    }
+    CAPTURE(line);
+    REQUIRE(types.count(family));
+    out[series] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+NodeStatus sampleStatus() {
+  NodeStatus s;
+  s.role = "coordinator";
+  s.name = "c";
+  s.version = "0.1.0";
+  s.state = "running";
+  s.round = 4;
+  s.rounds_completed = 5;
+  s.time_s = 2.5;
+  s.train_loss = 0.75;
+  s.test_accuracy = 0.5;
+  s.upload_bytes = 123456789012ull;
+  s.download_bytes = 1000;
+  s.full_bytes = 9007199254740991ull;  // 2^53 - 1: still exact in a double
+  s.participants = 2;
+  s.alive_workers = 2;
+  s.late_pushes = 1;
+  s.rejected = {{"bad_version", 3}, {"unknown_session", 1}};
+  s.counters = {{"probe_bytes", 77}};
+  PeerStatus w;
+  w.id = 7;
+  w.name = "pi-7";
+  w.alive = true;
+  w.cap = 235;
+  w.share = 0.25;
+  w.upload_bytes = 600;
+  w.download_bytes = 400;
+  w.link = {0.002, 0.0015, 0.99, 12, 1448};
+  s.workers.push_back(w);
+  return s;
+}
+
+struct FakeClock {
+  double now = 100.0;
+};
+
+}  // namespace
+
+TEST_CASE("the published status becomes metrics with the same values") {
+  FakeClock clock;
+  TelemetryService t([&] { return clock.now; });
+  t.publish(sampleStatus());
+  auto m = parseExposition(t.metricsText());
+  CHECK(m.at("tern_round") == 4);
+  CHECK(m.at("tern_rounds_total") == 5);
+  CHECK(m.at("tern_train_loss") == 0.75);
+  CHECK(m.at("tern_test_accuracy") == 0.5);
+  CHECK(m.at("tern_upload_bytes_total") == 123456789012.0);
+  CHECK(m.at("tern_full_bytes_total") == 9007199254740991.0);
+  CHECK(m.at("tern_download_bytes_total") == 1000);
+  CHECK(m.at("tern_late_pushes_total") == 1);
+  CHECK(m.at("tern_rejected_messages_total{reason=\"bad_version\"}") == 3);
+  CHECK(m.at("tern_rejected_messages_total{reason=\"unknown_session\"}") == 1);
+  CHECK(m.at("tern_probe_bytes_total") == 77);
+  CHECK(m.at("tern_worker_cap{id=\"7\",worker=\"pi-7\"}") == 235);
+  CHECK(m.at("tern_worker_share{id=\"7\",worker=\"pi-7\"}") == 0.25);
+  CHECK(m.at("tern_worker_upload_bytes_total{id=\"7\",worker=\"pi-7\"}") == 600);
+  CHECK(m.at("tern_worker_link_b_seconds_per_packet{id=\"7\",worker=\"pi-7\"}") == 0.0015);
+  CHECK(m.at("tern_worker_link_samples{id=\"7\",worker=\"pi-7\"}") == 12);
+  CHECK(m.at("tern_info{name=\"c\",role=\"coordinator\",version=\"0.1.0\"}") == 1);
+}
+
+TEST_CASE("counters follow growing totals and never move backwards") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s = sampleStatus();
+  t.publish(s);
+  s.upload_bytes += 10;
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_upload_bytes_total") == 123456789022.0);
+  s.upload_bytes = 5;  // a source that restarted from zero
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_upload_bytes_total") == 123456789022.0);
+}
+
+TEST_CASE("each completed round lands once in the round-duration histogram") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s;
+  s.rounds_completed = 1;
+  s.time_s = 0.2;  // first round: 0.2 s
+  t.publish(s);
+  t.publish(s);  // republishing the same round observes nothing
+  s.rounds_completed = 4;
+  s.time_s = 6.2;  // three more rounds in 6 s: 2 s each
+  t.publish(s);
+  auto m = parseExposition(t.metricsText());
+  CHECK(m.at("tern_round_duration_seconds_count") == 4);
+  CHECK(m.at("tern_round_duration_seconds_sum") == doctest::Approx(6.2));
+  CHECK(m.at("tern_round_duration_seconds_bucket{le=\"0.25\"}") == 1);
+  CHECK(m.at("tern_round_duration_seconds_bucket{le=\"1\"}") == 1);
+  CHECK(m.at("tern_round_duration_seconds_bucket{le=\"2.5\"}") == 4);
+  CHECK(m.at("tern_round_duration_seconds_bucket{le=\"+Inf\"}") == 4);
+}
+
+TEST_CASE("/status serves the last published snapshot as a JSON document") {
+  TelemetryService t([] { return 0.0; });
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/status";
+  CHECK(parseJson(t.handle(req).body).find("workers")->array().empty());
+  t.publish(sampleStatus());
+  HttpResponse r = t.handle(req);
+  CHECK(r.status == 200);
+  CHECK(r.content_type == "application/json");
+  JsonValue v = parseJson(r.body);
+  CHECK(v.numberOr("rounds_completed", 0) == 5);
+  CHECK(v.numberOr("rejected_total", 0) == 4);
+  CHECK(v.find("rejected")->numberOr("bad_version", 0) == 3);
+  const auto& w = v.find("workers")->array().at(0);
+  CHECK(w.stringOr("name", "") == "pi-7");
+  CHECK(w.find("alive")->boolean());
+  CHECK(w.find("link")->numberOr("a_seconds", 0) == 0.002);
+}
+
+TEST_CASE("/healthz turns 503 when the event loop stops beating") {
+  FakeClock clock;
+  TelemetryService t([&] { return clock.now; }, 30.0);
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/healthz";
+  CHECK(t.handle(req).status == 200);
+  clock.now += 31;
+  CHECK(t.handle(req).status == 503);
+  t.heartbeat();
+  CHECK(t.handle(req).status == 200);
+}
+
+TEST_CASE("unknown paths are 404 and other methods 405") {
+  TelemetryService t([] { return 0.0; });
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/nope";
+  CHECK(t.handle(req).status == 404);
+  req.method = "POST";
+  req.path = "/metrics";
+  CHECK(t.handle(req).status == 405);
+  req.method = "HEAD";
+  CHECK(t.handle(req).status == 200);
+}
+
+TEST_CASE("a first snapshot of a resumed run sets the baseline without inventing durations") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s;
+  s.rounds_completed = 50;
+  s.time_s = 3.0;
+  t.publish(s);
+  s.rounds_completed = 51;
+  s.time_s = 3.5;
+  t.publish(s);
+  auto m = parseExposition(t.metricsText());
+  CHECK(m.at("tern_round_duration_seconds_count") == 1);
+  CHECK(m.at("tern_round_duration_seconds_sum") == doctest::Approx(0.5));
+}
