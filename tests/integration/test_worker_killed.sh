@@ -10,21 +10,20 @@ CPID=$!; PIDS+=($CPID)
 wait_for_file "$WORK/endpoint"
 EP=$(cat "$WORK/endpoint")
 write_worker "$WORK/worker.yaml" "$EP" 3
-# Slow the workers down a little so the kill lands mid-run.
 for i in 0 1 2; do
   "$BIN/tern-worker" --config "$WORK/worker.yaml" --name "w$i" --shard-index $i \
     > "$WORK/w$i.out" 2> "$WORK/w$i.err" &
   PIDS+=($!)
 done
 VICTIM=${PIDS[3]}
-for _ in $(seq 1 300); do
+for _ in $(seq 1 1200); do
   [ -s "$WORK/metrics.csv" ] && [ "$(wc -l < "$WORK/metrics.csv")" -ge 6 ] && break
   sleep 0.05
 done
 kill -9 "$VICTIM"
 wait $CPID || fail "coordinator exited with $?"
 grep -q '^final: rounds=60 ' "$WORK/coord.out" || { tail -20 "$WORK/coord.err"; fail "coordinator did not finish"; }
-grep -q "marked gone" "$WORK/coord.err" || fail "the killed worker was never marked gone"
+cat "$WORK/coord.out" "$WORK/coord.err" | grep -q "marked gone" || fail "the killed worker was never marked gone"
 python3 - "$WORK/metrics.csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
