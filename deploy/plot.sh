@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Plots a tern metrics CSV (coordinator or simulator) into PNGs with gnuplot:
+#   accuracy_rounds.png   test accuracy (evaluated rounds) and train loss against rounds
+#   accuracy_upload.png   test accuracy against uploaded bytes, with what uncompressed fp32
+#                         gradients would have cost for the same rounds
+#   caps.png              each worker's compression cap k_i over rounds
+#   link_rates.png        each worker's fitted link: packet rate 1/b as Mbit/s, and fixed cost a
+# Usage: deploy/plot.sh METRICS.csv OUTDIR   (PACKET_BYTES=1448 converts b to a bit rate)
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 METRICS.csv OUTDIR" >&2
+  exit 2
+fi
+csv="$1"
+out="$2"
+packet_bytes="${PACKET_BYTES:-1448}"
+command -v gnuplot > /dev/null || { echo "plot.sh: gnuplot is not installed (apt install gnuplot-nox)" >&2; exit 1; }
+[ -r "$csv" ] || { echo "plot.sh: cannot read $csv" >&2; exit 1; }
+expected="round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes"
+head -1 "$csv" | grep -q "^$expected," || { echo "plot.sh: $csv is not a tern metrics CSV" >&2; exit 1; }
+mkdir -p "$out"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+# Columns are found by name, so added columns do not break the plots. Per-worker columns are
+# ';'-joined in worker-id order; a worker that joined later has fewer rows, shown as gaps ('?').
+awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
+  NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  {
+    r = $col["round"]
+    print r, $col["train_loss"], $col["upload_bytes"], $col["full_bytes"] > (dir "/loss.dat")
+    if ($col["evaluated"] == 1)
+      print r, $col["test_accuracy"], $col["upload_bytes"], $col["full_bytes"] > (dir "/acc.dat")
+    nc = split($col["caps"], caps, ";")
+    na = split($col["link_a"], la, ";")
+    nb = split($col["link_b"], lb, ";")
+    ns = split($col["link_samples"], ls, ";")
+    if (nc > workers) workers = nc
+    line = r
+    for (w = 1; w <= workers; w++) line = line " " (w <= nc ? caps[w] : "?")
+    print line > (dir "/caps.dat")
+    rate = r; fixed = r
+    for (w = 1; w <= workers; w++) {
+      ok = w <= nb && w <= ns && ls[w] > 0 && lb[w] > 0
+      rate = rate " " (ok ? pb * 8 / lb[w] / 1e6 : "?")
+      fixed = fixed " " (w <= na && w <= ns && ls[w] > 0 && la[w] > 0 ? la[w] * 1e3 : "?")
+    }
+    print rate > (dir "/rate.dat")
+    print fixed > (dir "/fixed.dat")
+  }
+  END { print workers > (dir "/workers") }
+' "$csv"
+workers=$(cat "$tmp/workers")
+[ -s "$tmp/loss.dat" ] || { echo "plot.sh: $csv has no rounds" >&2; exit 1; }
+[ -s "$tmp/acc.dat" ] || echo "0 ? 0 0" > "$tmp/acc.dat"  # no evaluation yet: empty curve
+
+gnuplot <<GP
+set terminal pngcairo size 900,540 enhanced font "sans,11"
+set datafile missing "?"
+set grid lc rgb "#dddddd"
+set key outside right top
+set style line 1 lw 2 lc rgb "#1f77b4"
+set style line 2 lw 1.5 lc rgb "#d62728"
+set style line 3 lw 2 lc rgb "#7f7f7f" dt 2
+
+set output "$out/accuracy_rounds.png"
+set key inside right center
+set title "Test accuracy and training loss"
+set xlabel "round"
+set ylabel "test accuracy"
+set y2label "train loss"
+set ytics nomirror
+set y2tics
+set yrange [0:1]
+plot "$tmp/acc.dat" using 1:2 with linespoints ls 1 pt 7 ps 0.5 title "test accuracy", \
+     "$tmp/loss.dat" using 1:2 axes x1y2 with lines ls 2 title "train loss"
+unset y2label
+unset y2tics
+set ytics mirror
+
+set output "$out/accuracy_upload.png"
+set key inside right bottom
+set title "Test accuracy against uploaded bytes"
+set xlabel "cumulative upload (MB)"
+set ylabel "test accuracy"
+set logscale x
+plot "$tmp/acc.dat" using (\$3/1e6):2 with linespoints ls 1 pt 7 ps 0.5 title "tern (compressed, measured)", \
+     "$tmp/acc.dat" using (\$4/1e6):2 with lines ls 3 title "same rounds, uncompressed fp32"
+unset logscale x
+
+set output "$out/caps.png"
+set key outside right top
+set title "Compression cap k_i per worker"
+set xlabel "round"
+set ylabel "cap (coordinates per push)"
+set autoscale y
+set yrange [0:*]
+plot for [w=1:$workers] "$tmp/caps.dat" using 1:(column(w+1)) with steps lw 2 title sprintf("worker %d", w-1)
+
+set output "$out/link_rates.png"
+set multiplot layout 2,1 title "Fitted link models (t = a + b * packets)"
+set title "packet rate: 8 * $packet_bytes bytes / b"
+set xlabel ""
+set ylabel "Mbit/s"
+set logscale y
+set autoscale y
+plot for [w=1:$workers] "$tmp/rate.dat" using 1:(column(w+1)) with lines lw 2 title sprintf("worker %d", w-1)
+set title "fixed cost per transfer: a"
+set xlabel "round"
+set ylabel "ms"
+plot for [w=1:$workers] "$tmp/fixed.dat" using 1:(column(w+1)) with lines lw 2 title sprintf("worker %d", w-1)
+unset multiplot
+GP
+echo "plot.sh: wrote $out/accuracy_rounds.png $out/accuracy_upload.png $out/caps.png $out/link_rates.png"
