@@ -4,6 +4,10 @@
 # same tree for /usr. Included from the top-level CMakeLists.txt.
 include(GNUInstallDirs)
 
+# Packaging installs what is built (build first: `cmake --build BUILD`) instead of building every
+# target first: on a Pi or a shared CI box, `cpack` must not start compiling all test suites.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
+
 # The units in deploy/systemd name /usr/bin (the packaged layout); the rewrite runs at install
 # time so that --prefix given to `cmake --install` (and CPack's staging prefix) is honoured.
 foreach(unit tern-coordinator.service tern-worker@.service)
