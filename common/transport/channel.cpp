@@ -45,7 +45,13 @@ std::optional<size_t> Channel::send(const std::string& peer, const std::string& 
 
 bool Channel::waitReadable(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, timeout);
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    // A signal (SIGTERM, SIGHUP) interrupted the wait: the loop checks its flags and goes on.
+    if (e.num() == EINTR) return false;
+    throw;
+  }
   return (item.revents & ZMQ_POLLIN) != 0;
 }
 
@@ -54,7 +60,13 @@ std::optional<Frames> Channel::receive() {
   zmq::message_t part;
   bool first = true;
   while (true) {
-    auto r = socket_.recv(part, zmq::recv_flags::dontwait);
+    zmq::recv_result_t r;
+    try {
+      r = socket_.recv(part, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR || !first) throw;
+      return std::nullopt;
+    }
     if (!r) {
       if (first) return std::nullopt;
       // A multipart message arrives whole; a missing continuation cannot happen, but be safe.
