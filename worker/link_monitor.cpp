@@ -1,5 +1,7 @@
 #include "worker/link_monitor.hpp"
 
+#include <algorithm>
+
 namespace tern::worker {
 namespace {
 
@@ -29,7 +31,15 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
   if (it == pending_.end()) return std::nullopt;
   auto [bytes, at] = it->second;
   pending_.erase(it);
-  double seconds = now - at - hold_seconds;
+  // The socket is a FIFO: a message handed over while an earlier one was still going out waits
+  // behind it, and timing it from the hand-over would count that wait as its own link time. It
+  // is timed from the earlier one's (ack - hold) instead, which is the packet-pair dispersion:
+  // its own bytes only, short of the path latency (unknown here, and not taken from the fit,
+  // whose a would otherwise confirm itself).
+  const double done = now - hold_seconds;
+  const double start = last_done_ ? std::max(at, *last_done_) : at;
+  last_done_ = std::max(done, last_done_.value_or(done));
+  const double seconds = done - start;
   if (!(seconds > 0.0)) return std::nullopt;
   estimator_.addSample(bytes, seconds);
   return seconds;
@@ -48,6 +58,7 @@ std::vector<size_t> LinkMonitor::probesToSend(double now, bool calibrating) {
 
 void LinkMonitor::reset() {
   pending_.clear();
+  last_done_.reset();
   calibrated_ = false;
 }
 

@@ -39,6 +39,7 @@ class LinkMonitor {
   config::LinkSettings settings_;
   costmodel::LinkEstimator estimator_;
   std::map<uint64_t, std::pair<size_t, double>> pending_;  // key -> (bytes, sent at)
+  std::optional<double> last_done_;                        // latest (ack received - hold) seen
   uint64_t probe_id_ = 0;
   bool calibrated_ = false;
 };
