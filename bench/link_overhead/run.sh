@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# What link measurement costs a round on loopback: the real coordinator and workers train the same
+# job (same seed, same rounds) with link.measure true and false, repetitions interleaved (the order
+# alternates so slow drift of the machine falls on both sides), and the mean round time of each
+# is printed with their ratio, next to the CPU time all processes of a run used (start-up
+# included, so only the difference between the two settings means something). Measuring adds the
+# calibration train at join, exploration probes (within their bytes-per-minute cap), one
+# estimator update per ack and the model in every push.
+#
+# Usage: bench/link_overhead/run.sh BIN_DIR [REPS] [ROUNDS]
+#   env: WORKERS (3), FEATURES (784), WARMUP rounds left out of the steady mean (10),
+#        CSV=FILE also writes one line per run there. Prints; asserts nothing.
+set -euo pipefail
+BIN="${1:?usage: run.sh BIN_DIR [REPS] [ROUNDS]}"
+REPS="${2:-5}"
+ROUNDS="${3:-300}"
+WORKERS="${WORKERS:-3}"
+FEATURES="${FEATURES:-784}"
+WARMUP="${WARMUP:-10}"
+for b in tern-coordinator tern-worker; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b not built" >&2; exit 1; }
+done
+[ "$ROUNDS" -gt $((WARMUP + 1)) ] || { echo "ROUNDS must exceed WARMUP+1" >&2; exit 1; }
+
+WORK="$(mktemp -d /tmp/tern-link-overhead.XXXXXX)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# run_once MEASURE TAG: one training run; leaves $WORK/TAG/metrics.csv.
+run_once() {
+  local measure=$1 dir="$WORK/$2"
+  mkdir -p "$dir"
+  cat > "$dir/coord.yaml" <<YAML
+bind: tcp://127.0.0.1:0
+endpoint_file: $dir/endpoint
+min_workers: $WORKERS
+max_rounds: $ROUNDS
+round_deadline_seconds: 10
+heartbeat_seconds: 0.5
+worker_patience_seconds: 10
+eval_every: 1000000000
+model: {kind: softmax, classes: 10, features: $FEATURES}
+optimizer: {lr: 0.5}
+training: {batch_size: 64, seed: 11}
+allocation: {method: uniform, mean_ratio: 0.05}
+logging: {level: warn}
+YAML
+  "$BIN/tern-coordinator" --config "$dir/coord.yaml" --metrics-csv "$dir/metrics.csv" \
+    > "$dir/coord.out" 2> "$dir/coord.err" &
+  local cpid=$!
+  PIDS=("$cpid")
+  for _ in $(seq 1 200); do [ -s "$dir/endpoint" ] && break; sleep 0.05; done
+  [ -s "$dir/endpoint" ] || { cat "$dir/coord.err" >&2; exit 1; }
+  cat > "$dir/worker.yaml" <<YAML
+name: w
+coordinator: $(cat "$dir/endpoint")
+data:
+  format: synthetic
+  rows: 3000
+  features: $FEATURES
+  classes: 10
+  seed: 11
+  shard: {index: 0, total: $WORKERS}
+  partition: {dirichlet_alpha: 0.5, seed: 11}
+compression: {name: topk, error_feedback: true}
+link: {measure: $measure}
+heartbeat_seconds: 0.5
+coordinator_patience_seconds: 10
+logging: {level: warn}
+YAML
+  local i
+  for i in $(seq 0 $((WORKERS - 1))); do
+    "$BIN/tern-worker" --config "$dir/worker.yaml" --name "w$i" --shard-index "$i" \
+      > "$dir/w$i.out" 2> "$dir/w$i.err" &
+    PIDS+=($!)
+  done
+  local p
+  for p in "${PIDS[@]}"; do
+    wait "$p" || { echo "a process of run $2 failed; see below" >&2; tail -3 "$dir"/*.err >&2; exit 1; }
+  done
+  PIDS=()
+}
+
+echo "link measurement overhead on loopback: $WORKERS workers, softmax ${FEATURES}x10, top-k 5%," \
+  "$ROUNDS rounds, $REPS repetitions per setting, interleaved"
+for rep in $(seq 1 "$REPS"); do
+  if [ $((rep % 2)) = 1 ]; then order="true false"; else order="false true"; fi
+  for m in $order; do
+    # In a subshell so that `times` reports the CPU time of this run's processes alone.
+    (
+      trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done' EXIT
+      run_once "$m" "rep$rep-$m"
+      times > "$WORK/rep$rep-$m/times"
+    )
+    printf '.'
+  done
+done
+echo
+
+python3 - "$WORK" "$REPS" "$WARMUP" "${CSV:-}" <<'PY'
+import csv, math, statistics as st, sys
+
+work, reps, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+
+def run(rep, measure):
+    rows = list(csv.DictReader(open(f"{work}/rep{rep}-{measure}/metrics.csv")))
+    t = [float(r["time_s"]) for r in rows]
+    steady = (t[-1] - t[warmup]) / (len(t) - 1 - warmup)   # s per round after warm-up
+    total = t[-1] / len(t)                                 # s per round, join and calibration included
+    samples = rows[-1]["link_samples"]
+    # `times`, second line: user and system CPU time of the coordinator and workers together.
+    children = open(f"{work}/rep{rep}-{measure}/times").read().split("\n")[1].split()
+    cpu = sum(float(m) * 60 + float(s.rstrip("s")) for m, s in (c.split("m") for c in children))
+    return steady, total, samples, len(rows), cpu
+
+res = {m: [run(r, m) for r in range(1, reps + 1)] for m in ("true", "false")}
+
+def summary(values):
+    m = st.mean(values)
+    s = st.stdev(values) if len(values) > 1 else 0.0
+    return m, s, st.median(values)
+
+print(f"{'link.measure':<13} {'steady ms/round':>16} {'+-sd':>7} {'median':>7} "
+      f"{'all ms/round':>13} {'+-sd':>7} {'median':>7} {'cpu s/run':>10} {'+-sd':>6}"
+      f"  samples (last run)")
+for m in ("true", "false"):
+    s_mean, s_sd, s_med = summary([r[0] for r in res[m]])
+    a_mean, a_sd, a_med = summary([r[1] for r in res[m]])
+    c_mean, c_sd, _ = summary([r[4] for r in res[m]])
+    print(f"{m:<13} {s_mean*1e3:>16.3f} {s_sd*1e3:>7.3f} {s_med*1e3:>7.3f} "
+          f"{a_mean*1e3:>13.3f} {a_sd*1e3:>7.3f} {a_med*1e3:>7.3f} {c_mean:>10.3f} {c_sd:>6.3f}"
+          f"  {res[m][-1][2]}")
+
+# Paired by repetition (the two runs of a repetition ran back to back), and the ratio of the
+# medians, which a few runs slowed by the rest of the machine do not move.
+for idx, label in ((0, "steady"), (1, "all")):
+    ratios = [on[idx] / off[idx] for on, off in zip(res["true"], res["false"])]
+    m, s, _ = summary(ratios)
+    half = 2 * s / math.sqrt(len(ratios)) if len(ratios) > 1 else float("nan")
+    med = summary([r[idx] for r in res["true"]])[2] / summary([r[idx] for r in res["false"]])[2]
+    print(f"on/off ({label:<6}): mean of {len(ratios)} paired ratios {m:.4f} +-{half:.4f} (~95%), "
+          f"ratio of medians {med:.4f} ({100*(med-1):+.2f}%)")
+
+cpu = [(on[4] - off[4]) / on[3] for on, off in zip(res["true"], res["false"])]
+m, s, _ = summary(cpu)
+half = 2 * s / math.sqrt(len(cpu)) if len(cpu) > 1 else float("nan")
+print(f"CPU time on - off, all processes: {m*1e3:+.3f} +-{half*1e3:.3f} ms per round (~95%)")
+
+if out:
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "measure", "steady_s_per_round", "all_s_per_round", "rounds",
+                    "link_samples", "cpu_s"])
+        for m in ("true", "false"):
+            for rep, (steady, total, samples, n, cpu) in enumerate(res[m], 1):
+                w.writerow([rep, m, f"{steady:.6f}", f"{total:.6f}", n, samples, f"{cpu:.3f}"])
+    print(f"per-run results: {out}")
+PY

@@ -1,0 +1,79 @@
+# Shared helpers for the network-namespace tests. Usage: source lib.sh BIN_DIR SRC_DIR
+# Each test gets two private namespaces joined by a veth pair: "c" (10.77.0.1/30, the
+# coordinator's side) and "w" (10.77.0.2/30, the worker's side). Nothing is configured outside
+# them, so no traffic can leave; the namespaces (and with them the veth pair and any shaping)
+# are removed on exit, whatever the exit path.
+set -euo pipefail
+BIN="$1"
+SRC="$2"
+SKIP=77
+WORK="$(mktemp -d /tmp/tern-netns.XXXXXX)"
+NS_C="tern-c-$$"
+NS_W="tern-w-$$"
+ADDR_C=10.77.0.1
+ADDR_W=10.77.0.2
+DEV_C=veth-c
+DEV_W=veth-w
+PIDS=()
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+  done
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+  ip netns del "$NS_C" 2>/dev/null || true
+  ip netns del "$NS_W" 2>/dev/null || true
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit "$SKIP"; }
+
+# Skips (exit 77) unless we are root and the kernel and iproute2 can make namespaces, veth
+# pairs and tbf qdiscs; on success the pair is up and addressed.
+setup_pair() {
+  [ "$(id -u)" = 0 ] || skip "needs root (network namespaces and tc)"
+  command -v ip > /dev/null || skip "iproute2 'ip' not found"
+  command -v tc > /dev/null || skip "iproute2 'tc' not found"
+  ip netns add "$NS_C" 2> /dev/null || skip "cannot create a network namespace"
+  ip netns add "$NS_W" 2> /dev/null || skip "cannot create a network namespace"
+  ip -n "$NS_C" link add "$DEV_C" type veth peer name "$DEV_W" netns "$NS_W" 2> /dev/null ||
+    skip "cannot create a veth pair"
+  ip -n "$NS_C" addr add "$ADDR_C/30" dev "$DEV_C"
+  ip -n "$NS_W" addr add "$ADDR_W/30" dev "$DEV_W"
+  ip -n "$NS_C" link set lo up
+  ip -n "$NS_W" link set lo up
+  ip -n "$NS_C" link set "$DEV_C" up
+  ip -n "$NS_W" link set "$DEV_W" up
+  # One tbf to find out whether the kernel has it at all; shape_worker() replaces it.
+  ip netns exec "$NS_W" tc qdisc add dev "$DEV_W" root tbf rate 1gbit burst 64k limit 1m \
+    2> /dev/null || skip "the kernel has no tbf qdisc"
+  ip netns exec "$NS_W" tc qdisc del dev "$DEV_W" root
+}
+
+# shape_worker add|change|replace RATE: token bucket on the worker's egress. The bucket holds a single
+# frame (a burst of 1600 bytes), so every byte after the first frame of a send goes at RATE. The
+# queue is long enough (4 MB) that tbf never drops: TCP's small-queue limit keeps far less queued.
+shape_worker() {
+  ip netns exec "$NS_W" tc qdisc "$1" dev "$DEV_W" root tbf rate "$2" burst 1600 limit 4000000
+}
+
+# Bytes dropped by the worker's qdisc so far (0 expected: drops would mean retransmissions).
+worker_qdisc_drops() {
+  ip netns exec "$NS_W" tc -s qdisc show dev "$DEV_W" | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' |
+    head -1
+}
+
+in_c() { ip netns exec "$NS_C" "$@"; }
+in_w() { ip netns exec "$NS_W" "$@"; }
+
+wait_for_file() {
+  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
+  fail "timed out waiting for $1"
+}
