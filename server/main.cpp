@@ -70,6 +70,10 @@ std::string systemdStatus(const telemetry::NodeStatus& st) {
 
 int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
+  // libprotobuf logs a line for every hostile envelope it fails to parse (e.g. invalid UTF-8):
+  // a flood of bad input would become a flood of log lines. Those messages are refused, counted
+  // by reason and logged at a bounded rate by the loop below instead.
+  google::protobuf::SetLogHandler(nullptr);
   std::shared_ptr<const ml::Dataset> test;
   if (!s.test_data.format.empty()) {
     test = std::make_shared<ml::Dataset>(ml::loadDataset(s.test_data));
