@@ -100,6 +100,9 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_byt
       const auto& e = env.error();
       spdlog::warn("coordinator error {}: {}", int(e.code()), e.text());
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
+        // A restarted coordinator refuses, one by one, every message that queued up while it was
+        // away; one join answers them all. A join that gets no welcome is retried on silence.
+        if (!joined_ && clock_() - join_sent_ < settings_.coordinator_patience_seconds) return {};
         ++stats_.rejoins;
         return join();
       }

@@ -1,12 +1,15 @@
 // Coordinator checkpoints: the bytes restore a core that continues exactly as the original would
 // (model, optimizer momentum, round, membership and counters), under a new session that sends
-// every worker back through a re-join for the full model. Damaged bytes are refused.
+// every worker back through a re-join for the full model. Damaged bytes are refused. And the
+// worker's side of a restart: one re-join however many of its messages the new session refuses.
 #include <doctest/doctest.h>
 
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
+#include "common/ml/dataset.hpp"
 #include "server/coordinator_core.hpp"
+#include "worker/worker_core.hpp"
 
 using namespace tern;
 
@@ -279,4 +282,38 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.mutable_workers(1)->set_id(0); }),
                              1),
                   std::runtime_error);
+}
+
+TEST_CASE("a worker answers a burst of unknown-session errors from a restarted coordinator once") {
+  config::WorkerSettings ws;
+  ws.coordinator_patience_seconds = 5.0;
+  ws.compressor.name = "topk";
+  double now = 0.0;
+  auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
+  worker::WorkerCore worker(ws, shard, [&now] { return now; });
+  auto joins = [](const std::vector<Message>& out) {
+    size_t n = 0;
+    for (const auto& m : out) n += m.envelope.has_join() ? 1 : 0;
+    return n;
+  };
+  REQUIRE(joins(worker.start()) == 1);
+
+  // Joined to the first coordinator.
+  Cluster c;
+  Message welcome;
+  REQUIRE(welcomeIn(c.core->onMessage("W", worker.start().front(), 10, now), "W", &welcome));
+  worker.onMessage(welcome, 100);
+  REQUIRE(worker.joined());
+
+  // The coordinator restarts; four queued heartbeats are each refused.
+  Message refused;
+  refused.envelope = makeEnvelope();
+  refused.envelope.mutable_error()->set_code(wire::Error::UNKNOWN_SESSION);
+  size_t sent = 0;
+  for (int i = 0; i < 4; ++i) sent += joins(worker.onMessage(refused, 10));
+  CHECK(sent == 1);
+  CHECK(worker.stats().rejoins == 1);
+  // Past the patience without a welcome, a refusal does send a new join.
+  now += ws.coordinator_patience_seconds + 0.1;
+  CHECK(joins(worker.onMessage(refused, 10)) == 1);
 }
