@@ -20,6 +20,11 @@ else
   ctest --test-dir build --output-on-failure --timeout 900 -LE netns
 fi
 
+if [ "${TERN_SKIP_FUZZ:-0}" != "1" ]; then
+  echo "== fuzz targets under ASan+UBSan (clang, ${FUZZ_SECONDS:-60}s each)"
+  FUZZ_JOBS="$jobs" bash tests/fuzz/run.sh
+fi
+
 if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== unit tests under ASan+UBSan"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON \
