@@ -276,7 +276,7 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     a->set_bytes_received(wire_bytes);
     a->set_probe(probe);
     a->set_probe_id(push.probe_id());
-    a->set_hold_seconds(std::max(0.0, clock_() - received_at));
+    stampAckHold(m, received_at, clock_());
     return send(*w, std::move(m));
   };
 
@@ -323,8 +323,16 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     auto closed = closeRound();
     out.insert(out.end(), std::make_move_iterator(closed.begin()),
                std::make_move_iterator(closed.end()));
+    // The ack goes out first, but only after the round's work: its hold covers that work, or
+    // the worker would count it as link time.
+    stampAckHold(out.front().message, received_at, clock_());
   }
   return out;
+}
+
+void stampAckHold(Message& m, double received_at, double now) {
+  if (!m.envelope.has_ack()) return;
+  m.envelope.mutable_ack()->set_hold_seconds(std::max(0.0, now - received_at));
 }
 
 bool CoordinatorCore::allPushed() const {

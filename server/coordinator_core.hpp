@@ -53,6 +53,13 @@ struct RoundRecord {
   std::vector<WorkerRecord> workers;  // every known worker, by id
 };
 
+// Sets an ack's hold time: from receiving the message it answers (received_at) to now. The
+// worker subtracts it from the ack's round trip to get its link time, so it must cover all the
+// coordinator did in between: the core stamps it when it returns, and a daemon that does more
+// work before the send (checkpoint, logging) stamps it again right before handing it to the
+// socket. Messages other than acks are left alone.
+void stampAckHold(Message& m, double received_at, double now);
+
 class CoordinatorCore {
  public:
   CoordinatorCore(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,

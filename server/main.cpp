@@ -145,11 +145,13 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   tel.ready("listening on " + endpoint);
   publish("waiting");
 
-  auto dispatch = [&](std::vector<Outgoing> out) {
+  // received_at: when the message these answer was received (acks carry the time held since).
+  auto dispatch = [&](std::vector<Outgoing> out, std::optional<double> received_at = {}) {
     // The checkpoint goes to disk before the messages of the event that made it due: no worker
     // is told of a round's result that a crash right after could lose.
     if (core.checkpointDue()) saveCheckpoint();
     for (auto& o : out) {
+      if (received_at) server::stampAckHold(o.message, *received_at, steadySeconds());
       if (!transport::sendMessage(channel, o.peer, o.message)) {
         spdlog::debug("could not send to a peer (gone or queue full)");
       }
@@ -167,7 +169,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
           dispatch(core.onMalformed(frames->peer, parsed.error));
           continue;
         }
-        dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at));
+        dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at), at);
         if (core.finished()) break;
       }
     }

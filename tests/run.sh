@@ -12,12 +12,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 
 echo "== tests"
-# The shaped-link test (tests/netns) still fails against the worker's probe scheduling (probes
-# queued behind pushes measure only the tail of the transfer); it runs with TERN_NETNS=1.
-if [ "${TERN_NETNS:-0}" = "1" ]; then
-  ctest --test-dir build --output-on-failure --timeout 900
-else
+# The shaped-link tests (tests/netns, about half a minute) run as root and are skipped (exit
+# code 77) elsewhere; TERN_SKIP_NETNS=1 leaves them out.
+if [ "${TERN_SKIP_NETNS:-0}" = "1" ]; then
   ctest --test-dir build --output-on-failure --timeout 900 -LE netns
+else
+  ctest --test-dir build --output-on-failure --timeout 900
 fi
 
 if [ "${TERN_SKIP_FUZZ:-0}" != "1" ]; then

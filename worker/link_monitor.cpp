@@ -1,5 +1,7 @@
 #include "worker/link_monitor.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace tern::worker {
@@ -14,52 +16,136 @@ costmodel::LinkEstimatorSpec toSpec(const config::LinkSettings& s) {
   return spec;
 }
 
+// Acks that never come must not grow the table without bound.
+constexpr size_t kMaxPending = 256;
+
 }  // namespace
 
-LinkMonitor::LinkMonitor(const config::LinkSettings& settings)
-    : settings_(settings), estimator_(toSpec(settings)) {}
+size_t zmtpFrameHeaderBytes(size_t frame_bytes) { return frame_bytes <= 255 ? 2 : 9; }
+
+size_t zmtpWireBytes(size_t envelope_bytes, size_t payload_bytes) {
+  size_t n = envelope_bytes + zmtpFrameHeaderBytes(envelope_bytes);
+  if (payload_bytes > 0) n += payload_bytes + zmtpFrameHeaderBytes(payload_bytes);
+  return n;
+}
+
+size_t zmtpPayloadFor(size_t wire_bytes, size_t envelope_bytes) {
+  const size_t head = envelope_bytes + zmtpFrameHeaderBytes(envelope_bytes);
+  if (wire_bytes <= head + 2) return 0;  // no room for a payload frame of even one byte
+  const size_t room = wire_bytes - head;
+  // A long frame header when the payload needs it, else a short one.
+  if (room >= 9 + 256) return room - 9;
+  return std::min<size_t>(room - 2, 255);
+}
+
+LinkMonitor::LinkMonitor(const config::LinkSettings& settings, double ack_timeout_seconds)
+    : settings_(settings), ack_timeout_(ack_timeout_seconds), estimator_(toSpec(settings)) {}
+
+void LinkMonitor::issued(uint64_t key, double now) {
+  if (!settings_.measure) return;
+  Pending p;
+  p.order = ++order_;
+  p.issued_at = now;
+  pending_[key] = p;
+  while (pending_.size() > kMaxPending) {
+    auto oldest = std::min_element(pending_.begin(), pending_.end(), [](const auto& x,
+                                                                        const auto& y) {
+      return x.second.order < y.second.order;
+    });
+    drop(oldest);
+  }
+}
 
 void LinkMonitor::sent(uint64_t key, size_t wire_bytes, double now) {
   if (!settings_.measure) return;
-  pending_[key] = {wire_bytes, now};
-  // Acks that never come (a lost round) must not grow the table without bound.
-  while (pending_.size() > 256) pending_.erase(pending_.begin());
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    // Not announced by issued(): timed all the same, from now.
+    issued(key, now);
+    it = pending_.find(key);
+  }
+  it->second.bytes = wire_bytes;
+  it->second.sent_at = now;
+}
+
+void LinkMonitor::drop(std::map<uint64_t, Pending>::iterator it) {
+  // Whatever was handed to the socket after it may have waited behind its bytes for an unknown
+  // time: those cannot be timed.
+  const uint64_t order = it->second.order;
+  for (auto& [key, p] : pending_) {
+    if (p.order > order) p.untimed = true;
+  }
+  pending_.erase(it);
+  ++unacknowledged_;
+}
+
+void LinkMonitor::expire(double now) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto next = std::next(it);  // drop() erases only `it`
+    if (now >= it->second.issued_at + ack_timeout_) drop(it);
+    it = next;
+  }
 }
 
 std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, double now) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return std::nullopt;
-  auto [bytes, at] = it->second;
+  Pending mine = it->second;
   pending_.erase(it);
+  // Answers come in order: anything sent before this one and still waiting was refused or lost,
+  // and this one may have waited behind its bytes.
+  for (;;) {
+    auto older = std::find_if(pending_.begin(), pending_.end(),
+                              [&](const auto& e) { return e.second.order < mine.order; });
+    if (older == pending_.end()) break;
+    drop(older);
+    mine.untimed = true;
+  }
   // The socket is a FIFO: a message handed over while an earlier one was still going out waits
   // behind it, and timing it from the hand-over would count that wait as its own link time. It
   // is timed from the earlier one's (ack - hold) instead, which is the packet-pair dispersion:
   // its own bytes only, short of the path latency (unknown here, and not taken from the fit,
   // whose a would otherwise confirm itself).
   const double done = now - hold_seconds;
-  const double start = last_done_ ? std::max(at, *last_done_) : at;
+  const std::optional<double> previous = last_done_;
   last_done_ = std::max(done, last_done_.value_or(done));
+  if (!mine.sent_at || mine.untimed) return std::nullopt;
+  const double start = previous ? std::max(*mine.sent_at, *previous) : *mine.sent_at;
   const double seconds = done - start;
   if (!(seconds > 0.0)) return std::nullopt;
-  estimator_.addSample(bytes, seconds);
+  estimator_.addSample(mine.bytes, seconds);
+  spdlog::debug("link sample: {} bytes in {:.6f} s{}", mine.bytes, seconds,
+                previous && *previous > *mine.sent_at ? " (behind the previous message)" : "");
   return seconds;
 }
 
-std::vector<size_t> LinkMonitor::probesToSend(double now, bool calibrating) {
-  std::vector<size_t> sizes;
-  if (!settings_.measure) return sizes;
-  if (calibrating && !calibrated_) {
-    calibrated_ = true;
-    return estimator_.calibrationPlan();
-  }
-  if (auto probe = estimator_.probeToSend(now)) sizes.push_back(*probe);
-  return sizes;
+void LinkMonitor::queueCalibration() {
+  if (!settings_.measure || calibrated_) return;
+  calibrated_ = true;
+  for (size_t bytes : estimator_.calibrationPlan()) queue_.push_back(bytes);
+}
+
+void LinkMonitor::queueExploration(double now) {
+  if (!settings_.measure) return;
+  // One exploration probe at a time: while one still waits, the estimator has not seen it yet.
+  if (!queue_.empty()) return;
+  if (auto probe = estimator_.probeToSend(now)) queue_.push_back(*probe);
+}
+
+std::optional<size_t> LinkMonitor::nextProbe(double now) {
+  expire(now);
+  if (queue_.empty() || !pending_.empty()) return std::nullopt;
+  const size_t bytes = queue_.front();
+  queue_.pop_front();
+  return bytes;
 }
 
 void LinkMonitor::reset() {
   pending_.clear();
+  queue_.clear();
   last_done_.reset();
   calibrated_ = false;
+  // The fit survives a re-join: the link is the same; the new calibration train adds to it.
 }
 
 wire::LinkModel LinkMonitor::toWire() const {

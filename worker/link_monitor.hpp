@@ -1,9 +1,19 @@
 #pragma once
 // The worker's view of its own uplink (issue: every worker measures its own link): it stamps
 // each push and probe when handed to the socket, turns the matching ack into one transmission
-// time (ack received - push sent - coordinator hold), feeds the online estimator, and asks for
-// calibration probes at join and exploration probes when recent sizes cannot identify the slope.
+// time (ack received - push sent - coordinator hold), feeds the online estimator, and schedules
+// probes: the calibration train at join, exploration probes when recent sizes cannot identify
+// the slope.
+//
+// Probes go out one at a time and only while nothing else is unacknowledged, so a probe never
+// waits in the socket behind a push or another probe: its time is its own bytes crossing the
+// link, not the tail of someone else's transfer. Pushes are never held back; one handed over
+// behind a probe is timed from the probe's ack.
+//
+// Bytes are counted as they go on the wire: ZMTP 3 frames, each with its own frame header.
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -14,19 +24,45 @@
 
 namespace tern::worker {
 
+// ZMTP 3 frame header: a flags octet, then the size in one octet (up to 255) or in eight.
+size_t zmtpFrameHeaderBytes(size_t frame_bytes);
+// Bytes on the TCP stream for a message of an envelope frame and an optional payload frame.
+size_t zmtpWireBytes(size_t envelope_bytes, size_t payload_bytes);
+// The payload that makes a message with this envelope occupy exactly `wire_bytes` on the TCP
+// stream (0 when the envelope alone is that large).
+size_t zmtpPayloadFor(size_t wire_bytes, size_t envelope_bytes);
+
 class LinkMonitor {
  public:
-  explicit LinkMonitor(const config::LinkSettings& settings);
+  // ack_timeout_seconds: a push or probe unacknowledged for this long is given up (no sample),
+  // so a lost message cannot hold the probe queue forever.
+  LinkMonitor(const config::LinkSettings& settings, double ack_timeout_seconds);
 
   // Key of a push: its round; of a probe: its probe id (high bit set to keep them apart).
   static uint64_t pushKey(uint64_t round) { return round; }
   static uint64_t probeKey(uint64_t probe_id) { return probe_id | (1ull << 63); }
 
+  // A push or probe was created and will be handed to the socket: it is unacknowledged from now.
+  void issued(uint64_t key, double now);
+  // It was handed to the socket now, wire_bytes long on the TCP stream.
   void sent(uint64_t key, size_t wire_bytes, double now);
-  // An ack arrived; returns the transmission time when it matched a pending send.
+  // An ack arrived; returns the transmission time when it matched a send that can be timed.
+  // The coordinator answers in order, so anything sent before the acked message and still
+  // unacknowledged was refused or lost: it is dropped without a sample, and so is any message
+  // that queued behind it (its start is unknown).
   std::optional<double> acked(uint64_t key, double hold_seconds, double now);
-  // Probe sizes (bytes) to send now: the calibration train once, then exploration probes.
-  std::vector<size_t> probesToSend(double now, bool calibrating);
+
+  // Queues the calibration train (once per join).
+  void queueCalibration();
+  // Queues an exploration probe if the estimator asks for one now (charged to its budget).
+  void queueExploration(double now);
+  // The next queued probe size (bytes on the wire) when nothing is unacknowledged; pops it.
+  std::optional<size_t> nextProbe(double now);
+  bool awaitingAck() const { return !pending_.empty(); }
+  size_t queuedProbes() const { return queue_.size(); }
+  // Sends given up without an ack (timed out or passed over by a later ack).
+  uint64_t unacknowledged() const { return unacknowledged_; }
+
   uint64_t nextProbeId() { return ++probe_id_; }
   void reset();
 
@@ -36,11 +72,25 @@ class LinkMonitor {
   uint64_t samples() const { return estimator_.fit().samples; }
 
  private:
+  struct Pending {
+    uint64_t order = 0;               // issue order
+    double issued_at = 0.0;
+    std::optional<double> sent_at;    // handed to the socket
+    size_t bytes = 0;
+    bool untimed = false;             // queued behind a message that was never acked
+  };
+  void drop(std::map<uint64_t, Pending>::iterator it);
+  void expire(double now);
+
   config::LinkSettings settings_;
+  double ack_timeout_;
   costmodel::LinkEstimator estimator_;
-  std::map<uint64_t, std::pair<size_t, double>> pending_;  // key -> (bytes, sent at)
-  std::optional<double> last_done_;                        // latest (ack received - hold) seen
+  std::map<uint64_t, Pending> pending_;  // key -> unacknowledged push or probe
+  std::deque<size_t> queue_;             // probe sizes waiting for a quiet link
+  std::optional<double> last_done_;      // latest (ack received - hold) seen
+  uint64_t order_ = 0;
   uint64_t probe_id_ = 0;
+  uint64_t unacknowledged_ = 0;
   bool calibrated_ = false;
 };
 

@@ -14,7 +14,7 @@ WorkerCore::WorkerCore(const config::WorkerSettings& settings,
     : settings_(settings),
       shard_(std::move(shard)),
       clock_(std::move(clock)),
-      link_(std::make_unique<LinkMonitor>(settings.link)) {}
+      link_(std::make_unique<LinkMonitor>(settings.link, settings.coordinator_patience_seconds)) {}
 
 WorkerCore::~WorkerCore() = default;
 
@@ -73,7 +73,11 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_byt
     case wire::Envelope::kAck: {
       const auto& a = env.ack();
       uint64_t key = a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
-      link_->acked(key, a.hold_seconds(), clock_());
+      const double now = clock_();
+      link_->acked(key, a.hold_seconds(), now);
+      // Exploration is decided on the push's ack, with that push's time in the fit; the probe
+      // goes out ahead of the next push.
+      if (joined_ && !a.probe()) link_->queueExploration(now);
       return {};
     }
     case wire::Envelope::kHeartbeat:
@@ -158,24 +162,28 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 
-  return probes(replica_round_, true);
+  // The train goes out one probe ahead of each push (see handleRoundStart).
+  link_->queueCalibration();
+  return {};
 }
 
-std::vector<Message> WorkerCore::probes(uint64_t round, bool calibrating) {
-  std::vector<Message> out;
-  for (size_t bytes : link_->probesToSend(clock_(), calibrating)) {
-    Message p;
-    p.envelope = makeEnvelope();
-    auto* push = p.envelope.mutable_push();
-    push->set_session(session_);
-    push->set_worker_id(id_);
-    push->set_round(round);
-    push->set_probe(true);
-    push->set_probe_id(link_->nextProbeId());
-    p.payload.assign(bytes, 0x5a);
-    out.push_back(sendable(std::move(p)));
-  }
-  return out;
+std::vector<Message> WorkerCore::nextProbe() {
+  const double now = clock_();
+  auto bytes = link_->nextProbe(now);
+  if (!bytes) return {};
+  Message p;
+  p.envelope = makeEnvelope();
+  auto* push = p.envelope.mutable_push();
+  push->set_session(session_);
+  push->set_worker_id(id_);
+  push->set_round(replica_round_);
+  push->set_probe(true);
+  push->set_probe_id(link_->nextProbeId());
+  // The planned size is what goes on the wire, envelope and frame headers included, so that a
+  // one-packet probe fills one packet and no more.
+  p.payload.assign(zmtpPayloadFor(*bytes, p.envelope.ByteSizeLong()), 0x5a);
+  link_->issued(LinkMonitor::probeKey(push->probe_id()), now);
+  return {sendable(std::move(p))};
 }
 
 bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& error) {
@@ -220,9 +228,15 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     compressor_ = std::make_unique<compression::ErrorFeedback>(
         compression::makeCompressor(cspec), errorFeedbackOn());
   }
-  std::vector<Message> out;
-  out.push_back(makePush(rs.round()));
-  for (auto& p : probes(rs.round(), false)) out.push_back(std::move(p));
+  // A queued probe goes out right before the push, once the push is computed, and only when
+  // nothing else is unacknowledged: it then starts on an idle link and its ack is read as soon as
+  // it arrives, because the worker has nothing left to do but wait (an ack arriving while the
+  // worker computes would be read late and inflate the time). The push follows it and is timed
+  // from the probe's ack (see LinkMonitor::acked).
+  Message push = makePush(rs.round());
+  std::vector<Message> out = nextProbe();
+  link_->issued(LinkMonitor::pushKey(rs.round()), clock_());
+  out.push_back(std::move(push));
   return out;
 }
 
@@ -303,7 +317,9 @@ void WorkerCore::onSent(const Message& msg, size_t wire_bytes) {
   } else {
     stats_.pushed_bytes += wire_bytes;
   }
-  link_->sent(key, wire_bytes, clock_());
+  // wire_bytes are the frames' contents; the link carries their ZMTP headers too.
+  const size_t payload = std::min(msg.payload.size(), wire_bytes);
+  link_->sent(key, zmtpWireBytes(wire_bytes - payload, payload), clock_());
 }
 
 std::vector<Message> WorkerCore::onTick() {

@@ -65,7 +65,8 @@ class WorkerCore {
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
   bool errorFeedbackOn() const;
-  std::vector<Message> probes(uint64_t round, bool calibrating);
+  // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
+  std::vector<Message> nextProbe();
   // Decodes the coordinator's update strictly and adds it to the replica.
   bool applyUpdate(std::span<const uint8_t> payload, std::string& error);
 

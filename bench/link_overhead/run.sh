@@ -48,6 +48,7 @@ optimizer: {lr: 0.5}
 training: {batch_size: 64, seed: 11}
 allocation: {method: uniform, mean_ratio: 0.05}
 logging: {level: warn}
+security: none
 YAML
   "$BIN/tern-coordinator" --config "$dir/coord.yaml" --metrics-csv "$dir/metrics.csv" \
     > "$dir/coord.out" 2> "$dir/coord.err" &
@@ -71,6 +72,7 @@ link: {measure: $measure}
 heartbeat_seconds: 0.5
 coordinator_patience_seconds: 10
 logging: {level: warn}
+security: none
 YAML
   local i
   for i in $(seq 0 $((WORKERS - 1))); do
@@ -135,8 +137,17 @@ for m in ("true", "false"):
           f"{a_mean*1e3:>13.3f} {a_sd*1e3:>7.3f} {a_med*1e3:>7.3f} {c_mean:>10.3f} {c_sd:>6.3f}"
           f"  {res[m][-1][2]}")
 
-# Paired by repetition (the two runs of a repetition ran back to back), and the ratio of the
-# medians, which a few runs slowed by the rest of the machine do not move.
+# Paired by repetition (the two runs of a repetition ran back to back): on a shared machine the
+# load drifts, and a pair sees about the same load on both sides.
+print()
+print(f"{'rep':>3} {'on ms/round':>12} {'off ms/round':>13} {'on/off':>7}   (steady rounds)")
+for rep, (on, off) in enumerate(zip(res["true"], res["false"]), 1):
+    print(f"{rep:>3} {on[0]*1e3:>12.3f} {off[0]*1e3:>13.3f} {on[0]/off[0]:>7.4f}")
+paired = [on[0] / off[0] for on, off in zip(res["true"], res["false"])]
+print(f"{'med':>3} {'':>12} {'':>13} {st.median(paired):>7.4f}   (median of the paired ratios)")
+print()
+# The mean of the paired ratios with its spread, and the ratio of the medians, which a few runs
+# slowed by the rest of the machine do not move.
 for idx, label in ((0, "steady"), (1, "all")):
     ratios = [on[idx] / off[idx] for on, off in zip(res["true"], res["false"])]
     m, s, _ = summary(ratios)

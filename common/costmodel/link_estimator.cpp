@@ -117,6 +117,8 @@ LinkEstimator::LinkEstimator(const LinkEstimatorSpec& spec) : spec_(spec) {
     throw std::invalid_argument("link estimator: shift_confirm_samples must be at least 2");
   if (spec_.exploration_window < kMinExplorationSamples)
     throw std::invalid_argument("link estimator: exploration_window must be at least 8");
+  if (!(spec_.max_bits_per_second > 0.0))
+    throw std::invalid_argument("link estimator: max_bits_per_second must be positive");
   reset();
 }
 
@@ -154,6 +156,10 @@ double LinkEstimator::predict(size_t bytes) const {
 
 double LinkEstimator::predictPackets(double x) const { return currentLine(nullptr).at(x); }
 
+double LinkEstimator::minSlope() const {
+  return static_cast<double>(spec_.packet_bytes) * 8.0 / spec_.max_bits_per_second;
+}
+
 bool LinkEstimator::slopeIdentified() const {
   // b is identified when the sizes still weighted in spread enough relative to their mean; the
   // threshold is a quarter of the exploration trigger so that exploration keeps it identified.
@@ -180,10 +186,12 @@ LinkEstimator::Line LinkEstimator::currentLine(bool* identified) const {
     return line;
   }
   const bool ok = slopeIdentified();
-  // Weighted least squares under a >= 0, b >= 0 (neither a fixed cost nor a per-packet time can
-  // be negative). At most one constraint binds, since x, y >= 0; the constrained optimum then
-  // lies on that edge: b = 0 with a = mean y, or a = 0 with the slope through the origin.
-  line.b = std::max(0.0, ok ? cxy_ / cxx_ : b_prior_);
+  // Weighted least squares under a >= 0, b >= b_min (neither a fixed cost nor a per-packet time
+  // can be negative; b_min is tiny and positive, see the spec). The constrained optimum lies on
+  // the edge that binds: b = b_min with a = mean y - b_min mean x, or a = 0 with the slope
+  // through the origin.
+  const double b_min = minSlope();
+  line.b = std::max(b_min, ok ? cxy_ / cxx_ : b_prior_);
   line.a = mean_y_ - line.b * mean_x_;
   if (line.a < 0) {
     line.a = 0;
@@ -192,6 +200,7 @@ LinkEstimator::Line LinkEstimator::currentLine(bool* identified) const {
     } else if (mean_x_ > 0) {
       line.b = mean_y_ / mean_x_;
     }
+    line.b = std::max(b_min, line.b);
   }
   if (identified) *identified = ok;
   return line;

@@ -8,6 +8,7 @@
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
+#include "push_message.hpp"
 #include "server/coordinator_core.hpp"
 #include "worker/worker_core.hpp"
 
@@ -56,16 +57,7 @@ Message join(const std::string& name, uint64_t samples) {
 }
 
 Message push(uint64_t session, uint32_t id, uint64_t round, const std::vector<float>& g) {
-  Message m;
-  m.envelope = makeEnvelope();
-  auto* p = m.envelope.mutable_push();
-  p->set_round(round);
-  p->set_session(session);
-  p->set_worker_id(id);
-  p->set_local_loss(1.0);
-  Rng rng(1);
-  m.payload = compression::makeCompressor({"identity"})->compress(g, 0, rng).bytes;
-  return m;
+  return testing::identityPush(session, id, round, g);
 }
 
 const wire::Welcome* welcomeIn(const std::vector<Outgoing>& out, const std::string& peer,

@@ -8,6 +8,7 @@
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
+#include "push_message.hpp"
 #include "server/coordinator_core.hpp"
 
 using namespace tern;
@@ -40,16 +41,7 @@ struct Harness {
   }
 
   Message push(uint32_t id, uint64_t round, std::vector<float> g) {
-    Message m;
-    m.envelope = makeEnvelope();
-    auto* p = m.envelope.mutable_push();
-    p->set_round(round);
-    p->set_session(session);
-    p->set_worker_id(id);
-    p->set_local_loss(1.0);
-    Rng rng(1);
-    m.payload = compression::makeCompressor({"identity"})->compress(g, 0, rng).bytes;
-    return m;
+    return testing::identityPush(session, id, round, g);
   }
 };
 

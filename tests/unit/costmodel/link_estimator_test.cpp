@@ -258,7 +258,10 @@ TEST_CASE("predict uses the packet count, the ceiling of bytes over P_max") {
   CHECK(est.predict(10 * kPacket) == doctest::Approx(a + 10 * b).epsilon(1e-9));
 }
 
-TEST_CASE("a link without per-packet cost gets b = 0, never a negative slope") {
+// The smallest per-packet time the fit reports: one 1448-byte packet at 100 Gbit/s.
+constexpr double kMinSlope = kPacket * 8.0 / 100e9;
+
+TEST_CASE("a link without per-packet cost gets a tiny positive b, never zero or a negative slope") {
   SyntheticLink link;
   link.a = 0.004;
   link.b = 0.0;
@@ -266,13 +269,14 @@ TEST_CASE("a link without per-packet cost gets b = 0, never a negative slope") {
   for (int i = 0; i < 300; ++i) {
     const size_t bytes = link.randomBytes();
     est.addSample(bytes, link.secondsFor(bytes));
-    CHECK(est.fit().b >= 0.0);
+    if (est.fit().valid) CHECK(est.fit().b >= kMinSlope);
   }
+  CHECK(est.fit().b > 0.0);
   CHECK(est.fit().b < 0.01 * link.a);
   CHECK(relativeError(est.fit().a, link.a) < 0.05);
 }
 
-TEST_CASE("times falling with size are fitted by the constrained optimum b = 0") {
+TEST_CASE("times falling with size are fitted by the constrained optimum b = b_min") {
   LinkEstimatorSpec spec;
   spec.outlier_sigma = 100.0;
   LinkEstimator est(spec);
@@ -281,10 +285,18 @@ TEST_CASE("times falling with size are fitted by the constrained optimum b = 0")
     est.addSample(packets * kPacket, 0.1 - 0.001 * static_cast<double>(packets));
   }
   const LinkFit fit = est.fit();
-  CHECK(fit.b == 0.0);
-  // With b = 0 the best a is a weighted mean of the times: inside their range.
+  CHECK(fit.b == doctest::Approx(kMinSlope).epsilon(1e-12));
+  // With b at its floor the best a is a weighted mean of the times: inside their range.
   CHECK(fit.a >= 0.1 - 0.001 * 30);
   CHECK(fit.a <= 0.1 - 0.001 * 1);
+  // The floor follows the configured fastest link.
+  spec.max_bits_per_second = 1e9;
+  LinkEstimator slow(spec);
+  for (size_t i = 0; i < 60; ++i) {
+    const size_t packets = 1 + i % 30;
+    slow.addSample(packets * kPacket, 0.1 - 0.001 * static_cast<double>(packets));
+  }
+  CHECK(slow.fit().b == doctest::Approx(kPacket * 8.0 / 1e9).epsilon(1e-12));
 }
 
 TEST_CASE("first samples all of one size leave b unidentified, priced proportionally") {
@@ -555,6 +567,9 @@ TEST_CASE("a spec that cannot work is refused at construction") {
   LinkEstimatorSpec empty_probe;
   empty_probe.calibration_packets = {1, 0};
   CHECK_THROWS_AS(LinkEstimator{empty_probe}, std::invalid_argument);
+  LinkEstimatorSpec no_rate;
+  no_rate.max_bits_per_second = 0.0;
+  CHECK_THROWS_AS(LinkEstimator{no_rate}, std::invalid_argument);
 }
 
 }  // namespace

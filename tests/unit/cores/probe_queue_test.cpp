@@ -1,0 +1,255 @@
+// The worker's probe scheduling, driven with a fake clock over a modelled link: probes go out one
+// at a time and never while a push or probe is unacknowledged, ride ahead of a push (never
+// behind one), exploration is decided on a push's ack, and a send that is never acknowledged
+// gives no sample. The link here is a FIFO pipe whose time per message is known, with sizes
+// counted as ZMTP 3 puts them on the TCP stream (RFC 23: a flags octet and a 1- or 8-octet size).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
+#include "worker/worker_core.hpp"
+
+using namespace tern;
+
+namespace {
+
+constexpr uint32_t kPacket = 1448;
+
+// On-wire size of a message, written out from the ZMTP 3 spec independently of the worker code.
+size_t onWire(const Message& m) {
+  auto frame = [](size_t n) { return n + 1 + (n <= 255 ? 1 : 8); };
+  size_t n = frame(m.envelope.ByteSizeLong());
+  if (!m.payload.empty()) n += frame(m.payload.size());
+  return n;
+}
+
+size_t packets(size_t bytes) { return (bytes + kPacket - 1) / kPacket; }
+
+bool isProbe(const Message& m) { return m.envelope.has_push() && m.envelope.push().probe(); }
+bool isPush(const Message& m) { return m.envelope.has_push() && !m.envelope.push().probe(); }
+
+// One worker, a coordinator played by the test, and a FIFO uplink: a message takes
+// a + b * packets once the link is free; the ack comes back `latency` later.
+struct Rig {
+  double now = 0.0;
+  double a = 0.002, b = 0.004, latency = 0.0002;
+  config::WorkerSettings settings;
+  std::shared_ptr<ml::Dataset> shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, 2, 1));
+  std::unique_ptr<worker::WorkerCore> core;
+  uint64_t session = 99;
+  double link_free = 0.0;
+
+  struct InFlight {
+    Message msg;
+    double acked_at;
+  };
+  std::vector<InFlight> in_flight;       // handed to the link, ack not yet delivered
+  std::vector<Message> probes_sent;      // in order
+  size_t unacked = 0;                    // pushes and probes sent and not yet acked
+  size_t probes_sent_while_unacked = 0;  // must stay 0
+  size_t probes_sent_behind_push = 0;    // probes later than a push in one batch: must stay 0
+
+  Rig() {
+    settings.compressor.name = "identity";
+    settings.coordinator_patience_seconds = 30.0;
+    settings.link.packet_bytes = kPacket;
+    core = std::make_unique<worker::WorkerCore>(settings, shard, [this] { return now; });
+    core->start();
+  }
+
+  void welcome() {
+    ml::ModelSpec spec;
+    spec.kind = "softmax";
+    spec.features = 3;
+    spec.classes = 2;
+    auto model = ml::makeModel(spec);
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* w = m.envelope.mutable_welcome();
+    w->set_worker_id(1);
+    w->set_session(session);
+    w->mutable_model()->set_kind("softmax");
+    w->mutable_model()->set_features(3);
+    w->mutable_model()->set_classes(2);
+    w->mutable_training()->set_batch_size(8);
+    w->mutable_training()->set_seed(3);
+    w->set_cap(uint32_t(model->numParams()));
+    w->set_round(0);
+    m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
+    // No probe at the welcome: the train waits for the first push to ride ahead of.
+    CHECK(core->onMessage(m, 0).empty());
+  }
+
+  // The round starts with the full model, so the test need not encode updates.
+  std::vector<Message> roundStart(uint64_t round) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* rs = m.envelope.mutable_round_start();
+    rs->set_round(round);
+    rs->set_session(session);
+    rs->set_full_model(true);
+    rs->set_cap(uint32_t(core->parameters().size()));
+    m.payload = floatsToBytes(core->parameters());
+    return core->onMessage(m, 0);
+  }
+
+  // Hands the core's output to the link in order; `deliver` false loses it on the way.
+  void send(const std::vector<Message>& out, bool deliver = true) {
+    bool push_seen = false;
+    for (const auto& m : out) {
+      if (isProbe(m)) {
+        probes_sent.push_back(m);
+        if (unacked > 0) ++probes_sent_while_unacked;
+        if (push_seen) ++probes_sent_behind_push;
+      }
+      if (isPush(m)) push_seen = true;
+      core->onSent(m, m.envelope.ByteSizeLong() + m.payload.size());
+      if (!m.envelope.has_push()) continue;
+      ++unacked;
+      const double start = std::max(now, link_free);
+      link_free = start + a + b * double(packets(onWire(m)));
+      if (deliver) in_flight.push_back({m, link_free + latency});
+    }
+  }
+
+  Message ackFor(const Message& m, double hold = 0.0) {
+    Message a;
+    a.envelope = makeEnvelope();
+    auto* ack = a.envelope.mutable_ack();
+    ack->set_round(m.envelope.push().round());
+    ack->set_probe(m.envelope.push().probe());
+    ack->set_probe_id(m.envelope.push().probe_id());
+    ack->set_hold_seconds(hold);
+    return a;
+  }
+
+  // Delivers every ack in flight, in time order; returns the messages the acks produced.
+  std::vector<Message> deliverAcks() {
+    std::vector<Message> produced;
+    std::sort(in_flight.begin(), in_flight.end(),
+              [](const auto& x, const auto& y) { return x.acked_at < y.acked_at; });
+    for (auto& f : in_flight) {
+      now = std::max(now, f.acked_at);
+      --unacked;
+      auto out = core->onMessage(ackFor(f.msg), 0);
+      produced.insert(produced.end(), out.begin(), out.end());
+    }
+    in_flight.clear();
+    return produced;
+  }
+
+  // A whole round: start, send, all acks back.
+  void round(uint64_t r) {
+    send(roundStart(r));
+    CHECK(deliverAcks().empty());  // an ack never sends anything by itself
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the calibration train goes one probe ahead of each push, never behind or unacked") {
+  Rig rig;
+  rig.welcome();
+  auto out = rig.roundStart(0);
+  REQUIRE(out.size() == 2);
+  CHECK(isProbe(out[0]));
+  CHECK(isPush(out[1]));
+  rig.send(out);
+
+  // A round that starts while something is still unacknowledged (here: all of round 0) sends
+  // its push alone; the next probe waits.
+  out = rig.roundStart(1);
+  REQUIRE(out.size() == 1);
+  CHECK(isPush(out[0]));
+  rig.send(out);
+  rig.deliverAcks();
+
+  for (uint64_t r = 2; r < 12; ++r) rig.round(r);
+  CHECK(rig.probes_sent_while_unacked == 0);
+  CHECK(rig.probes_sent_behind_push == 0);
+
+  // The default train: 1, 4, 16, 64 packets, twice, interleaved; each probe fills exactly its
+  // packets on the wire, envelope and frame headers included.
+  std::vector<size_t> sizes;
+  for (const auto& p : rig.probes_sent) sizes.push_back(onWire(p));
+  REQUIRE(sizes.size() >= 8);
+  const std::vector<size_t> expected = {1, 4, 16, 64, 1, 4, 16, 64};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(sizes[i] == expected[i] * kPacket);
+  }
+  // The fit sees the link the test built (a per-packet time of 4 ms) from probes and pushes.
+  auto fit = rig.core->link().fit();
+  CHECK(fit.valid);
+  CHECK(std::abs(fit.b / rig.b - 1.0) < 0.05);
+}
+
+TEST_CASE("exploration probes are decided on a push's ack and go out ahead of the next push") {
+  Rig rig;
+  rig.welcome();
+  for (uint64_t r = 0; r < 80; ++r) rig.round(r);
+  // 8 calibration probes, then pushes all of one size (one packet) call for exploration.
+  REQUIRE(rig.probes_sent.size() > 8);
+  CHECK(rig.probes_sent_while_unacked == 0);
+  CHECK(rig.probes_sent_behind_push == 0);
+  for (size_t i = 8; i < rig.probes_sent.size(); ++i) {
+    // A clearly different size from the one-packet pushes.
+    CHECK(packets(onWire(rig.probes_sent[i])) >= 4);
+  }
+
+  // A round whose push is not yet acked: its exploration (if due) is not decided, so the next
+  // round, started before that ack, carries no probe.
+  auto out = rig.roundStart(80);
+  rig.send(out);
+  out = rig.roundStart(81);
+  CHECK(std::none_of(out.begin(), out.end(), isProbe));
+  rig.send(out);
+  rig.deliverAcks();
+  CHECK(std::abs(rig.core->link().fit().b / rig.b - 1.0) < 0.05);
+}
+
+TEST_CASE("a probe that is never acked gives no sample and does not stall the queue") {
+  Rig rig;
+  rig.welcome();
+  auto out = rig.roundStart(0);
+  REQUIRE(out.size() == 2);
+  REQUIRE(isProbe(out[0]));
+  // The probe is lost; the push behind it arrives and is acked. Answers come in order, so the
+  // probe is given up: neither it nor the push (which waited behind it for an unknown time)
+  // becomes a sample.
+  rig.send({out[0]}, false);
+  rig.send({out[1]});
+  rig.deliverAcks();
+  rig.unacked = 0;
+  CHECK(rig.core->link().samples() == 0);
+
+  // The next round sends the next probe of the train.
+  out = rig.roundStart(1);
+  REQUIRE(out.size() == 2);
+  CHECK(isProbe(out[0]));
+  CHECK(onWire(out[0]) == 4 * kPacket);
+  rig.send(out);
+  rig.deliverAcks();
+  CHECK(rig.core->link().samples() == 2);  // this probe and this push
+
+  // A probe and a push both lost: nothing answers, so the queue waits for the ack timeout
+  // (the coordinator patience), then moves on.
+  out = rig.roundStart(2);
+  REQUIRE(out.size() == 2);
+  rig.send(out, false);
+  rig.now += 1.0;
+  out = rig.roundStart(3);
+  CHECK(std::none_of(out.begin(), out.end(), isProbe));
+  rig.send(out, false);
+  rig.now += rig.settings.coordinator_patience_seconds + 0.5;
+  rig.unacked = 0;
+  out = rig.roundStart(4);
+  REQUIRE(out.size() == 2);
+  CHECK(isProbe(out[0]));
+  CHECK(rig.core->link().samples() == 2);  // nothing from the lost ones
+}
