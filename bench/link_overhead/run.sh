@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # What link measurement costs a round on loopback: the real coordinator and workers train the same
-# job (same seed, same rounds) with link.measure true and false, repetitions interleaved (the order
-# alternates so slow drift of the machine falls on both sides), and the mean round time of each
-# is printed with their ratio, next to the CPU time all processes of a run used (start-up
+# job (same seed, same rounds) with link.measure true and false, each repetition's two runs side by
+# side (at the same time by default, so that the load of a shared machine falls on both alike;
+# MODE=alternate runs them one after the other), and the median round time of each
+# run (after warm-up) and the mean over all rounds are printed per run and per setting, with the
+# paired on/off ratios, next to the CPU time all processes of a run used (start-up
 # included, so only the difference between the two settings means something). Measuring adds the
 # calibration train at join, exploration probes (within their bytes-per-minute cap), one
 # estimator update per ack and the model in every push.
 #
 # Usage: bench/link_overhead/run.sh BIN_DIR [REPS] [ROUNDS]
-#   env: WORKERS (3), FEATURES (784), WARMUP rounds left out of the steady mean (10),
-#        CSV=FILE also writes one line per run there. Prints; asserts nothing.
+#   env: WORKERS (3), FEATURES (784), WARMUP rounds left out of the steady median (10),
+#        MODE: together (default: the on and off run of a repetition run at the same time, so
+#        both see the same load from the rest of a shared machine) or alternate (one after the
+#        other, the order alternating), CSV=FILE also writes one line per run there.
+#        Prints; asserts nothing.
 set -euo pipefail
 BIN="${1:?usage: run.sh BIN_DIR [REPS] [ROUNDS]}"
 REPS="${2:-5}"
@@ -17,6 +22,8 @@ ROUNDS="${3:-300}"
 WORKERS="${WORKERS:-3}"
 FEATURES="${FEATURES:-784}"
 WARMUP="${WARMUP:-10}"
+MODE="${MODE:-together}"
+[ "$MODE" = together ] || [ "$MODE" = alternate ] || { echo "MODE: together|alternate" >&2; exit 1; }
 for b in tern-coordinator tern-worker; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b not built" >&2; exit 1; }
 done
@@ -88,18 +95,22 @@ YAML
 }
 
 echo "link measurement overhead on loopback: $WORKERS workers, softmax ${FEATURES}x10, top-k 5%," \
-  "$ROUNDS rounds, $REPS repetitions per setting, interleaved"
+  "$ROUNDS rounds, $REPS repetitions per setting, pairs run $MODE"
 for rep in $(seq 1 "$REPS"); do
   if [ $((rep % 2)) = 1 ]; then order="true false"; else order="false true"; fi
+  pair=()
   for m in $order; do
     # In a subshell so that `times` reports the CPU time of this run's processes alone.
     (
       trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done' EXIT
       run_once "$m" "rep$rep-$m"
       times > "$WORK/rep$rep-$m/times"
-    )
+    ) &
+    pair+=($!)
+    [ "$MODE" = together ] || wait "${pair[-1]}" || exit 1
     printf '.'
   done
+  for p in "${pair[@]}"; do wait "$p" || exit 1; done
 done
 echo
 
@@ -111,7 +122,9 @@ work, reps, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.a
 def run(rep, measure):
     rows = list(csv.DictReader(open(f"{work}/rep{rep}-{measure}/metrics.csv")))
     t = [float(r["time_s"]) for r in rows]
-    steady = (t[-1] - t[warmup]) / (len(t) - 1 - warmup)   # s per round after warm-up
+    # Median round time after warm-up: the machine is shared, and a round that lost the CPU
+    # for 10 ms to another process says nothing about link measurement.
+    steady = st.median(t[i] - t[i - 1] for i in range(warmup + 1, len(t)))
     total = t[-1] / len(t)                                 # s per round, join and calibration included
     samples = rows[-1]["link_samples"]
     # `times`, second line: user and system CPU time of the coordinator and workers together.
@@ -126,7 +139,7 @@ def summary(values):
     s = st.stdev(values) if len(values) > 1 else 0.0
     return m, s, st.median(values)
 
-print(f"{'link.measure':<13} {'steady ms/round':>16} {'+-sd':>7} {'median':>7} "
+print(f"{'link.measure':<13} {'median ms/round':>16} {'+-sd':>7} {'median':>7} "
       f"{'all ms/round':>13} {'+-sd':>7} {'median':>7} {'cpu s/run':>10} {'+-sd':>6}"
       f"  samples (last run)")
 for m in ("true", "false"):
