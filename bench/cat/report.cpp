@@ -37,20 +37,42 @@ std::string cell(const std::optional<double>& v, int precision = 3) {
   return v ? fmt(*v, precision) : "-";
 }
 
-// Runs of one (problem, workers) group, in the order they were given.
-std::vector<std::pair<std::string, size_t>> groups(const std::vector<RunResult>& runs) {
-  std::vector<std::pair<std::string, size_t>> out;
+// A comparison group: one problem, one worker count, error feedback off or on. Methods are
+// compared only inside a group.
+struct Group {
+  std::string problem;
+  size_t workers = 1;
+  bool ef = false;
+  bool operator==(const Group&) const = default;
+  bool contains(const RunResult& r) const {
+    return r.problem == problem && r.workers == workers && r.method.error_feedback == ef;
+  }
+  std::string name() const {
+    return problem + ", " + std::to_string(workers) + " worker(s), error feedback " +
+           (ef ? "on" : "off");
+  }
+};
+
+// Groups in the order their first run was given.
+std::vector<Group> groups(const std::vector<RunResult>& runs) {
+  std::vector<Group> out;
   for (const auto& r : runs) {
-    const auto key = std::make_pair(r.problem, r.workers);
-    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+    const Group g{r.problem, r.workers, r.method.error_feedback};
+    if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
   }
   return out;
 }
 
-const RunResult* findRun(const std::vector<RunResult>& runs, const std::string& problem,
-                         size_t workers, const std::string& label, const std::string& model) {
+// The run labelled `label` (without the "+ef" suffix) in group g under `model`. Full GD sends
+// everything and has no residual: its one run serves both settings.
+const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
+                         const std::string& label, const std::string& model) {
+  const bool ef = g.ef && label != "full";
+  const std::string full_label = label + (ef ? "+ef" : "");
   for (const auto& r : runs) {
-    if (r.problem != problem || r.workers != workers || r.method.label != label) continue;
+    if (r.problem != g.problem || r.workers != g.workers || r.method.error_feedback != ef ||
+        r.method.label != full_label)
+      continue;
     const auto models = reportedModels(r);
     if (std::find(models.begin(), models.end(), model) != models.end()) return &r;
   }
@@ -76,11 +98,11 @@ struct Best {
   double cost = 0;
 };
 
-Best bestFixed(const std::vector<RunResult>& runs, const std::string& problem, size_t workers,
-               double target, const std::string& model, const std::string& compressor = "") {
+Best bestFixed(const std::vector<RunResult>& runs, const Group& g, double target,
+               const std::string& model, const std::string& compressor = "") {
   Best best;
   for (const auto& r : runs) {
-    if (r.problem != problem || r.workers != workers || !isFixed(r)) continue;
+    if (!g.contains(r) || !isFixed(r)) continue;
     if (!compressor.empty() && r.method.compressor != compressor) continue;
     const auto h = firstHit(r, target);
     if (!h) continue;
@@ -90,9 +112,49 @@ Best bestFixed(const std::vector<RunResult>& runs, const std::string& problem, s
   return best;
 }
 
+// Fixed-T runs that stopped at the iteration limit (not diverged) short of the target after
+// spending less than `cost`: in hindsight one of them might still have beaten `cost`, so a
+// ratio against the best fixed T that did finish is then only a bound.
+std::vector<std::string> unfinishedCheaper(const std::vector<RunResult>& runs, const Group& g,
+                                           double target, const std::string& model, double cost) {
+  std::vector<std::string> out;
+  for (const auto& r : runs) {
+    if (!g.contains(r) || !isFixed(r) || r.trace.diverged || firstHit(r, target)) continue;
+    const Trace& t = r.trace;
+    const double spent = model == "packet" ? t.packet_cost.back() : t.bits.back();
+    if (spent < cost) out.push_back(r.method.label);
+  }
+  return out;
+}
+
 const std::vector<std::string> kCatCompressors = {"topk", "sq", "stochastic"};
 
 std::string catLabel(const std::string& compressor) { return "cat-" + compressor; }
+
+// CAT with its best compressor in group g: the cost and the compressor.
+std::optional<std::pair<double, std::string>> bestCat(const std::vector<RunResult>& runs,
+                                                      const Group& g, double target,
+                                                      const std::string& model) {
+  std::optional<std::pair<double, std::string>> best;
+  for (const auto& c : kCatCompressors) {
+    const auto v = costOf(findRun(runs, g, catLabel(c), model), target, model);
+    if (v && (!best || *v < best->first)) best = std::make_pair(*v, c);
+  }
+  return best;
+}
+
+// Calls f(hybrid run, target, hit with S = 1, hit with S) for every hybrid run and target.
+template <typename F>
+void forEachHybridHit(const std::vector<RunResult>& runs, const std::vector<double>& targets,
+                      F&& f) {
+  for (const auto& h : runs) {
+    if (!isHybrid(h)) continue;
+    const Group g{h.problem, h.workers, h.method.error_feedback};
+    const auto* base = findRun(runs, g, catLabel(h.method.compressor), h.method.tuner_cost_model);
+    if (!base) continue;
+    for (double t : targets) f(h, t, firstHit(*base, t), firstHit(h, t));
+  }
+}
 
 }  // namespace
 
@@ -132,16 +194,17 @@ void writeCsv(const std::string& path, const std::vector<RunResult>& runs,
   for (const auto& r : runs)
     for (const auto& model : reportedModels(r))
       for (double t : targets) row(r, r.method.label, model, t);
-  // The best fixed T in hindsight, per cost model and target, named after the run it is.
-  for (const auto& [problem, workers] : groups(runs)) {
+  // The best fixed T in hindsight, per setting, cost model and target, named after its run.
+  for (const auto& g : groups(runs)) {
+    const std::string label = std::string("best-fixed") + (g.ef ? "+ef" : "");
     for (const std::string model : {"payload", "packet"}) {
       for (double t : targets) {
-        const Best b = bestFixed(runs, problem, workers, t, model);
+        const Best b = bestFixed(runs, g, t, model);
         if (b.run) {
-          row(*b.run, "best-fixed[" + b.run->method.label + "]", model, t);
+          row(*b.run, label + "[" + b.run->method.label + "]", model, t);
         } else {
-          out << problem << ',' << workers << ",best-fixed," << model << ',' << fmtTarget(t)
-              << ",,,,,\n";
+          out << g.problem << ',' << g.workers << ',' << label << ',' << model << ','
+              << fmtTarget(t) << ",,,,,\n";
         }
       }
     }
@@ -152,10 +215,11 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
                  const std::vector<double>& targets) {
   // 1. Cost to target per method, and CAT (its best compressor) against the best fixed T.
   out << "\n== Cost to reach f - f* <= target * (f0 - f*)   (payload: bits; packet: seconds on "
-         "the modelled link; '-' = not reached) ==\n";
-  for (const auto& [problem, workers] : groups(runs)) {
+         "the modelled link; '-' = not reached; '*' = a fixed T stopped by the iteration limit "
+         "had spent less than CAT) ==\n";
+  for (const auto& g : groups(runs)) {
     for (const std::string model : {"payload", "packet"}) {
-      out << "\n" << problem << ", " << workers << " worker(s), " << model << " model\n";
+      out << "\n" << g.name() << ", " << model << " model\n";
       out << std::left << std::setw(8) << "target" << std::setw(11) << "full" << std::setw(34)
           << "best fixed T (hindsight)" << std::setw(11) << "dyn-sq";
       for (const auto& c : kCatCompressors) out << std::setw(16) << catLabel(c);
@@ -163,23 +227,20 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
           << "\n";
       for (double t : targets) {
         out << std::setw(8) << fmtTarget(t);
-        out << std::setw(11)
-            << cell(costOf(findRun(runs, problem, workers, "full", model), t, model));
-        const Best b = bestFixed(runs, problem, workers, t, model);
+        out << std::setw(11) << cell(costOf(findRun(runs, g, "full", model), t, model));
+        const Best b = bestFixed(runs, g, t, model);
         out << std::setw(34)
             << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("-"));
-        out << std::setw(11)
-            << cell(costOf(findRun(runs, problem, workers, "dynamic-sq", model), t, model));
-        std::optional<double> cat_best;
-        for (const auto& c : kCatCompressors) {
-          const auto v = costOf(findRun(runs, problem, workers, catLabel(c), model), t, model);
-          out << std::setw(16) << cell(v);
-          if (v && (!cat_best || *v < *cat_best)) cat_best = v;
-        }
-        if (cat_best && b.run)
-          out << std::setw(10) << fmt(*cat_best / b.cost);
-        else
+        out << std::setw(11) << cell(costOf(findRun(runs, g, "dynamic-sq", model), t, model));
+        for (const auto& c : kCatCompressors)
+          out << std::setw(16) << cell(costOf(findRun(runs, g, catLabel(c), model), t, model));
+        const auto cat = bestCat(runs, g, t, model);
+        if (cat && b.run) {
+          const bool open = !unfinishedCheaper(runs, g, t, model, cat->first).empty();
+          out << std::setw(10) << fmt(cat->first / b.cost) + (open ? "*" : "");
+        } else {
           out << std::setw(10) << "-";
+        }
         out << "\n";
       }
     }
@@ -187,77 +248,115 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
 
   // 2. Packet model: CAT S+Q against the dynamic S+Q rule, in packets.
   out << "\n== Packet model: packets to target, CAT S+Q vs dynamic S+Q (Alistarh et al.) ==\n";
-  out << std::left << std::setw(18) << "problem" << std::setw(9) << "workers" << std::setw(8)
-      << "target" << std::setw(12) << "dyn-sq" << std::setw(12) << "cat-sq"
+  out << std::left << std::setw(40) << "group" << std::setw(8) << "target" << std::setw(12)
+      << "dyn-sq" << std::setw(12) << "cat-sq"
       << "dyn/cat\n";
-  for (const auto& [problem, workers] : groups(runs)) {
+  for (const auto& g : groups(runs)) {
     for (double t : targets) {
-      const auto dyn = packetsOf(findRun(runs, problem, workers, "dynamic-sq", "packet"), t);
-      const auto cat = packetsOf(findRun(runs, problem, workers, "cat-sq", "packet"), t);
-      out << std::setw(18) << problem << std::setw(9) << workers << std::setw(8) << fmtTarget(t)
-          << std::setw(12) << cell(dyn, 6) << std::setw(12) << cell(cat, 6)
-          << (dyn && cat ? fmt(*dyn / *cat) : "-") << "\n";
+      const auto dyn = packetsOf(findRun(runs, g, "dynamic-sq", "packet"), t);
+      const auto cat = packetsOf(findRun(runs, g, "cat-sq", "packet"), t);
+      out << std::setw(40) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
+          << cell(dyn, 6) << std::setw(12) << cell(cat, 6) << (dyn && cat ? fmt(*dyn / *cat) : "-")
+          << "\n";
     }
   }
 
   // 3. Full gradient descent's bits against CAT's (its best compressor, payload model).
   out << "\n== Bits to target: full GD / CAT (best compressor, payload model); paper: up to 1e5 on "
          "RCV1 ==\n";
-  out << std::left << std::setw(18) << "problem" << std::setw(9) << "workers" << std::setw(8)
-      << "target" << std::setw(12) << "full bits" << std::setw(22) << "CAT bits"
+  out << std::left << std::setw(40) << "group" << std::setw(8) << "target" << std::setw(12)
+      << "full bits" << std::setw(22) << "CAT bits"
       << "full/CAT\n";
-  for (const auto& [problem, workers] : groups(runs)) {
+  for (const auto& g : groups(runs)) {
     for (double t : targets) {
-      const auto full = costOf(findRun(runs, problem, workers, "full", "payload"), t, "payload");
-      std::optional<double> best;
-      std::string which;
-      for (const auto& c : kCatCompressors) {
-        const auto v =
-            costOf(findRun(runs, problem, workers, catLabel(c), "payload"), t, "payload");
-        if (v && (!best || *v < *best)) {
-          best = v;
-          which = c;
-        }
-      }
-      out << std::setw(18) << problem << std::setw(9) << workers << std::setw(8) << fmtTarget(t)
-          << std::setw(12) << cell(full) << std::setw(22)
-          << (best ? fmt(*best) + " (" + which + ")" : std::string("-"))
-          << (full && best ? fmt(*full / *best) : "-") << "\n";
+      const auto full = costOf(findRun(runs, g, "full", "payload"), t, "payload");
+      const auto cat = bestCat(runs, g, t, "payload");
+      out << std::setw(40) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
+          << cell(full) << std::setw(22)
+          << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("-"))
+          << (full && cat ? fmt(*full / cat->first) : "-") << "\n";
     }
   }
 
   // 4. Hybrid heuristic: recompute T* every S calls against every call.
   bool any_hybrid = false;
   for (const auto& r : runs) any_hybrid |= isHybrid(r);
-  if (!any_hybrid) return;
-  out << "\n== Hybrid heuristic: CAT recomputing T* every S calls vs every call ==\n";
-  out << std::left << std::setw(18) << "problem" << std::setw(9) << "workers" << std::setw(22)
-      << "method" << std::setw(9) << "model" << std::setw(8) << "target" << std::setw(12)
-      << "sel s (S=1)" << std::setw(12) << "sel s (S)" << std::setw(10) << "time x" << std::setw(12)
-      << "bits S=1" << std::setw(12) << "bits S"
-      << "bits S/S=1\n";
-  for (const auto& h : runs) {
-    if (!isHybrid(h)) continue;
-    const std::string base_label = catLabel(h.method.compressor);
-    const auto* base = findRun(runs, h.problem, h.workers, base_label, h.method.tuner_cost_model);
-    if (!base) continue;
-    for (double t : targets) {
-      const auto hb = firstHit(*base, t);
-      const auto hh = firstHit(h, t);
-      out << std::setw(18) << h.problem << std::setw(9) << h.workers << std::setw(22)
-          << h.method.label << std::setw(9) << h.method.tuner_cost_model << std::setw(8)
-          << fmtTarget(t) << std::setw(12) << (hb ? fmt(hb->selection_seconds) : "-")
-          << std::setw(12) << (hh ? fmt(hh->selection_seconds) : "-") << std::setw(10)
-          << (hb && hh && hh->selection_seconds > 0
-                  ? fmt(hb->selection_seconds / hh->selection_seconds)
-                  : "-")
-          << std::setw(12) << (hb ? fmt(hb->bits) : "-") << std::setw(12)
-          << (hh ? fmt(hh->bits) : "-") << (hb && hh ? fmt(hh->bits / hb->bits) : "-") << "\n";
+  if (any_hybrid) {
+    out << "\n== Hybrid heuristic: CAT recomputing T* every S calls vs every call ==\n";
+    out << std::left << std::setw(18) << "problem" << std::setw(9) << "workers" << std::setw(22)
+        << "method" << std::setw(9) << "model" << std::setw(8) << "target" << std::setw(12)
+        << "sel s (S=1)" << std::setw(12) << "sel s (S)" << std::setw(10) << "time x"
+        << std::setw(12) << "bits S=1" << std::setw(12) << "bits S"
+        << "bits S/S=1\n";
+    forEachHybridHit(
+        runs, targets,
+        [&](const RunResult& h, double t, const std::optional<Hit>& hb,
+            const std::optional<Hit>& hh) {
+          out << std::setw(18) << h.problem << std::setw(9) << h.workers << std::setw(22)
+              << h.method.label << std::setw(9) << h.method.tuner_cost_model << std::setw(8)
+              << fmtTarget(t) << std::setw(12) << (hb ? fmt(hb->selection_seconds) : "-")
+              << std::setw(12) << (hh ? fmt(hh->selection_seconds) : "-") << std::setw(10)
+              << (hb && hh && hh->selection_seconds > 0
+                      ? fmt(hb->selection_seconds / hh->selection_seconds)
+                      : "-")
+              << std::setw(12) << (hb ? fmt(hb->bits) : "-") << std::setw(12)
+              << (hh ? fmt(hh->bits) : "-") << (hb && hh ? fmt(hh->bits / hb->bits) : "-") << "\n";
+        });
+  }
+
+  // 5. The summary, as a Markdown table.
+  out << "\n== Summary (Markdown) ==\n\n"
+      << "| problem | workers | error feedback | cost model | target | CAT (best compressor) | "
+         "best fixed T | CAT / best fixed | dyn-sq / CAT-sq packets | full / CAT bits |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& g : groups(runs)) {
+    for (const std::string model : {"payload", "packet"}) {
+      for (double t : targets) {
+        const auto cat = bestCat(runs, g, t, model);
+        const Best b = bestFixed(runs, g, t, model);
+        out << "| " << g.problem << " | " << g.workers << " | " << (g.ef ? "on" : "off") << " | "
+            << model << " | " << fmtTarget(t) << " | "
+            << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("not reached"))
+            << " | "
+            << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("none"))
+            << " | ";
+        if (cat && b.run) {
+          const bool open = !unfinishedCheaper(runs, g, t, model, cat->first).empty();
+          out << fmt(cat->first / b.cost) << (open ? "*" : "");
+        }
+        out << " | ";
+        if (model == "packet") {
+          const auto dyn = packetsOf(findRun(runs, g, "dynamic-sq", "packet"), t);
+          const auto csq = packetsOf(findRun(runs, g, "cat-sq", "packet"), t);
+          if (dyn && csq) out << fmt(*dyn / *csq);
+        }
+        out << " | ";
+        if (model == "payload") {
+          const auto full = costOf(findRun(runs, g, "full", "payload"), t, "payload");
+          if (full && cat) out << fmt(*full / cat->first);
+        }
+        out << " |\n";
+      }
     }
+  }
+  if (any_hybrid) {
+    out << "\n| problem | cost model | method | target | selection time S=1 / S | bits S / S=1 "
+           "|\n|---|---|---|---|---|---|\n";
+    forEachHybridHit(runs, targets,
+                     [&](const RunResult& h, double t, const std::optional<Hit>& hb,
+                         const std::optional<Hit>& hh) {
+                       out << "| " << h.problem << " | " << h.method.tuner_cost_model << " | "
+                           << h.method.label << " | " << fmtTarget(t) << " | "
+                           << (hb && hh && hh->selection_seconds > 0
+                                   ? fmt(hb->selection_seconds / hh->selection_seconds)
+                                   : "")
+                           << " | " << (hb && hh ? fmt(hh->bits / hb->bits) : "") << " |\n";
+                     });
   }
 }
 
-bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs) {
+bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs,
+               const std::vector<double>& targets) {
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
     std::cerr << "gnuplot not found: no plot written (apt-get install -y gnuplot-nox); the CSV "
                  "and tables are complete without it.\n";
@@ -274,9 +373,9 @@ bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs) 
     return false;
   }
   // Curves: every method except the hybrid runs and the fixed grid, of which only the best in
-  // hindsight (fewest bits to the best accuracy any fixed T reached) is drawn.
+  // hindsight (fewest bits to the smallest target) is drawn. Full GD is drawn
+  // in every panel of its problem and worker count.
   size_t block = 0;
-  std::ostringstream plots;
   const size_t cols = 2;
   const size_t rows = (gs.size() + cols - 1) / cols;
   gp << "set terminal pngcairo size " << 700 * cols << "," << 480 * rows
@@ -285,17 +384,22 @@ bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs) 
      << "set xlabel 'bits sent (all workers)'\nset ylabel '(f - f*) / (f_0 - f*)'\n"
      << "set key bottom left font ',8'\nset grid\n"
      << "set multiplot layout " << rows << "," << cols << "\n";
-  for (const auto& [problem, workers] : gs) {
+  for (const auto& g : gs) {
     double reached = 1.0;
     for (const auto& r : runs) {
-      if (r.problem != problem || r.workers != workers || !isFixed(r)) continue;
+      if (!g.contains(r) || !isFixed(r)) continue;
       for (size_t k = 0; k < r.trace.f.size(); ++k)
         reached = std::min(reached, (r.trace.f[k] - r.fstar) / (r.f0 - r.fstar));
     }
-    const Best fixed = bestFixed(runs, problem, workers, std::max(reached, 1e-12), "payload");
+    // The best fixed T at the smallest target some fixed T reached (else at its best accuracy).
+    Best fixed = bestFixed(runs, g, std::max(reached, 1e-12), "payload");
+    for (double t : targets)
+      if (const Best b = bestFixed(runs, g, t, "payload"); b.run) fixed = b;
     std::vector<std::string> parts;
     for (const auto& r : runs) {
-      if (r.problem != problem || r.workers != workers || isHybrid(r)) continue;
+      const bool is_full = r.method.label == "full";
+      if (isHybrid(r)) continue;
+      if (is_full ? (r.problem != g.problem || r.workers != g.workers) : !g.contains(r)) continue;
       if (isFixed(r) && &r != fixed.run) continue;
       std::string title = r.method.label;
       if (isFixed(r)) title = "best fixed: " + title;
@@ -317,7 +421,7 @@ bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs) 
         << " title '" << title << "'";
       parts.push_back(p.str());
     }
-    gp << "set title '" << problem << ", " << workers << " worker(s)'\nplot ";
+    gp << "set title '" << g.name() << "'\nplot ";
     for (size_t i = 0; i < parts.size(); ++i) gp << (i ? ", \\\n     " : "") << parts[i];
     gp << "\n";
   }

@@ -42,6 +42,8 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
                  const std::vector<double>& targets);
 
 // Writes the PNG with gnuplot; returns false (after saying why) when it cannot.
-bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs);
+// Targets are sorted from the largest down (as main passes them).
+bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs,
+               const std::vector<double>& targets);
 
 }  // namespace tern::bench::cat

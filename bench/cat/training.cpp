@@ -74,6 +74,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<float> x(d, 0.0f), update(d);
   std::vector<std::vector<float>> grads(workers, std::vector<float>(d));
   std::vector<compression::SparseGradient> decoded(workers);
+  std::vector<double> steps(workers);
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -108,15 +109,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       packet_cost += packet.cost(bytes);
       levels += decision.level;
       ++pushes;
-      // The smallest reported step keeps the aggregate an unbiased direction when the steps
-      // differ (stochastic sparsification); top-T and S+Q report 1/L everywhere.
+      // Steps differ only for stochastic sparsification (omega_i / L); top-T and S+Q report 1/L.
+      // Each worker's own step is the one its improvement assumed; the smallest keeps the
+      // aggregate an unbiased direction.
       step = std::min(step, decision.step);
+      steps[i] = decision.step;
       decoded[i] = std::move(c.decoded);
     }
     std::fill(update.begin(), update.end(), 0.0f);
-    for (size_t i = 0; i < workers; ++i)
-      compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
-    for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(step) * update[j];
+    for (size_t i = 0; i < workers; ++i) {
+      const double s = limits.per_worker_step ? steps[i] : step;
+      compression::addScaled(decoded[i], static_cast<float>(shards.shares[i] * s), update);
+    }
+    for (size_t j = 0; j < d; ++j) x[j] -= update[j];
   }
   trace.mean_level = pushes ? levels / static_cast<double>(pushes) : 0.0;
   return trace;

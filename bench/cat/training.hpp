@@ -2,8 +2,8 @@
 // In-process data-parallel training for the CAT reproduction: every worker computes its
 // gradient on its own shard, looks at v = g + e (error-feedback residual, when on), lets its
 // tuner pick T, compresses, and the coordinator adds the decoded vectors weighted by data share
-// and steps with the smallest step the workers report. Records f(x_k) after every round and
-// what reaching it cost on the wire.
+// and by the step each worker reported (or all by the smallest, RunLimits::per_worker_step).
+// Records f(x_k) after every round and what reaching it cost on the wire.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +51,9 @@ struct Trace {
 struct RunLimits {
   size_t max_rounds = 1000;
   double stop_gap = 0.0;  // stop once f - f* <= stop_gap (the smallest target)
+  // false: one step for all, the smallest the workers report; true: each worker's vector is
+  // scaled by its own reported step. They differ only for stochastic sparsification.
+  bool per_worker_step = true;
 };
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
