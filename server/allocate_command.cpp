@@ -13,6 +13,13 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
       ->required();
   app.add_option("--costs", o.costs, "seconds per packet of each worker's link (cost-aware)")
       ->delimiter(',');
+  app.add_option("--fixed-costs", o.fixed_costs,
+                 "fixed seconds per upload of each worker's link (cost-aware deadlines)")
+      ->delimiter(',');
+  app.add_option("--deadline", o.deadline, "cost-aware: no upload may take longer (seconds)");
+  app.add_option("--round-overhead", o.round_overhead,
+                 "cost-aware: seconds of a round besides the slowest upload; picks the deadline "
+                 "minimising Phi * round time");
   app.add_option("--mean-ratio", o.mean_ratio, "mean keep ratio (budget)");
   app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round");
   app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round");
@@ -34,6 +41,10 @@ int runAllocate(const AllocateOptions& o) {
     std::cerr << "tern-coordinator allocate: --costs needs one value per share\n";
     return 2;
   }
+  if (!o.fixed_costs.empty() && o.fixed_costs.size() != o.shares.size()) {
+    std::cerr << "tern-coordinator allocate: --fixed-costs needs one value per share\n";
+    return 2;
+  }
   if (o.dim == 0) {
     std::cerr << "tern-coordinator allocate: --dim must be positive\n";
     return 2;
@@ -43,6 +54,7 @@ int runAllocate(const AllocateOptions& o) {
     allocation::WorkerLoad l;
     l.share = o.shares[i] / total;
     if (!o.costs.empty()) l.seconds_per_packet = o.costs[i];
+    if (!o.fixed_costs.empty()) l.seconds_fixed = o.fixed_costs[i];
     loads.push_back(l);
   }
   allocation::Budget b;
@@ -50,6 +62,8 @@ int runAllocate(const AllocateOptions& o) {
   b.bytes_per_round = o.bytes_per_round;
   b.seconds_per_round = o.seconds_per_round;
   b.mean_threshold = o.mean_threshold;
+  b.deadline_seconds = o.deadline;
+  b.round_overhead_seconds = o.round_overhead;
   auto allocator = allocation::makeAllocator(o.method);
   auto plan = allocator->allocate(loads, o.dim, b);
   std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;

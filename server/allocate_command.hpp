@@ -11,10 +11,13 @@ namespace tern::server {
 struct AllocateOptions {
   std::vector<double> shares;
   std::vector<double> costs;  // seconds per packet of each worker's link (cost-aware)
+  std::vector<double> fixed_costs;  // fixed seconds per upload of each worker's link
   double mean_ratio = 0.01;
   double bytes_per_round = 0.0;
   double seconds_per_round = 0.0;
   double mean_threshold = 0.0;
+  double deadline = 0.0;
+  double round_overhead = 0.0;
   uint32_t dim = 0;
   std::string method = "uniform";
 };

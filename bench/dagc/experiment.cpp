@@ -66,7 +66,7 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
   c.allocation.method = run.method.allocator;
   c.allocation.budget.mean_ratio = run.mean_ratio;
   c.allocation.budget.mean_threshold = run.mean_threshold;
-  c.allocation.budget.seconds_per_round = run.seconds_per_round;
+  c.allocation.budget.round_overhead_seconds = run.round_overhead_seconds;
   c.allocation.reallocate_every = run.reallocate_every;
   c.test_data = data.test();
   c.logging.level = "warn";
@@ -92,18 +92,14 @@ uint32_t modelDimension() {
   return uint32_t(ml::makeModel(spec)->numParams());
 }
 
-double uniformLinkSeconds(const RunSpec& run) {
-  allocation::Budget budget;
-  budget.mean_ratio = run.mean_ratio;
-  std::vector<allocation::WorkerLoad> loads(run.workers);
-  for (auto& l : loads) l.share = 1.0 / run.workers;
-  const auto plan = allocation::makeAllocator("uniform")->allocate(loads, modelDimension(), budget);
-  double seconds = 0.0;
-  for (size_t i = 0; i < plan.caps.size(); ++i) {
-    const auto& link = run.links[std::min(i, run.links.size() - 1)];
-    seconds += double(plan.caps[i]) * budget.bytes_per_coordinate * 8.0 / (link.rate_mbps * 1e6);
+double roundOverheadSeconds(const RunSpec& run) {
+  double compute = 0.0;
+  double latency = 0.0;
+  for (const auto& link : run.links) {
+    compute = std::max(compute, link.compute_seconds);
+    latency = std::max(latency, link.latency_ms / 1000.0);
   }
-  return seconds;
+  return compute + latency;
 }
 
 }  // namespace tern::bench::dagc

@@ -44,7 +44,8 @@ struct RunSpec {
   bool measure_links = false;  // probes and link fits; only cost-aware uses the fits
   uint64_t reallocate_every = 10;
   double mean_threshold = 0.0;     // lambda_bar, threshold methods
-  double seconds_per_round = 0.0;  // cost-aware link-time budget (0 = volume budget)
+  // cost-aware: the part of a round no allocation changes (see roundOverheadSeconds); 0 = none.
+  double round_overhead_seconds = 0.0;
 };
 
 // Fashion-MNIST as IDX files (gzip or plain) in one directory.
@@ -60,12 +61,11 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
 // Parameters of softmax regression on 28x28 images with 10 classes: the d of the budget.
 uint32_t modelDimension();
 
-// The link-seconds per round that uniform top-k caps cost on these links at their nominal
-// rates: sum_i k_i^uniform * bytes_per_coordinate * 8 / rate_i. The cost-aware allocator prices a
-// coordinate of worker i at (fitted seconds per packet) * bytes_per_coordinate / packet_bytes;
-// when the fits match the nominal rates this budget buys uniform's traffic exactly, or any other
-// split of the same link time. The rule is fixed before the run, so a fit that strays from the
-// nominal rate changes what the budget buys.
-double uniformLinkSeconds(const RunSpec& run);
+// What a synchronous round costs besides the slowest upload on these links, from the
+// simulator's link model: a worker's compute time and the downlink latency of the round start
+// (the uplink latency is in each worker's fitted fixed cost a_i, which the allocator reads from
+// the link fits). The broadcast's transfer time is left out: every method sends the same total
+// volume, so it is the same for all. Cost-aware uses it to pick its upload deadline.
+double roundOverheadSeconds(const RunSpec& run);
 
 }  // namespace tern::bench::dagc

@@ -40,9 +40,13 @@ struct Options {
   uint64_t rounds_constrained = 1500;  // mean ratio 0.1%
   uint64_t rounds_relaxed = 1000;      // mean ratio 1%
   bool quick = false;
-  std::vector<std::string> setups = {"skew", "motivation", "hetero"};
+  bool full = false;
+  std::vector<std::string> merge;  // earlier CSVs whose rows join the report unchanged
+  // The default is the headline subset (SR = 1000 and the heterogeneous links, both budgets);
+  // --full adds SR 10 and 100 and the motivation setup.
+  std::vector<std::string> setups = {"skew", "hetero"};
   std::vector<std::string> methods;
-  std::vector<double> srs = {10, 100, 1000};
+  std::vector<double> srs = {1000};
   std::vector<double> ratios = {0.01, 0.001};
   uint64_t eval_every = 5;
   size_t jobs = 2;
@@ -68,6 +72,7 @@ std::vector<config::SimLink> equalLinks() { return {config::SimLink{100.0, 1.0, 
 
 // Half the workers at 1 Mbit/s, half at 20 Mbit/s, alternating by worker index so that slow and
 // fast links each hold large and small shares; worker 0, the largest, is on a slow link.
+// 5 ms one-way latency, 10 ms compute per round.
 std::vector<config::SimLink> mixedLinks(uint32_t workers) {
   std::vector<config::SimLink> links;
   for (uint32_t i = 0; i < workers; ++i) {
@@ -116,17 +121,20 @@ std::vector<RunSpec> plan(const Options& o) {
           runs.push_back(baseRun(o, "motivation", 11, 1024, 0.001, m, seed));
   }
   if (wanted(o.setups, "hetero")) {
-    for (const auto& m : o.methods) {
-      for (uint64_t seed = 1; seed <= o.seeds; ++seed) {
-        RunSpec r = baseRun(o, "hetero", 10, 1000, 0.001, m, seed);
-        r.links = mixedLinks(r.workers);
-        r.download_rate_mbps = 20.0;
-        // Every method pays for the probes alike; only cost-aware uses the fitted links.
-        r.measure_links = true;
-        if (m == "cost-aware") r.seconds_per_round = uniformLinkSeconds(r);
-        runs.push_back(r);
-      }
-    }
+    // The same budget for every method: the same upload volume per round (sum of caps =
+    // n * mean_ratio * d). Cost-blind methods split it by data share alone; cost-aware splits
+    // the same volume with the fitted links in view, under an upload deadline it picks itself.
+    for (double ratio : o.ratios)
+      for (const auto& m : o.methods)
+        for (uint64_t seed = 1; seed <= o.seeds; ++seed) {
+          RunSpec r = baseRun(o, "hetero", 10, 1000, ratio, m, seed);
+          r.links = mixedLinks(r.workers);
+          r.download_rate_mbps = 20.0;
+          // Every method pays for the probes alike; only cost-aware uses the fitted links.
+          r.measure_links = true;
+          if (m == "cost-aware") r.round_overhead_seconds = roundOverheadSeconds(r);
+          runs.push_back(r);
+        }
   }
   return runs;
 }
@@ -226,18 +234,26 @@ std::string describe(const RunSpec& r) {
 }
 
 // Each worker's final cap, largest share first: what the allocator ended up giving whom; with
-// measured links also the per-packet times the coordinator last saw (ms, 0 = not fitted).
+// measured links also the link fits a_i, b_i the coordinator last saw (ms, 0 = not fitted).
 std::string caps(const RunResult& r) {
-  std::vector<std::tuple<double, uint32_t, double>> by_share;
+  struct Row {
+    double share;
+    uint32_t cap;
+    double a, b;
+  };
+  std::vector<Row> rows;
   for (size_t i = 0; i < r.final_caps.size(); ++i) {
-    by_share.emplace_back(r.final_shares[i], r.final_caps[i], r.final_link_b[i]);
+    rows.push_back({r.final_shares[i], r.final_caps[i], r.final_link_a[i], r.final_link_b[i]});
   }
-  std::sort(by_share.rbegin(), by_share.rend());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& x, const Row& y) { return x.share > y.share; });
   std::ostringstream o;
-  for (const auto& [share, cap, b] : by_share) o << ' ' << cap;
+  for (const auto& row : rows) o << ' ' << row.cap;
   if (r.spec.measure_links) {
-    o << "; fitted b ms/packet" << std::setprecision(2);
-    for (const auto& [share, cap, b] : by_share) o << ' ' << b * 1e3;
+    o << "; fitted a ms" << std::setprecision(2);
+    for (const auto& row : rows) o << ' ' << row.a * 1e3;
+    o << "; b ms/packet";
+    for (const auto& row : rows) o << ' ' << row.b * 1e3;
   }
   return o.str();
 }
@@ -255,6 +271,12 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", o.rounds,
                  "rounds limit for every run (default: 1500 at 0.1%, 1000 at 1%)");
   app.add_flag("--quick", o.quick, "smoke run: SR=1000, 0.1%, one seed, short runs");
+  app.add_flag("--full", o.full,
+               "every condition of the study: SR 10, 100, 1000, the motivation setup and the "
+               "heterogeneous links (default: SR 1000 and the heterogeneous links)");
+  app.add_option("--merge", o.merge,
+                 "CSV written by an earlier run: its rows join the summary, CSV and plot as they "
+                 "are (conditions run now replace theirs)");
   auto* setups = app.add_option("--setup", o.setups, "skew, motivation, hetero")
                      ->delimiter(',')
                      ->check(CLI::IsMember({"skew", "motivation", "hetero"}));
@@ -275,6 +297,10 @@ int main(int argc, char** argv) {
                  "threshold for uniform-ht and dagc-a (default: calibrated to top-k traffic)");
   CLI11_PARSE(app, argc, argv);
 
+  if (o.full) {
+    if (!srs->count()) o.srs = {10, 100, 1000};
+    if (!setups->count()) o.setups = {"skew", "motivation", "hetero"};
+  }
   if (o.quick) {
     if (!srs->count()) o.srs = {1000};
     if (!ratios->count()) o.ratios = {0.001};
@@ -290,6 +316,17 @@ int main(int argc, char** argv) {
   };
   try {
     auto runs = plan(o);
+    std::vector<RunResult> merged;
+    for (const auto& file : o.merge) {
+      for (auto& r : readCsv(file, [&](double ratio) { return roundsFor(o, ratio); })) {
+        const bool rerun = std::any_of(runs.begin(), runs.end(), [&](const RunSpec& s) {
+          return s.setup == r.spec.setup && s.sr == r.spec.sr &&
+                 s.mean_ratio == r.spec.mean_ratio && s.method.label == r.spec.method.label &&
+                 s.seed == r.spec.seed;
+        });
+        if (!rerun) merged.push_back(std::move(r));
+      }
+    }
     if (runs.empty()) {
       std::cerr << "tern-bench-dagc: nothing to run with these filters\n";
       return 2;
@@ -299,12 +336,14 @@ int main(int argc, char** argv) {
               << o.training.batch_size << ", error feedback, eval every " << o.eval_every
               << " rounds; " << runs.size() << " runs on " << o.jobs << " threads\n";
     for (const auto& r : runs) {
-      if (r.seconds_per_round > 0) {
-        std::cout << "hetero: cost-aware gets " << r.seconds_per_round * 1e3
-                  << " ms of link time per round (uniform's caps at the nominal rates)\n";
+      if (r.round_overhead_seconds > 0) {
+        std::cout << "hetero: every method gets the same upload volume per round; cost-aware "
+                     "picks its upload deadline for a round overhead of "
+                  << r.round_overhead_seconds * 1e3 << " ms besides the slowest upload\n";
         break;
       }
     }
+    if (!merged.empty()) std::cout << merged.size() << " runs merged from earlier CSVs\n";
     const auto lambdas = calibrate(runs, o);
     for (auto& r : runs) {
       if (r.method.threshold()) r.mean_threshold = lambdas.at(calKey(r));
@@ -327,6 +366,9 @@ int main(int argc, char** argv) {
                 << std::endl;
     });
 
+    // Merged rows first, in their order; the runs of this invocation after them.
+    results.insert(results.begin(), std::make_move_iterator(merged.begin()),
+                   std::make_move_iterator(merged.end()));
     writeCsv(o.csv, results);
     if (!o.curves.empty()) writeCurves(o.curves, results);
     std::cout << '\n';

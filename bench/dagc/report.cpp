@@ -140,6 +140,51 @@ void writeCsv(const std::string& path, const std::vector<RunResult>& runs) {
   if (!out) throw std::runtime_error("failed writing " + path);
 }
 
+std::vector<RunResult> readCsv(const std::string& path,
+                               const std::function<uint64_t(double)>& rounds_limit) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::string line;
+  std::getline(in, line);
+  if (line.rfind("setup,sr,mean_ratio,method,seed,", 0) != 0) {
+    throw std::runtime_error(path + ": not a tern-bench-dagc CSV");
+  }
+  std::vector<RunResult> out;
+  for (size_t row = 2; std::getline(in, line); ++row) {
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (cells.size() == 8 && line.back() == ',') cells.emplace_back();
+    if (cells.size() != 9) {
+      throw std::runtime_error(path + ":" + std::to_string(row) + ": expected 9 columns");
+    }
+    try {
+      RunResult r;
+      RunSpec& s = r.spec;
+      s.setup = cells[0];
+      s.sr = std::stod(cells[1]);
+      s.mean_ratio = std::stod(cells[2]);
+      s.method = methodByLabel(cells[3]);
+      s.seed = std::stoull(cells[4]);
+      s.workers = s.setup == "motivation" ? 11 : 10;
+      s.target = s.mean_ratio < 0.005 ? 0.75 : 0.80;
+      s.max_rounds = rounds_limit(s.mean_ratio);
+      s.measure_links = s.setup == "hetero";
+      if (!cells[5].empty()) r.rounds_to_target = std::stoull(cells[5]);
+      if (!cells[6].empty()) r.seconds_to_target = std::stod(cells[6]);
+      r.final_accuracy = std::stod(cells[7]);
+      r.upload_bytes = std::stoull(cells[8]);
+      r.rounds_run = r.rounds_to_target.value_or(s.max_rounds);
+      r.sim_seconds = r.seconds_to_target.value_or(0.0);
+      out.push_back(std::move(r));
+    } catch (const std::logic_error& e) {
+      throw std::runtime_error(path + ":" + std::to_string(row) + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 void writeCurves(const std::string& path, const std::vector<RunResult>& runs) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);

@@ -29,6 +29,7 @@ RunResult runOne(const RunSpec& spec, const Training& training, const DataFiles&
     result.final_caps.push_back(w.cap);
     result.final_shares.push_back(w.share);
     result.final_link_b.push_back(w.link.b_seconds_per_packet());
+    result.final_link_a.push_back(w.link.a_seconds());
   }
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -30,6 +30,7 @@ struct RunResult {
   std::vector<uint32_t> final_caps;  // by worker id
   std::vector<double> final_shares;
   std::vector<double> final_link_b;  // fitted seconds per packet (0 = not measured)
+  std::vector<double> final_link_a;  // fitted fixed seconds per upload (0 = not measured)
   std::vector<EvalPoint> curve;
   double uploadBytesPerRound() const {
     return rounds_run ? double(upload_bytes) / double(rounds_run) : 0.0;

@@ -19,7 +19,7 @@ RunSpec pilotOf(RunSpec run, const CalibrationOptions& options) {
   run.eval_every = std::max<uint64_t>(1, options.rounds / 3);
   // Probes would count as upload: the pilot measures gradient traffic alone.
   run.measure_links = false;
-  run.seconds_per_round = 0.0;
+  run.round_overhead_seconds = 0.0;
   return run;
 }
 

@@ -12,7 +12,7 @@ namespace tern::allocation {
 struct WorkerLoad {
   double share = 0.0;               // p_i, sums to 1 over the workers
   double seconds_per_packet = 0.0;  // fitted link b_i (0 = unknown)
-  double seconds_fixed = 0.0;       // fitted link a_i
+  double seconds_fixed = 0.0;       // fitted link a_i (0 = unknown)
 };
 
 struct Budget {
@@ -21,6 +21,11 @@ struct Budget {
   double seconds_per_round = 0.0;     // alternative budget for cost-aware (0 = unused)
   double mean_threshold = 0.0;        // lambda_bar for dagc-a / uniform threshold
   double deadline_seconds = 0.0;      // cost-aware: no worker's upload may exceed it (0 = none)
+  // cost-aware with fitted links and no fixed deadline: the part of a round no allocation
+  // changes (compute, broadcast, downlink latency). When > 0, cost-aware chooses the deadline
+  // itself, minimising Phi * (round_overhead_seconds + slowest upload a_i + b_i * k_i), the
+  // key factor times the round time of a synchronous round (0 = off).
+  double round_overhead_seconds = 0.0;
   uint32_t bytes_per_coordinate = 8;  // wire bytes one kept coordinate costs (index + value)
   uint32_t packet_bytes = 1448;
 };

@@ -43,6 +43,8 @@ class DagcOptAllocator final : public Allocator {
 
 // argmin Phi subject to a link-time budget sum_i b_i * k_i <= seconds_per_round (or the volume
 // budget when no seconds budget is set) and, optionally, a_i + b_i * k_i <= deadline_seconds.
+// With round_overhead_seconds > 0 and no fixed deadline, the deadline D is chosen to minimise
+// Phi(D) * (overhead + max_i (a_i + b_i * k_i)): a round lasts as long as its slowest upload.
 class CostAwareAllocator final : public Allocator {
  public:
   std::string name() const override { return "cost-aware"; }

@@ -171,6 +171,8 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.number(budget.mean_threshold);
   w.key("deadline_seconds");
   w.number(budget.deadline_seconds);
+  w.key("round_overhead_seconds");
+  w.number(budget.round_overhead_seconds);
   w.key("bytes_per_coordinate");
   w.integer(budget.bytes_per_coordinate);
   w.key("packet_bytes");

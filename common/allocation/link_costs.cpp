@@ -18,6 +18,12 @@ bool fitted(const WorkerLoad& w) {
   return std::isfinite(w.seconds_per_packet) && w.seconds_per_packet > 0.0;
 }
 
+// A fixed cost of exactly 0 is what a fit clamped at a >= 0 reports (papers/cat.md, measured
+// model), never a real link's latency: it counts as unknown, like b = 0.
+bool fittedFixed(const WorkerLoad& w) {
+  return fitted(w) && std::isfinite(w.seconds_fixed) && w.seconds_fixed > 0.0;
+}
+
 }  // namespace
 
 LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget) {
@@ -30,25 +36,19 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   std::vector<double> known_b;
   std::vector<double> known_a;
   for (const WorkerLoad& w : workers) {
-    if (fitted(w)) {
-      known_b.push_back(w.seconds_per_packet * packets_per_coordinate);
-      known_a.push_back(std::isfinite(w.seconds_fixed) ? std::max(0.0, w.seconds_fixed) : 0.0);
-    }
+    if (fitted(w)) known_b.push_back(w.seconds_per_packet * packets_per_coordinate);
+    if (fittedFixed(w)) known_a.push_back(w.seconds_fixed);
   }
   links.known = !known_b.empty();
   const double fallback_b = links.known ? median(known_b) : 1.0;
-  const double fallback_a = links.known ? median(known_a) : 0.0;
+  const double fallback_a = known_a.empty() ? 0.0 : median(known_a);
   links.per_coordinate.resize(workers.size());
   links.fixed.resize(workers.size());
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const WorkerLoad& w = workers[i];
-    if (fitted(w)) {
-      links.per_coordinate[i] = w.seconds_per_packet * packets_per_coordinate;
-      links.fixed[i] = std::isfinite(w.seconds_fixed) ? std::max(0.0, w.seconds_fixed) : 0.0;
-    } else {
-      links.per_coordinate[i] = fallback_b;
-      links.fixed[i] = fallback_a;
-    }
+    links.per_coordinate[i] =
+        fitted(w) ? w.seconds_per_packet * packets_per_coordinate : fallback_b;
+    links.fixed[i] = fittedFixed(w) ? w.seconds_fixed : fallback_a;
   }
   return links;
 }

@@ -2,7 +2,8 @@
 // Per-coordinate link costs for cost-aware allocation (papers/dagc.md, cost-aware
 // generalisation): b_i = seconds_per_packet * bytes_per_coordinate / packet_bytes from each
 // worker's fitted link model, a_i its fixed cost. Workers without a fitted link get the median of
-// the fitted ones, so a newcomer is neither favoured nor starved until it has been measured.
+// the fitted ones, so a newcomer is neither favoured nor starved until it has been measured;
+// likewise a fixed cost a_i <= 0 (a fit clamped at zero) takes the median of the positive ones.
 #include <cstdint>
 #include <vector>
 

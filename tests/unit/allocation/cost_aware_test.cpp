@@ -173,3 +173,84 @@ TEST_CASE("a tight deadline moves coordinates from the slow link to the fast one
   CHECK(a.caps[1] == 400);
   CHECK(a.caps[0] == 1600);
 }
+
+namespace {
+
+// Phi times the modelled round time (overhead + slowest a_i + b_i * k_i), computed from scratch.
+double roundCostOf(const Allocation& a, const std::vector<double>& p,
+                   const std::vector<double>& spp, const std::vector<double>& fixed,
+                   const Budget& budget) {
+  double slowest = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    slowest = std::max(slowest, fixed[i] + perCoordinate(spp[i], budget) * a.caps[i]);
+  }
+  return phiReference(p, a.ratios) * (budget.round_overhead_seconds + slowest);
+}
+
+}  // namespace
+
+TEST_CASE("with a round overhead cost-aware picks the deadline minimising Phi times round time") {
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int trial = 0; trial < 12; ++trial) {
+    const std::size_t n = 3 + trial % 8;
+    const std::vector<double> p = geometricShares(n, std::pow(1000.0, unit(rng)));
+    std::vector<double> spp(n);
+    std::vector<double> fixed(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      spp[i] = i % 2 == 0 ? 0.012 : 0.0006;  // 1 and 20 Mbit/s
+      fixed[i] = 0.005 + 0.002 * unit(rng);
+    }
+    Budget budget;
+    budget.mean_ratio = trial % 2 == 0 ? 0.01 : 0.001;
+    budget.round_overhead_seconds = 0.002 + 0.05 * unit(rng);
+    const uint32_t dim = 7850;
+    const auto workers = loads(p, spp, fixed);
+    const Allocation chosen = makeAllocator("cost-aware")->allocate(workers, dim, budget);
+    const double cost = roundCostOf(chosen, p, spp, fixed, budget);
+    // Never worse than ignoring the links (the unconstrained plan is dagc-opt) ...
+    Budget free = budget;
+    free.round_overhead_seconds = 0.0;
+    const Allocation opt = makeAllocator("dagc-opt")->allocate(loads(p), dim, free);
+    CHECK(cost <= roundCostOf(opt, p, spp, fixed, budget) * (1 + 1e-12));
+    // ... the budget holds ...
+    CHECK(sum(chosen.caps) <= static_cast<uint64_t>(std::floor(n * budget.mean_ratio * dim + 1e-6)));
+    // ... and a brute-force scan over 3000 fixed deadlines finds nothing clearly better.
+    double brute = cost;
+    for (int j = 0; j <= 3000; ++j) {
+      Budget fixed_deadline = free;
+      fixed_deadline.deadline_seconds = 0.004 * std::pow(2000.0, j / 3000.0);
+      const Allocation a = makeAllocator("cost-aware")->allocate(workers, dim, fixed_deadline);
+      brute = std::min(brute, roundCostOf(a, p, spp, fixed, budget));
+    }
+    CHECK(cost <= brute * (1 + 1e-3));
+  }
+}
+
+TEST_CASE("a small round overhead takes coordinates off a big worker on a slow link") {
+  const std::vector<double> p = {0.6, 0.2, 0.1, 0.1};
+  const std::vector<double> spp = {0.012, 0.0006, 0.0006, 0.012};
+  const std::vector<double> fixed(4, 0.005);
+  Budget budget;
+  budget.mean_ratio = 0.01;
+  const uint32_t dim = 7850;
+  const Allocation opt = makeAllocator("dagc-opt")->allocate(loads(p), dim, budget);
+  budget.round_overhead_seconds = 0.015;
+  const Allocation a = makeAllocator("cost-aware")->allocate(loads(p, spp, fixed), dim, budget);
+  CHECK(a.caps[0] < opt.caps[0]);
+  CHECK(a.caps[1] > opt.caps[1]);
+  CHECK(roundCostOf(a, p, spp, fixed, budget) < roundCostOf(opt, p, spp, fixed, budget));
+}
+
+TEST_CASE("a fixed cost clamped to zero takes the median of the measured ones") {
+  Budget budget;
+  budget.mean_ratio = 0.01;
+  budget.round_overhead_seconds = 0.015;
+  const std::vector<double> p = {0.5, 0.3, 0.2};
+  const std::vector<double> spp = {0.012, 0.0006, 0.012};
+  const Allocation clamped = makeAllocator("cost-aware")
+                                 ->allocate(loads(p, spp, {0.0, 0.009, 0.011}), 7850, budget);
+  const Allocation median = makeAllocator("cost-aware")
+                                ->allocate(loads(p, spp, {0.010, 0.009, 0.011}), 7850, budget);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(clamped.caps[i] == median.caps[i]);
+}
