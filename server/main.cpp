@@ -1,8 +1,8 @@
 // tern-coordinator: the daemon around CoordinatorCore. It owns the ROUTER socket, the poll loop,
 // signals and files; every protocol decision is the core's.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,7 +12,10 @@
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/telemetry/status_table.hpp"
+#include "common/transport/curve_keys.hpp"
 #include "common/transport/framing.hpp"
+#include "common/transport/handshake_monitor.hpp"
+#include "common/transport/zap_handler.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
@@ -25,10 +28,17 @@ using namespace tern;
 
 namespace {
 
+// Connections refused before any message was exchanged (the ZAP handler and failed handshakes).
+struct AuthCounters {
+  uint64_t admitted = 0;
+  uint64_t refused = 0;           // CURVE key not on the allowlist
+  uint64_t handshake_failed = 0;  // e.g. a plaintext worker, or one with the wrong server key
+};
+
 // What /status, /metrics and systemd's STATUS= show: the last closed round as in the metrics
 // CSV, plus what changed since (membership, rejections).
 telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, bool any_round_closed,
-                                        const std::string& state) {
+                                        const std::string& state, const AuthCounters& auth) {
   const server::RoundRecord& r = core.lastRecord();
   telemetry::NodeStatus st;
   st.role = "coordinator";
@@ -47,6 +57,10 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
   st.alive_workers = uint32_t(core.aliveWorkers());
   st.late_pushes = r.late_pushes;
   st.rejected = core.rejections();
+  // Connections, not messages: refused before any message could be read.
+  st.counters = {{"connections_admitted", auth.admitted},
+                 {"connections_auth_refused", auth.refused},
+                 {"connections_handshake_failed", auth.handshake_failed}};
   for (const auto& w : r.workers) {
     telemetry::PeerStatus p;
     p.id = w.id;
@@ -66,6 +80,44 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
 std::string systemdStatus(const telemetry::NodeStatus& st) {
   return fmt::format("{}: round {}, accuracy {:.4f}, {} workers alive", st.state,
                      st.rounds_completed, st.test_accuracy, st.alive_workers);
+}
+
+// The ROUTER's security from the configuration: CURVE server keys and the ZAP handler that admits
+// only allowlisted workers, or plaintext (said explicitly in the configuration, warned about).
+std::unique_ptr<transport::ZapHandler> setUpSecurity(const config::SecuritySettings& sec,
+                                                     zmq::context_t& ctx,
+                                                     transport::ChannelOptions& opts) {
+  if (!sec.curve()) {
+    spdlog::warn(
+        "security: none - connections are neither encrypted nor authenticated: anyone who reaches "
+        "the coordinator's port can join, read the model and push updates (docs/security.md)");
+    return nullptr;
+  }
+  opts.curve.server = true;
+  opts.curve.secret_key = transport::readSecretKeyFile(sec.secret_key_file);
+  auto allowlist = transport::Allowlist::load(sec.allowlist);
+  if (allowlist.size() == 0) {
+    spdlog::warn("allowlist {} admits no worker yet (add keys and send SIGHUP)", sec.allowlist);
+  }
+  spdlog::info("CURVE on: public key {}, {} worker key(s) allowed from {}",
+               transport::curvePublicKeyOf(opts.curve.secret_key), allowlist.size(), sec.allowlist);
+  // The handler must be bound before the ROUTER accepts its first connection.
+  return std::make_unique<transport::ZapHandler>(ctx, std::move(allowlist));
+}
+
+void reloadAllowlist(transport::ZapHandler* zap) {
+  if (!zap) {
+    spdlog::info("SIGHUP: nothing to reload (security: none)");
+    return;
+  }
+  try {
+    auto fresh = transport::Allowlist::load(zap->allowlist().source());
+    spdlog::info("SIGHUP: allowlist {} reloaded: {} worker key(s) (was {})", fresh.source(),
+                 fresh.size(), zap->allowlist().size());
+    zap->replaceAllowlist(std::move(fresh));
+  } catch (const std::exception& e) {
+    spdlog::error("SIGHUP: allowlist not reloaded, keeping the previous one: {}", e.what());
+  }
 }
 
 int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
@@ -97,8 +149,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       } catch (const std::exception& e) {
         throw std::runtime_error(s.checkpoint.path + ": " + e.what());
       }
-      spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path,
-                   core_ptr->round());
+      spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
     }
   }
   if (!core_ptr) {
@@ -116,10 +167,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::unique_ptr<server::MetricsCsv> csv;
   if (!s.metrics_csv.empty()) csv = std::make_unique<server::MetricsCsv>(s.metrics_csv);
   bool any_round_closed = false;
+  AuthCounters auth;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
-                                 coordinatorStatus(core, any_round_closed, "starting"));
+                                 coordinatorStatus(core, any_round_closed, "starting", auth));
   auto publish = [&](const std::string& state) {
-    auto st = coordinatorStatus(core, any_round_closed, state);
+    auto st = coordinatorStatus(core, any_round_closed, state, auth);
     tel.publish(st, systemdStatus(st));
   };
   core.on_round = [&](const server::RoundRecord& r) {
@@ -132,7 +184,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   zmq::context_t ctx(1);
   transport::ChannelOptions opts;
   opts.max_message_bytes = int64_t(s.max_message_bytes);
+  auto zap = setUpSecurity(s.security, ctx, opts);
   transport::Channel channel(ctx, zmq::socket_type::router, opts);
+  transport::HandshakeMonitor handshakes(ctx, channel.socket());
+  std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
+  if (zap) also_wake_on.push_back(&zap->socket());
   std::string endpoint = channel.bind(s.bind);
   spdlog::info("coordinator listening on {} (session {:x}, {} parameters, waiting for {} workers)",
                endpoint, session, core.parameters().size(), s.min_workers);
@@ -159,9 +215,46 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   };
   double last_reject_log = 0.0;
   uint64_t last_rejected = 0;
+  double last_auth_log = -1e9;
+  uint64_t last_auth_refused = 0;
+  std::string last_refusal;
+  // Admissions and refusals of connections; refusals are logged at most once per interval.
+  auto serveSecurity = [&] {
+    if (zap) {
+      for (const auto& v : zap->serve()) {
+        if (v.admitted) {
+          spdlog::info("admitted worker key {} ({}) from {}", v.public_key, v.label, v.address);
+        } else {
+          last_refusal = fmt::format(
+              "key {} from {}: {}", v.public_key.empty() ? "-" : v.public_key, v.address, v.reason);
+        }
+      }
+      auth.admitted = zap->admitted();
+      auth.refused = zap->refused();
+    }
+    for (const auto& e : handshakes.drain()) {
+      if (e.kind == transport::HandshakeEvent::Kind::failed) {
+        ++auth.handshake_failed;
+        last_refusal =
+            fmt::format("handshake with {} failed (security mode or keys differ?)", e.endpoint);
+      }
+    }
+    const uint64_t refusals = auth.refused + auth.handshake_failed;
+    double now = steadySeconds();
+    if (refusals != last_auth_refused && now - last_auth_log > 10.0) {
+      spdlog::warn(
+          "refused {} connection(s) so far (auth_refused={} handshake_failed={}); last: {}",
+          refusals, auth.refused, auth.handshake_failed, last_refusal);
+      last_auth_refused = refusals;
+      last_auth_log = now;
+    }
+  };
   while (!core.finished() && !stopRequested()) {
     double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
-    if (channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)))) {
+    bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
+    serveSecurity();
+    if (reloadRequested().exchange(false)) reloadAllowlist(zap.get());
+    if (readable) {
       while (auto frames = channel.receive()) {
         double at = steadySeconds();
         auto parsed = transport::parseFrames(*frames);
@@ -197,13 +290,15 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   }
   if (core.checkpointDue()) saveCheckpoint();
   publish(core.finished() ? "finished" : "stopped");
-  tel.stopping(systemdStatus(coordinatorStatus(core, any_round_closed, "stopping")));
+  tel.stopping(systemdStatus(coordinatorStatus(core, any_round_closed, "stopping", auth)));
   std::cout << "model: round=" << core.round() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
   // Every refused message, by reason, over the whole run (a resumed run includes the earlier part).
   std::string reasons;
   for (const auto& [reason, n] : core.rejections()) reasons += fmt::format(" {}={}", reason, n);
   std::cout << "rejections: total=" << core.rejectedTotal() << reasons << std::endl;
+  std::cout << "connections: admitted=" << auth.admitted << " auth_refused=" << auth.refused
+            << " handshake_failed=" << auth.handshake_failed << std::endl;
   std::cout << server::finalLine(core.lastRecord()) << std::endl;
   return 0;
 }
@@ -236,9 +331,15 @@ int main(int argc, char** argv) {
   auto* allocate = app.add_subcommand("allocate", "print the allocation plan as JSON and exit");
   server::AllocateOptions alloc_opts;
   server::addAllocateOptions(*allocate, alloc_opts);
+  auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair: OUT.pub and OUT.key (0600)");
+  std::string keygen_out;
+  bool keygen_force = false;
+  keygen->add_option("--out", keygen_out, "DIR/NAME of the key files")->required();
+  keygen->add_flag("--force", keygen_force, "replace existing key files");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (*keygen) return transport::runKeygenCommand(keygen_out, keygen_force, std::cout, std::cerr);
     if (*allocate) return server::runAllocate(alloc_opts);
     if (*status) {
       return telemetry::runStatusCommand(status_url, status_json, 5.0, std::cout, std::cerr);

@@ -1,14 +1,16 @@
 // tern-worker: the daemon around WorkerCore. It loads its shard, owns the DEALER socket, the poll
 // loop and signals; every protocol decision is the core's.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
+#include "common/transport/curve_keys.hpp"
 #include "common/transport/framing.hpp"
+#include "common/transport/handshake_monitor.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
@@ -19,9 +21,10 @@ using namespace tern;
 namespace {
 
 // What /status, /metrics and systemd's STATUS= show: this worker's own counters and link fit.
-telemetry::NodeStatus workerStatus(const config::WorkerSettings& s,
-                                   const worker::WorkerCore& core, uint64_t malformed,
-                                   double time_s, const std::string& state) {
+telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker::WorkerCore& core,
+                                   uint64_t malformed, uint64_t auth_refused,
+                                   uint64_t handshake_failed, double time_s,
+                                   const std::string& state) {
   const auto& stats = core.stats();
   telemetry::NodeStatus st;
   st.role = "worker";
@@ -35,7 +38,10 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s,
   st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
   st.alive_workers = core.joined() ? 1 : 0;
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
-  st.counters = {{"probe_bytes", stats.probe_bytes}, {"rejoins", stats.rejoins}};
+  st.counters = {{"probe_bytes", stats.probe_bytes},
+                 {"rejoins", stats.rejoins},
+                 {"connections_auth_refused", auth_refused},
+                 {"connections_handshake_failed", handshake_failed}};
   auto fit = core.link().fit();
   telemetry::PeerStatus self;
   self.id = core.id();
@@ -48,12 +54,30 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s,
   return st;
 }
 
+// The DEALER's security from the configuration: a CURVE client that knows the coordinator's
+// public key, or plaintext (said explicitly in the configuration, warned about).
+transport::CurveOptions curveClient(const config::SecuritySettings& sec) {
+  transport::CurveOptions curve;
+  if (!sec.curve()) {
+    spdlog::warn(
+        "security: none - connections are neither encrypted nor authenticated: the model and "
+        "this worker's updates cross the network in the clear (docs/security.md)");
+    return curve;
+  }
+  curve.secret_key = transport::readSecretKeyFile(sec.secret_key_file);
+  curve.server_public_key =
+      transport::readKeyFile(sec.server_public_key_file, "coordinator public key file");
+  spdlog::info("CURVE on: this worker's public key {}, coordinator {}",
+               transport::curvePublicKeyOf(curve.secret_key), curve.server_public_key);
+  return curve;
+}
+
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
   auto full = ml::loadDataset(s.data);
-  auto shard = std::make_shared<ml::Dataset>(
-      ml::loadShard(full, s.shard_index, s.shard_total, s.partition));
+  auto shard =
+      std::make_shared<ml::Dataset>(ml::loadShard(full, s.shard_index, s.shard_total, s.partition));
   full = ml::Dataset();
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
@@ -62,19 +86,30 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   zmq::context_t ctx(1);
   transport::ChannelOptions opts;
   opts.max_message_bytes = int64_t(s.max_message_bytes);
+  opts.curve = curveClient(s.security);
   transport::Channel channel(ctx, zmq::socket_type::dealer, opts);
+  transport::HandshakeMonitor handshakes(ctx, channel.socket());
+  std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
   channel.connect(s.coordinator);
+  uint64_t auth_refused = 0;
+  uint64_t handshake_failed = 0;
+  double last_handshake_log = -1e9;
+  // ZeroMQ does not retry a connection whose handshake failed; this worker does, backing off
+  // from 1 s to 8 s, so a key added to the allowlist later (and SIGHUP) lets it in.
+  double retry_delay = 0.5;
+  double retry_at = -1.0;
+  bool reconnected = false;
   installSignalHandlers();
   uint64_t malformed = 0;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
-                                 workerStatus(s, core, malformed, 0.0, "starting"));
+                                 workerStatus(s, core, malformed, 0, 0, 0.0, "starting"));
   double first_round_at = -1.0;  // round durations count from the first round, not start-up
   uint64_t published_rounds = 0;
   auto publish = [&](const std::string& state) {
     if (first_round_at < 0 && core.stats().rounds > 0) first_round_at = steadySeconds();
     double t = first_round_at < 0 ? 0.0 : steadySeconds() - first_round_at;
     published_rounds = core.stats().rounds;
-    tel.publish(workerStatus(s, core, malformed, t, state),
+    tel.publish(workerStatus(s, core, malformed, auth_refused, handshake_failed, t, state),
                 fmt::format("{}: round {}, loss {:.4f}, level {}", state, core.replicaRound(),
                             core.stats().last_loss, core.stats().last_level));
   };
@@ -89,11 +124,53 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       }
     }
   };
+  // The operator learns why this worker does not join, at most once per interval.
+  auto watchHandshakes = [&] {
+    for (const auto& e : handshakes.drain()) {
+      using Kind = transport::HandshakeEvent::Kind;
+      if (e.kind == Kind::succeeded) {
+        if (auth_refused + handshake_failed > 0) {
+          spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
+        }
+        retry_delay = 0.5;
+        // The join queued on the failed connection went with it: send it again now rather
+        // than after the coordinator's patience runs out.
+        if (reconnected && !core.joined()) dispatch(core.start());
+        reconnected = false;
+        continue;
+      }
+      ++(e.kind == Kind::refused ? auth_refused : handshake_failed);
+      double now = steadySeconds();
+      retry_delay = std::min(retry_delay * 2, 8.0);
+      retry_at = now + retry_delay;
+      if (now - last_handshake_log < 10.0) continue;
+      last_handshake_log = now;
+      if (e.kind == Kind::refused) {
+        spdlog::error(
+            "the coordinator at {} refused this worker's key (status {}, {} time(s)): is its "
+            "public key on the coordinator's allowlist? retrying",
+            e.endpoint, e.status, auth_refused);
+      } else {
+        spdlog::error(
+            "handshake with the coordinator at {} failed ({} time(s)): do both sides use the same "
+            "security mode, and is security.server_public_key_file the coordinator's key? retrying",
+            e.endpoint, handshake_failed);
+      }
+    }
+  };
   dispatch(core.start());
   tel.ready("connecting to " + s.coordinator);
   while (!core.finished() && !stopRequested()) {
     double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
-    if (channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)))) {
+    if (retry_at >= 0) wait = std::clamp(retry_at - steadySeconds(), 0.0, wait);
+    bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
+    watchHandshakes();
+    if (retry_at >= 0 && steadySeconds() >= retry_at) {
+      retry_at = -1.0;
+      channel.reconnect();
+      reconnected = true;
+    }
+    if (readable) {
       while (auto frames = channel.receive()) {
         auto parsed = transport::parseFrames(*frames);
         if (!parsed.message) {
@@ -145,8 +222,14 @@ int main(int argc, char** argv) {
   app.add_option("--http", tel_opts.http_bind,
                  "serve /metrics /status /healthz on HOST:PORT (port 0: any free port)");
   app.add_option("--http-url-file", tel_opts.http_url_file, "write the endpoint's URL here");
+  auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair: OUT.pub and OUT.key (0600)");
+  std::string keygen_out;
+  bool keygen_force = false;
+  keygen->add_option("--out", keygen_out, "DIR/NAME of the key files")->required();
+  keygen->add_flag("--force", keygen_force, "replace existing key files");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*keygen) return transport::runKeygenCommand(keygen_out, keygen_force, std::cout, std::cerr);
     if (config_file.empty()) {
       std::cerr << "tern-worker: --config FILE is required (see --help)\n";
       return 2;

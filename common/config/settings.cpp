@@ -26,8 +26,8 @@ void readDataSource(MapReader& m, ml::DataSource& d) {
   d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, 1u << 28);
   d.classes = m.inRange<int32_t>("classes", m.get<int32_t>("classes", d.classes), 2, 1 << 16);
   d.seed = m.get<uint64_t>("seed", d.seed);
-  d.test_fraction = m.inRange("test_fraction", m.get<double>("test_fraction", d.test_fraction),
-                              0.0, 0.9);
+  d.test_fraction =
+      m.inRange("test_fraction", m.get<double>("test_fraction", d.test_fraction), 0.0, 0.9);
   if (d.format == "idx" && (d.images.empty() || d.labels.empty())) {
     m.failHere("idx data needs 'images' and 'labels'");
   }
@@ -42,14 +42,16 @@ void readDataSource(MapReader& m, ml::DataSource& d) {
 void readPartition(MapReader m, ml::PartitionSpec& p) {
   p.dirichlet_alpha =
       m.inRange("dirichlet_alpha", m.get<double>("dirichlet_alpha", p.dirichlet_alpha), 0.0, 1e6);
-  p.volume_ratio = m.inRange("volume_ratio", m.get<double>("volume_ratio", p.volume_ratio), 1.0, 1e6);
+  p.volume_ratio =
+      m.inRange("volume_ratio", m.get<double>("volume_ratio", p.volume_ratio), 1.0, 1e6);
   p.seed = m.get<uint64_t>("seed", p.seed);
   m.done();
 }
 
 void readModel(MapReader m, ml::ModelSpec& s) {
   s.kind = m.oneOf("kind", m.get<std::string>("kind", s.kind), {"softmax", "logistic", "mlp"});
-  s.features = m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, 1u << 26);
+  s.features =
+      m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, 1u << 26);
   s.classes = m.inRange<uint32_t>("classes", m.get<uint32_t>("classes", s.classes), 2, 1u << 16);
   s.hidden = m.inRange<uint32_t>("hidden", m.get<uint32_t>("hidden", s.hidden), 1, 1u << 16);
   s.l2 = m.inRange("l2", m.get<double>("l2", s.l2), 0.0, 1e6);
@@ -65,10 +67,10 @@ void readOptimizer(MapReader m, ml::OptimizerSpec& s) {
 }
 
 void readTraining(MapReader m, TrainingSettings& s) {
-  s.batch_size = m.inRange<uint32_t>("batch_size", m.get<uint32_t>("batch_size", s.batch_size), 1,
-                                     1u << 24);
-  s.local_steps = m.inRange<uint32_t>("local_steps", m.get<uint32_t>("local_steps", s.local_steps),
-                                      1, 10000);
+  s.batch_size =
+      m.inRange<uint32_t>("batch_size", m.get<uint32_t>("batch_size", s.batch_size), 1, 1u << 24);
+  s.local_steps =
+      m.inRange<uint32_t>("local_steps", m.get<uint32_t>("local_steps", s.local_steps), 1, 10000);
   s.local_lr = m.inRange("local_lr", m.get<double>("local_lr", s.local_lr), 1e-12, 1e6);
   s.seed = m.get<uint64_t>("seed", s.seed);
   m.done();
@@ -85,8 +87,8 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       "seconds_per_round", m.get<double>("seconds_per_round", b.seconds_per_round), 0.0, kInf);
   b.mean_threshold =
       m.inRange("mean_threshold", m.get<double>("mean_threshold", b.mean_threshold), 0.0, kInf);
-  b.deadline_seconds =
-      m.inRange("deadline_seconds", m.get<double>("deadline_seconds", b.deadline_seconds), 0.0, kInf);
+  b.deadline_seconds = m.inRange("deadline_seconds",
+                                 m.get<double>("deadline_seconds", b.deadline_seconds), 0.0, kInf);
   s.reallocate_every = m.get<uint64_t>("reallocate_every", s.reallocate_every);
   m.done();
 }
@@ -94,23 +96,24 @@ void readAllocation(MapReader m, AllocationSettings& s) {
 void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.bind = m.get<std::string>("bind", s.bind);
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
-  s.min_workers = m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers),
-                                      1, 100000);
-  s.max_rounds = m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1,
-                                     1ull << 40);
+  s.min_workers =
+      m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers), 1, 100000);
+  s.max_rounds =
+      m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, 1ull << 40);
   s.target_accuracy =
       m.inRange("target_accuracy", m.get<double>("target_accuracy", s.target_accuracy), 0.0, 1.0);
-  s.round_deadline_seconds = m.inRange(
-      "round_deadline_seconds", m.get<double>("round_deadline_seconds", s.round_deadline_seconds),
-      1e-3, 86400.0);
-  s.quorum_share = m.inRange("quorum_share", m.get<double>("quorum_share", s.quorum_share), 0.0, 1.0);
+  s.round_deadline_seconds =
+      m.inRange("round_deadline_seconds",
+                m.get<double>("round_deadline_seconds", s.round_deadline_seconds), 1e-3, 86400.0);
+  s.quorum_share =
+      m.inRange("quorum_share", m.get<double>("quorum_share", s.quorum_share), 0.0, 1.0);
   s.heartbeat_seconds = m.inRange(
       "heartbeat_seconds", m.get<double>("heartbeat_seconds", s.heartbeat_seconds), 1e-3, 3600.0);
   s.worker_patience_seconds =
       m.inRange("worker_patience_seconds",
                 m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
-  s.eval_every = m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1,
-                                     1ull << 40);
+  s.eval_every =
+      m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
   readModel(m.child("model"), s.model);
   readOptimizer(m.child("optimizer"), s.optimizer);
   readTraining(m.child("training"), s.training);
@@ -123,8 +126,9 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
     s.test_data.format = "";
   }
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
-  s.max_message_bytes = m.inRange<size_t>(
-      "max_message_bytes", m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  s.max_message_bytes =
+      m.inRange<size_t>("max_message_bytes",
+                        m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
   if (m.has("checkpoint")) {
     MapReader c = m.child("checkpoint");
     s.checkpoint.path = c.get<std::string>("path", s.checkpoint.path);
@@ -136,9 +140,9 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
 }
 
 void readCompression(MapReader m, WorkerSettings& s) {
-  s.compressor.name = m.oneOf("name", m.get<std::string>("name", s.compressor.name),
-                              {"identity", "fp16", "topk", "randomk", "threshold", "sq",
-                               "stochastic", "qsgd"});
+  s.compressor.name =
+      m.oneOf("name", m.get<std::string>("name", s.compressor.name),
+              {"identity", "fp16", "topk", "randomk", "threshold", "sq", "stochastic", "qsgd"});
   s.compressor.threshold =
       m.inRange("threshold", m.get<double>("threshold", s.compressor.threshold), 0.0, kInf);
   s.compressor.qsgd_levels = m.inRange<uint32_t>(
@@ -167,11 +171,11 @@ void readTuning(MapReader m, TuningSettings& s) {
 }
 
 void readLink(MapReader m, LinkSettings& s) {
-  s.packet_bytes = m.inRange<uint32_t>("packet_bytes", m.get<uint32_t>("packet_bytes", s.packet_bytes),
-                                       64, 65536);
+  s.packet_bytes = m.inRange<uint32_t>("packet_bytes",
+                                       m.get<uint32_t>("packet_bytes", s.packet_bytes), 64, 65536);
   s.calibration_packets = m.getVector<size_t>("calibration_packets", s.calibration_packets);
-  s.probe_repeats = m.inRange<uint32_t>(
-      "probe_repeats", m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
+  s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
+                                        m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
   s.measure = m.get<bool>("measure", s.measure);
   m.done();
@@ -184,8 +188,8 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
     MapReader d = m.child("data");
     readDataSource(d, s.data);
     MapReader shard = d.child("shard");
-    s.shard_total = shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1,
-                                          100000);
+    s.shard_total =
+        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, 100000);
     s.shard_index = shard.inRange<size_t>("index", shard.get<size_t>("index", s.shard_index), 0,
                                           s.shard_total - 1);
     shard.done();
@@ -197,13 +201,55 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   readLink(m.child("link"), s.link);
   s.heartbeat_seconds = m.inRange(
       "heartbeat_seconds", m.get<double>("heartbeat_seconds", s.heartbeat_seconds), 1e-3, 3600.0);
-  s.coordinator_patience_seconds =
-      m.inRange("coordinator_patience_seconds",
-                m.get<double>("coordinator_patience_seconds", s.coordinator_patience_seconds),
-                1e-3, 86400.0);
-  s.max_message_bytes = m.inRange<size_t>(
-      "max_message_bytes", m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  s.coordinator_patience_seconds = m.inRange(
+      "coordinator_patience_seconds",
+      m.get<double>("coordinator_patience_seconds", s.coordinator_patience_seconds), 1e-3, 86400.0);
+  s.max_message_bytes =
+      m.inRange<size_t>("max_message_bytes",
+                        m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
   readLogging(m.child("logging"), s.logging);
+}
+
+enum class Role { coordinator, worker };
+
+// `security: none`, or a mapping {mode: none|curve, secret_key_file, and the coordinator's
+// allowlist or the worker's server_public_key_file}. Absent: see requireSecurity.
+void readSecurity(MapReader& parent, SecuritySettings& s, Role role) {
+  if (!parent.has("security")) return;
+  if (!parent.hasMap("security")) {
+    const auto v = parent.get<std::string>("security", "");
+    if (v != "none") {
+      parent.fail("security", "'security' must be 'none' or a mapping with 'mode: curve', got '" +
+                                  v + "' (see docs/security.md)");
+    }
+    s.mode = "none";
+    return;
+  }
+  MapReader m = parent.child("security");
+  s.mode = m.oneOf("mode", m.require<std::string>("mode"), {"none", "curve"});
+  const std::string peer_key = role == Role::coordinator ? "allowlist" : "server_public_key_file";
+  std::string& peer_value = role == Role::coordinator ? s.allowlist : s.server_public_key_file;
+  if (!s.curve()) {
+    for (const std::string key : {"secret_key_file", peer_key.c_str()}) {
+      if (m.has(key)) m.fail(key, "'security." + key + "' needs 'mode: curve'");
+    }
+  } else {
+    s.secret_key_file = m.require<std::string>("secret_key_file");
+    peer_value = m.require<std::string>(peer_key);
+    for (const std::string key : {"secret_key_file", peer_key.c_str()}) {
+      if (m.get<std::string>(key, "").empty()) m.fail(key, "'security." + key + "' is empty");
+    }
+  }
+  m.done();
+}
+
+// Plaintext must be a choice, never an accident of a forgotten section.
+void requireSecurity(const MapReader& m) {
+  if (m.has("security")) return;
+  m.failHere(
+      "missing 'security': write 'security: none' to run without encryption or authentication "
+      "(anyone who reaches the port can join and read the traffic), or "
+      "'security: {mode: curve, ...}' with key files (see docs/security.md)");
 }
 
 }  // namespace
@@ -212,7 +258,9 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
   MapReader m(loadYamlFile(file), file);
   CoordinatorSettings s;
   readCoordinatorBody(m, s);
+  readSecurity(m, s.security, Role::coordinator);
   m.done();
+  requireSecurity(m);
   return s;
 }
 
@@ -220,7 +268,9 @@ WorkerSettings loadWorkerSettings(const std::string& file) {
   MapReader m(loadYamlFile(file), file);
   WorkerSettings s;
   readWorkerBody(m, s, true);
+  readSecurity(m, s.security, Role::worker);
   m.done();
+  requireSecurity(m);
   return s;
 }
 
@@ -242,7 +292,8 @@ SimSettings loadSimSettings(const std::string& file) {
   for (auto& l : m.list("links")) {
     SimLink link;
     link.rate_mbps = l.inRange("rate_mbps", l.get<double>("rate_mbps", link.rate_mbps), 1e-6, 1e6);
-    link.latency_ms = l.inRange("latency_ms", l.get<double>("latency_ms", link.latency_ms), 0.0, 1e6);
+    link.latency_ms =
+        l.inRange("latency_ms", l.get<double>("latency_ms", link.latency_ms), 0.0, 1e6);
     link.compute_seconds = l.inRange(
         "compute_seconds", l.get<double>("compute_seconds", link.compute_seconds), 0.0, 1e6);
     l.done();

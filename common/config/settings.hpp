@@ -19,8 +19,8 @@ struct LoggingSettings {
 
 struct TrainingSettings {
   uint32_t batch_size = 64;
-  uint32_t local_steps = 1;   // >1: the worker sends the delta of local SGD steps as its gradient
-  double local_lr = 0.1;      // step of the local SGD steps
+  uint32_t local_steps = 1;  // >1: the worker sends the delta of local SGD steps as its gradient
+  double local_lr = 0.1;     // step of the local SGD steps
   uint64_t seed = 1;
 };
 
@@ -37,14 +37,25 @@ struct CheckpointSettings {
   uint64_t every = 10;  // rounds between checkpoints; 0 = only on SIGTERM and at the end
 };
 
+// CURVE encryption and authentication of the ZeroMQ connections. The daemons' configuration
+// must choose: `security: none` (plaintext, warned about at start) or a `curve` mapping. The
+// key files are read by the daemon at start (transport/curve_keys.hpp); here only their paths.
+struct SecuritySettings {
+  std::string mode = "none";           // none | curve
+  std::string secret_key_file;         // this daemon's secret key (its public key is derived)
+  std::string server_public_key_file;  // worker: the coordinator's public key
+  std::string allowlist;               // coordinator: a file of worker keys or a directory of .pub
+  bool curve() const { return mode == "curve"; }
+};
+
 struct CoordinatorSettings {
   std::string bind = "tcp://127.0.0.1:5555";
-  std::string endpoint_file;      // where the bound endpoint is written (for port 0)
+  std::string endpoint_file;  // where the bound endpoint is written (for port 0)
   uint32_t min_workers = 1;
   uint64_t max_rounds = 100;
-  double target_accuracy = 0.0;   // 0 = run max_rounds
+  double target_accuracy = 0.0;  // 0 = run max_rounds
   double round_deadline_seconds = 10.0;
-  double quorum_share = 0.0;      // a round closes at the deadline only with this data share in
+  double quorum_share = 0.0;  // a round closes at the deadline only with this data share in
   double heartbeat_seconds = 1.0;
   double worker_patience_seconds = 10.0;
   uint64_t eval_every = 10;
@@ -56,15 +67,16 @@ struct CoordinatorSettings {
   std::string metrics_csv;
   size_t max_message_bytes = 64u << 20;
   CheckpointSettings checkpoint;
+  SecuritySettings security;
   LoggingSettings logging;
 };
 
 struct TuningSettings {
-  std::string method = "fixed";   // cat | fixed | dynamic | full
-  uint32_t fixed_level = 0;       // 0 = use the coordinator's cap
+  std::string method = "fixed";  // cat | fixed | dynamic | full
+  uint32_t fixed_level = 0;      // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   std::string cost_model = "measured";  // payload | packet | measured
-  double c_fixed = 0.005;         // packet model constants (seconds) until a link fit exists
+  double c_fixed = 0.005;               // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;
 };
 
@@ -94,6 +106,7 @@ struct WorkerSettings {
   double heartbeat_seconds = 1.0;
   double coordinator_patience_seconds = 15.0;
   size_t max_message_bytes = 64u << 20;
+  SecuritySettings security;
   LoggingSettings logging;
 };
 
@@ -105,7 +118,7 @@ struct SimLink {
 
 struct SimSettings {
   CoordinatorSettings coordinator;
-  WorkerSettings worker;      // template: shard index/total and name are set per worker
+  WorkerSettings worker;  // template: shard index/total and name are set per worker
   ml::DataSource train_data;
   uint32_t workers = 4;
   std::vector<SimLink> links;  // per worker; the last one repeats when shorter than `workers`

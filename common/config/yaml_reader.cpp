@@ -20,6 +20,8 @@ bool MapReader::has(const std::string& key) const {
   return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
 }
 
+bool MapReader::hasMap(const std::string& key) const { return has(key) && node_[key].IsMap(); }
+
 void MapReader::fail(const std::string& key, const std::string& message) const {
   YAML::Node v = node_ && node_.IsMap() ? node_[key] : YAML::Node();
   throw ConfigError(where(v ? v.Mark() : node_.Mark()) + ": " + message);
@@ -70,7 +72,8 @@ std::string MapReader::oneOf(const std::string& key, const std::string& value,
 }
 
 YAML::Node loadYamlFile(const std::string& file) {
-  if (!std::filesystem::exists(file)) throw ConfigError(file + ":1:1: configuration file not found");
+  if (!std::filesystem::exists(file))
+    throw ConfigError(file + ":1:1: configuration file not found");
   try {
     YAML::Node n = YAML::LoadFile(file);
     if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);

@@ -23,6 +23,7 @@ class MapReader {
   MapReader(YAML::Node node, std::string file, std::string path = "");
 
   bool has(const std::string& key) const;
+  bool hasMap(const std::string& key) const;  // present and a mapping (not a scalar or list)
   template <typename T>
   T get(const std::string& key, T fallback);
   template <typename T>

@@ -1,5 +1,7 @@
 #include "common/transport/channel.hpp"
 
+#include "common/transport/curve_keys.hpp"
+
 namespace tern::transport {
 
 Channel::Channel(zmq::context_t& ctx, zmq::socket_type type, const ChannelOptions& options)
@@ -13,6 +15,21 @@ Channel::Channel(zmq::context_t& ctx, zmq::socket_type type, const ChannelOption
     // Unroutable messages are an error we see, not a silent drop.
     socket_.set(zmq::sockopt::router_mandatory, 1);
   }
+  const CurveOptions& curve = options.curve;
+  if (curve.enabled()) {
+    // Binary keys: no doubt about how the option's length is read.
+    const auto secret = decodeZ85Key(curve.secret_key);
+    if (curve.server) {
+      socket_.set(zmq::sockopt::curve_server, 1);
+      socket_.set(zmq::sockopt::zap_domain, "tern");
+    } else {
+      const auto server = decodeZ85Key(curve.server_public_key);
+      const auto own = decodeZ85Key(curvePublicKeyOf(curve.secret_key));
+      socket_.set(zmq::sockopt::curve_serverkey, zmq::buffer(server));
+      socket_.set(zmq::sockopt::curve_publickey, zmq::buffer(own));
+    }
+    socket_.set(zmq::sockopt::curve_secretkey, zmq::buffer(secret));
+  }
 }
 
 std::string Channel::bind(const std::string& endpoint) {
@@ -20,7 +37,21 @@ std::string Channel::bind(const std::string& endpoint) {
   return socket_.get(zmq::sockopt::last_endpoint);
 }
 
-void Channel::connect(const std::string& endpoint) { socket_.connect(endpoint); }
+void Channel::connect(const std::string& endpoint) {
+  socket_.connect(endpoint);
+  connected_ = endpoint;
+}
+
+void Channel::reconnect() {
+  if (connected_.empty()) return;
+  try {
+    socket_.disconnect(connected_);
+  } catch (const zmq::error_t& e) {
+    // ENOENT: libzmq already dropped the failed connection; connecting again is all we need.
+    if (e.num() != ENOENT) throw;
+  }
+  socket_.connect(connected_);
+}
 
 std::optional<size_t> Channel::send(const std::string& peer, const std::string& header,
                                     std::span<const uint8_t> payload) {
@@ -43,16 +74,18 @@ std::optional<size_t> Channel::send(const std::string& peer, const std::string& 
   }
 }
 
-bool Channel::waitReadable(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+bool Channel::waitReadable(std::chrono::milliseconds timeout,
+                           std::span<zmq::socket_t* const> also) {
+  std::vector<zmq::pollitem_t> items{{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  for (auto* s : also) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
   try {
-    zmq::poll(&item, 1, timeout);
+    zmq::poll(items.data(), items.size(), timeout);
   } catch (const zmq::error_t& e) {
     // A signal (SIGTERM, SIGHUP) interrupted the wait: the loop checks its flags and goes on.
     if (e.num() == EINTR) return false;
     throw;
   }
-  return (item.revents & ZMQ_POLLIN) != 0;
+  return (items[0].revents & ZMQ_POLLIN) != 0;
 }
 
 std::optional<Frames> Channel::receive() {

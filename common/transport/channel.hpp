@@ -2,16 +2,25 @@
 // The one place in tern that touches ZeroMQ. A Channel is a ROUTER (coordinator) or a DEALER
 // (worker) socket that moves multipart messages: [peer identity,] header frame [, payload frame].
 // Limits are enforced by libzmq (ZMQ_MAXMSGSIZE) before anything is allocated on our side.
-#include <zmq.hpp>
-
+// With CURVE keys the socket encrypts and authenticates every connection (the coordinator's
+// ROUTER is the CURVE server, each worker's DEALER a client that knows the server's key).
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 namespace tern::transport {
+
+// CURVE security of a channel. No secret key: the NULL mechanism (plaintext, no authentication).
+struct CurveOptions {
+  bool server = false;            // true: accepts clients (their keys are checked by ZAP)
+  std::string secret_key;         // Z85: this socket's own secret key
+  std::string server_public_key;  // Z85, clients only: the server they expect to talk to
+  bool enabled() const { return !secret_key.empty(); }
+};
 
 struct ChannelOptions {
   int64_t max_message_bytes = 64 << 20;
@@ -19,6 +28,7 @@ struct ChannelOptions {
   int send_high_water_mark = 1000;
   int reconnect_ivl_ms = 100;
   int reconnect_ivl_max_ms = 2000;
+  CurveOptions curve;
 };
 
 struct Frames {
@@ -33,12 +43,17 @@ class Channel {
   // Binds and returns the endpoint actually bound (tcp://127.0.0.1:* resolves to a port).
   std::string bind(const std::string& endpoint);
   void connect(const std::string& endpoint);
+  // Drops the connection made by connect() and starts a new one. ZeroMQ gives up on a connection
+  // whose security handshake failed (e.g. a key not yet on the server's allowlist); the daemon
+  // calls this to try again later.
+  void reconnect();
   // Sends header [+ payload] to `peer` (ROUTER) or to the connected peer (DEALER).
   // Returns the bytes handed to the socket, or nullopt when it would block (peer gone or full).
   std::optional<size_t> send(const std::string& peer, const std::string& header,
                              std::span<const uint8_t> payload);
-  // Waits up to `timeout` for input.
-  bool waitReadable(std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for input on this channel or on any of `also` (e.g. the ZAP handler);
+  // returns whether this channel is readable.
+  bool waitReadable(std::chrono::milliseconds timeout, std::span<zmq::socket_t* const> also = {});
   // Non-blocking receive of one multipart message.
   std::optional<Frames> receive();
   zmq::socket_t& socket() { return socket_; }
@@ -46,6 +61,7 @@ class Channel {
  private:
   zmq::socket_t socket_;
   bool router_;
+  std::string connected_;  // the endpoint given to connect()
 };
 
 }  // namespace tern::transport

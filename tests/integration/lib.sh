@@ -32,6 +32,7 @@ test_data:
   images: $FMNIST/t10k-images-idx3-ubyte.gz
   labels: $FMNIST/t10k-labels-idx1-ubyte.gz
 logging: {level: info}
+security: ${SECURITY:-none}
 ${4:-}
 YAML
 }
@@ -51,6 +52,7 @@ compression: {name: topk, error_feedback: true}
 heartbeat_seconds: 0.5
 coordinator_patience_seconds: 5
 logging: {level: info}
+security: ${SECURITY:-none}
 YAML
 }
 

@@ -79,7 +79,8 @@ TEST_CASE("a complete worker configuration is read into the struct") {
                      "  partition: {dirichlet_alpha: 0.5, volume_ratio: 10, seed: 9}\n"
                      "compression: {name: sq, error_feedback: false}\n"
                      "tuning: {method: cat, recompute_every: 200, cost_model: packet}\n"
-                     "link: {calibration_packets: [2, 8], packet_bytes: 1400}\n");
+                     "link: {calibration_packets: [2, 8], packet_bytes: 1400}\n"
+                     "security: none\n");
   auto s = loadWorkerSettings(f);
   CHECK(s.name == "pi-7");
   CHECK(s.shard_index == 1);
@@ -99,4 +100,81 @@ TEST_CASE("the shipped example configurations parse") {
   CHECK_NOTHROW(loadCoordinatorSettings(root + "/deploy/config/coordinator.yaml"));
   CHECK_NOTHROW(loadWorkerSettings(root + "/deploy/config/worker.yaml"));
   CHECK_NOTHROW(loadSimSettings(root + "/deploy/config/sim-quick.yaml"));
+}
+
+namespace {
+
+const std::string kWorkerBody =
+    "data:\n  format: synthetic\n  rows: 10\n  features: 3\n  shard: {index: 0, total: 1}\n";
+
+}  // namespace
+
+TEST_CASE("a daemon configuration without a security section is refused and says how to choose") {
+  auto c = writeTemp("nosec-c.yaml", "min_workers: 2\n");
+  auto msg = errorOf([&] { loadCoordinatorSettings(c); });
+  CHECK(msg.rfind(c + ":1:1: missing 'security'", 0) == 0);
+  CHECK(msg.find("security: none") != std::string::npos);
+  CHECK(msg.find("mode: curve") != std::string::npos);
+  auto w = writeTemp("nosec-w.yaml", kWorkerBody);
+  CHECK(errorOf([&] { loadWorkerSettings(w); }).rfind(w + ":1:1: missing 'security'", 0) == 0);
+}
+
+TEST_CASE("security none as a scalar or as a mode both mean plaintext") {
+  auto a = writeTemp("sec-none-a.yaml", "security: none\n");
+  auto b = writeTemp("sec-none-b.yaml", "security: {mode: none}\n");
+  CHECK_FALSE(loadCoordinatorSettings(a).security.curve());
+  CHECK(loadCoordinatorSettings(b).security.mode == "none");
+}
+
+TEST_CASE("curve sections name the secret key and the coordinator's allowlist or server key") {
+  auto c = loadCoordinatorSettings(writeTemp(
+      "sec-curve-c.yaml", "security: {mode: curve, secret_key_file: c.key, allowlist: /k/w}\n"));
+  auto w = loadWorkerSettings(writeTemp(
+      "sec-curve-w.yaml",
+      kWorkerBody +
+          "security: {mode: curve, secret_key_file: w.key, server_public_key_file: c.pub}\n"));
+  CHECK(c.security.curve());
+  CHECK(c.security.secret_key_file == "c.key");
+  CHECK(c.security.allowlist == "/k/w");
+  CHECK(w.security.curve());
+  CHECK(w.security.secret_key_file == "w.key");
+  CHECK(w.security.server_public_key_file == "c.pub");
+}
+
+TEST_CASE("security settings that cannot work name their position") {
+  auto word = writeTemp("sec-word.yaml", "security: off\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(word);
+        }).rfind(word + ":1:11: 'security' must be 'none' or a mapping", 0) == 0);
+  auto no_list =
+      writeTemp("sec-nolist.yaml", "security:\n  mode: curve\n  secret_key_file: c.key\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(no_list);
+        }).find("missing required key 'security.allowlist'") != std::string::npos);
+  auto keys_no_curve =
+      writeTemp("sec-keys-none.yaml", "security:\n  mode: none\n  secret_key_file: c.key\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(keys_no_curve); }) ==
+        keys_no_curve + ":3:20: 'security.secret_key_file' needs 'mode: curve'");
+  // The server key belongs to a worker's configuration, not to the coordinator's.
+  auto wrong_role = writeTemp("sec-role.yaml",
+                              "security: {mode: curve, secret_key_file: c.key, allowlist: a,\n"
+                              "           server_public_key_file: c.pub}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(wrong_role); }) ==
+        wrong_role + ":2:12: unknown key 'security.server_public_key_file'");
+  auto empty = writeTemp("sec-empty.yaml",
+                         "security: {mode: curve, secret_key_file: '', "
+                         "allowlist: a}\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(empty);
+        }).find("'security.secret_key_file' is empty") != std::string::npos);
+  auto bad_mode = writeTemp("sec-mode.yaml", "security: {mode: tls}\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(bad_mode);
+        }).find("'security.mode' must be one of none, curve, got 'tls'") != std::string::npos);
+}
+
+TEST_CASE("the simulator has no sockets and so no security section") {
+  auto sim = writeTemp("sim-sec.yaml",
+                       "train_data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\n");
+  CHECK(errorOf([&] { loadSimSettings(sim); }) == sim + ":2:1: unknown key 'security'");
 }
