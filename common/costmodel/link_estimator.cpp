@@ -70,7 +70,7 @@ double relativeResidual(double y, double prediction) {
 }
 
 // Robust line through a handful of samples (the join train, or the outliers that may announce a
-// link change), under the same a >= 0, b >= 0 constraints as the running fit. Theil-Sen: the
+// link change), under the same a + b >= 0, b >= 0 constraints as the running fit. Theil-Sen: the
 // median of pairwise slopes ignores stalled samples that would drag an ordinary fit anywhere.
 // Each slope counts by its precision (size gap over the pair's time), so pairs of close sizes,
 // and pairs holding a stall, do not decide it. Returns (a, b).
@@ -92,12 +92,12 @@ std::pair<double, double> theilSenLine(const Samples& pts) {
   for (const auto& s : pts)
     intercepts.emplace_back(s.y - b * s.x, 1.0 / std::max(s.y, kMinPrediction));
   double a = weightedMedian(std::move(intercepts));
-  if (a < 0) {  // through the origin instead
+  if (a + b < 0) {  // through (1 packet, 0 s) instead
     std::vector<double> per_packet;
     for (const auto& s : pts)
-      if (s.x > 0) per_packet.push_back(s.y / s.x);
-    a = 0;
-    b = median(std::move(per_packet));
+      if (s.x > 1) per_packet.push_back(s.y / (s.x - 1));
+    b = per_packet.empty() ? 0.0 : std::max(0.0, median(std::move(per_packet)));
+    a = -b;
   }
   return {a, b};
 }
@@ -186,21 +186,23 @@ LinkEstimator::Line LinkEstimator::currentLine(bool* identified) const {
     return line;
   }
   const bool ok = slopeIdentified();
-  // Weighted least squares under a >= 0, b >= b_min (neither a fixed cost nor a per-packet time
-  // can be negative; b_min is tiny and positive, see the spec). The constrained optimum lies on
-  // the edge that binds: b = b_min with a = mean y - b_min mean x, or a = 0 with the slope
-  // through the origin.
+  // Weighted least squares under b >= b_min (a per-packet time is positive; b_min is tiny, see
+  // the spec) and a + b >= 0 (a one-packet message takes no negative time). a itself may be
+  // negative: a token-bucket shaper lets the first packet after idle through free, a ~ -b. The
+  // constrained optimum lies on the edge that binds: b = b_min with a = mean y - b_min mean x,
+  // or a = -b with the slope through (1 packet, 0 s).
   const double b_min = minSlope();
   line.b = std::max(b_min, ok ? cxy_ / cxx_ : b_prior_);
   line.a = mean_y_ - line.b * mean_x_;
-  if (line.a < 0) {
-    line.a = 0;
+  if (line.a + line.b < 0) {
+    const double u = mean_x_ - 1.0;  // mean of x - 1
     if (ok) {
-      line.b = (cxy_ + w_sum_ * mean_x_ * mean_y_) / (cxx_ + w_sum_ * mean_x_ * mean_x_);
-    } else if (mean_x_ > 0) {
-      line.b = mean_y_ / mean_x_;
+      line.b = (cxy_ + w_sum_ * u * mean_y_) / (cxx_ + w_sum_ * u * u);
+    } else if (u > 0) {
+      line.b = mean_y_ / u;
     }
     line.b = std::max(b_min, line.b);
+    line.a = -line.b;
   }
   if (identified) *identified = ok;
   return line;
@@ -405,7 +407,7 @@ void LinkEstimator::addFarSample(const Sample& s) {
   for (size_t i = 0; i + 1 < far_.size(); ++i) {
     const Sample& other = far_[i];
     const double b = 0.5 * (slopeThrough(s) + slopeThrough(other));
-    const Line line{std::max(0.0, mean_y_ - b * mean_x_), b};
+    const Line line{std::max(-b, mean_y_ - b * mean_x_), b};
     if (std::abs(relativeResidual(s.y, line.at(s.x))) > tolerance ||
         std::abs(relativeResidual(other.y, line.at(other.x))) > tolerance)
       continue;
@@ -509,14 +511,16 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
     if (mean > 0 && std::sqrt(var) >= spec_.identifiability_cv * mean) return std::nullopt;
   }
 
-  // The cheapest calibration size at least 4x away from what is being sent: below it when the
-  // pushes are large (a one-packet probe is almost free), above it when they are small.
+  // A calibration size at least 4x away from what is being sent: below it when the pushes are
+  // large (the largest such size: a one-packet probe is cheaper, but on a token-bucket link its
+  // packet goes free and its time is only latency), above it when they are small (the smallest).
   std::vector<size_t> sizes = spec_.calibration_packets;
   std::sort(sizes.begin(), sizes.end());
   const double m = std::max(mean, 1.0);
   size_t packets = 0;
   if (static_cast<double>(sizes.front()) * 4.0 <= m) {
-    packets = sizes.front();
+    for (size_t c : sizes)
+      if (static_cast<double>(c) * 4.0 <= m) packets = c;
   } else {
     auto above = std::find_if(sizes.begin(), sizes.end(),
                               [&](size_t c) { return static_cast<double>(c) >= 4.0 * m; });

@@ -73,11 +73,13 @@ class LinkEstimator {
   //   prior, which never prices a larger payload below a smaller one).
   // - Later, when the samples still held (after forgetting) are too alike in size to identify b,
   //   b keeps its last identified value, a is refitted under it, and valid = false.
-  // - a >= 0 and b >= b_min = packet_bytes * 8 / max_bits_per_second (neither a fixed cost nor a
-  //   per-packet time can be negative, and b = 0 would read as "unknown"): the constrained
-  //   weighted least-squares optimum, i.e. b = b_min with a refitted under it when the free
-  //   slope is below b_min, a = 0 with the slope through the origin when the free intercept is
-  //   negative. Standard errors are those of the unconstrained fit.
+  // - b >= b_min = packet_bytes * 8 / max_bits_per_second (a per-packet time is positive, and
+  //   b = 0 would read as "unknown") and a + b >= 0 (a one-packet message takes no negative
+  //   time; a alone may be negative: a token bucket passes the first packet after idle free,
+  //   a ~ -b): the constrained weighted least-squares optimum, i.e. b = b_min with a refitted
+  //   under it when the free slope is below b_min, a = -b with the slope through (1 packet, 0 s)
+  //   when the free line would price one packet below zero. Standard errors are those of the
+  //   unconstrained fit. Readers that need a >= 0 (cost models) clamp it themselves.
   // - r2 is weighted like the fit (relative error); stderrs are infinite while not computable.
   LinkFit fit() const;
   double predict(size_t bytes) const;

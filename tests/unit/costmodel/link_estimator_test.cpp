@@ -522,7 +522,9 @@ TEST_CASE("unusable times are ignored and counted") {
 
 TEST_CASE("reset returns the estimator to its freshly constructed state") {
   LinkEstimatorSpec spec;
-  spec.probe_bytes_per_minute = kPacket;  // room for exactly one 1-packet probe per minute
+  // Room for exactly one probe per minute: for 50-packet pushes, a 4-packet one (the largest
+  // calibration size at most a quarter of them).
+  spec.probe_bytes_per_minute = 4 * kPacket;
   LinkEstimator est(spec);
   for (int i = 0; i < 40; ++i) est.addSample(50 * kPacket, 0.06);
   REQUIRE(est.probeToSend(0.0).has_value());
