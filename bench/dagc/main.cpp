@@ -161,11 +161,15 @@ void parallelFor(size_t n, size_t jobs, const std::function<void(size_t)>& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-using RefKey = std::tuple<uint32_t, double, double>;  // workers, sr, mean ratio
-using CalKey = std::tuple<uint32_t, double, double, std::string>;
+// Keyed by setup too, so that a condition's lambda_bar does not depend on which other setups
+// share the invocation: every setup is calibrated on its own runs' settings.
+using RefKey = std::tuple<std::string, uint32_t, double, double>;  // setup, workers, sr, ratio
+using CalKey = std::tuple<std::string, uint32_t, double, double, std::string>;
 
-RefKey refKey(const RunSpec& r) { return {r.workers, r.sr, r.mean_ratio}; }
-CalKey calKey(const RunSpec& r) { return {r.workers, r.sr, r.mean_ratio, r.method.label}; }
+RefKey refKey(const RunSpec& r) { return {r.setup, r.workers, r.sr, r.mean_ratio}; }
+CalKey calKey(const RunSpec& r) {
+  return {r.setup, r.workers, r.sr, r.mean_ratio, r.method.label};
+}
 
 // lambda_bar for every threshold method in the plan, matched to top-k uniform's traffic.
 std::map<CalKey, double> calibrate(const std::vector<RunSpec>& runs, const Options& o) {
@@ -213,7 +217,7 @@ std::map<CalKey, double> calibrate(const std::vector<RunSpec>& runs, const Optio
             << std::setw(10) << "B/round" << std::setw(15) << "top-k B/round" << std::setw(8)
             << "pilots" << '\n';
   for (size_t i = 0; i < items.size(); ++i) {
-    const auto& [w, sr, ratio, label] = items[i].first;
+    const auto& [setup, w, sr, ratio, label] = items[i].first;
     const Calibration& c = found[i];
     out[items[i].first] = c.lambda_bar;
     std::ostringstream row;
