@@ -33,4 +33,8 @@ if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -L unit --timeout 900
 fi
+if [ "${TERN_ARM64:-0}" = "1" ]; then
+  echo "== arm64 cross-build, unit tests under qemu"
+  TERN_JOBS="$jobs" bash deploy/cross/build-arm64.sh
+fi
 echo "== all tests passed"
