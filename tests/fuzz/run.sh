@@ -31,6 +31,7 @@ fi
 # The library code under test, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT/proto/message.cpp" "$ROOT/server/coordinator_core.cpp"
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
+          "$ROOT/common/transport/curve_keys.cpp"
           "$ROOT"/common/compression/*.cpp "$ROOT"/common/allocation/*.cpp "$ROOT"/common/ml/*.cpp)
 objects=()
 stale=()
