@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist
   gnuplot-nox
   iproute2 procps tcpdump
+  docker-compose python3-yaml
 )
 
 missing=()

@@ -230,6 +230,7 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
   rs->set_round(round_);
   rs->set_cap(w.rec.cap);
   rs->set_threshold(w.rec.threshold);
+  rs->set_data_share(w.rec.share);
   rs->set_session(session_);
   if (w.synced_round == int64_t(round_)) {
     // Already current: nothing to apply.

@@ -319,9 +319,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'");
   app.add_option("--min-workers", min_workers, "overrides 'min_workers'");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  app.add_option("--http", tel_opts.http_bind,
-                 "serve /metrics /status /healthz on HOST:PORT (port 0: any free port)");
-  app.add_option("--http-url-file", tel_opts.http_url_file, "write the endpoint's URL here");
+  app.add_option(
+      "--http", tel_opts.http_bind,
+      "serve /metrics /status /healthz on HOST:PORT (port 0: any free port; overrides http.bind)");
+  app.add_option("--http-url-file", tel_opts.http_url_file,
+                 "write the endpoint's URL here (overrides http.url_file)");
   auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
   std::string status_url;
   bool status_json = false;
@@ -355,6 +357,10 @@ int main(int argc, char** argv) {
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;
     if (!log_level.empty()) s.logging.level = log_level;
+    // The HTTP endpoint: the `http:` section, each flag overriding its key.
+    if (tel_opts.http_bind.empty()) tel_opts.http_bind = s.http.bind;
+    if (tel_opts.http_url_file.empty()) tel_opts.http_url_file = s.http.url_file;
+    tel_opts.stale_after_seconds = s.http.stale_after_seconds;
     return runCoordinator(std::move(s), tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-coordinator: " << e.what() << '\n';

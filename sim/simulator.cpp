@@ -44,6 +44,7 @@ struct Simulator::Impl {
   std::vector<std::unique_ptr<worker::WorkerCore>> workers;
   std::vector<config::SimLink> links;
   std::vector<double> up_free, down_free;
+  std::vector<uint64_t> sent_to_worker;
   std::vector<uint64_t> worker_tick_gen;
   uint64_t coord_tick_gen = 0;
 
@@ -58,7 +59,8 @@ struct Simulator::Impl {
     if (cset.model.features == 0) cset.model.features = uint32_t(full.features());
     auto clock = [this] { return now; };
     coordinator = std::make_unique<server::CoordinatorCore>(
-        cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL), clock);
+        cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL),
+        clock);
     auto parts = ml::partition(full.labels, full.num_classes, s.workers, s.worker.partition);
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
@@ -71,6 +73,7 @@ struct Simulator::Impl {
     }
     up_free.assign(s.workers, 0.0);
     down_free.assign(s.workers, 0.0);
+    sent_to_worker.assign(s.workers, 0);
     worker_tick_gen.assign(s.workers, 0);
   }
 
@@ -83,7 +86,8 @@ struct Simulator::Impl {
   void workerOut(size_t i, std::vector<Message> out) {
     double depart = now;
     for (auto& m : out) {
-      if (m.envelope.has_push() && !m.envelope.push().probe()) depart = now + links[i].compute_seconds;
+      if (m.envelope.has_push() && !m.envelope.push().probe())
+        depart = now + links[i].compute_seconds;
       auto msg = std::make_shared<Message>(std::move(m));
       push(depart, EventKind::kWorkerSend, i, msg, wireBytes(*msg));
     }
@@ -95,6 +99,7 @@ struct Simulator::Impl {
       size_t i = std::stoul(o.peer);
       auto msg = std::make_shared<Message>(std::move(o.message));
       size_t bytes = wireBytes(*msg);
+      sent_to_worker[i] += bytes;
       double start = std::max(now, down_free[i]);
       double done = start + double(bytes) * 8.0 / (settings.download_rate_mbps * 1e6);
       down_free[i] = done;
@@ -136,7 +141,8 @@ struct Simulator::Impl {
           break;
         }
         case EventKind::kToCoordinator:
-          coordinatorOut(coordinator->onMessage(std::to_string(e.worker), *e.message, e.bytes, now));
+          coordinatorOut(
+              coordinator->onMessage(std::to_string(e.worker), *e.message, e.bytes, now));
           break;
         case EventKind::kToWorker:
           workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes));
@@ -164,6 +170,8 @@ struct Simulator::Impl {
     }
     result.last = coordinator->lastRecord();
     result.virtual_seconds = now;
+    result.sent_to_worker = sent_to_worker;
+    for (const auto& w : workers) result.workers.push_back(w->stats());
     return result;
   }
 };

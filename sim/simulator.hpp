@@ -9,6 +9,7 @@
 
 #include "common/config/settings.hpp"
 #include "server/coordinator_core.hpp"
+#include "worker/worker_core.hpp"
 
 namespace tern::sim {
 
@@ -17,6 +18,8 @@ struct SimResult {
   uint64_t replica_mismatches = 0;  // workers whose replica differs from the coordinator's model
   double virtual_seconds = 0.0;
   uint64_t events = 0;
+  std::vector<uint64_t> sent_to_worker;  // bytes the coordinator handed to each worker's downlink
+  std::vector<worker::WorkerStats> workers;  // each worker core's own counters at the end
 };
 
 class Simulator {

@@ -36,6 +36,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   st.time_s = time_s;
   st.train_loss = stats.last_loss;
   st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
+  st.download_bytes = stats.received_bytes;
   st.alive_workers = core.joined() ? 1 : 0;
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
   st.counters = {{"probe_bytes", stats.probe_bytes},
@@ -49,6 +50,8 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   self.alive = core.joined();
   self.cap = stats.last_level;
   self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
+  self.download_bytes = stats.received_bytes;
+  self.share = stats.data_share;
   self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes};
   st.workers.push_back(std::move(self));
   return st;
@@ -219,9 +222,11 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "worker name (overrides 'name')");
   app.add_option("--shard-index", shard_index, "overrides data.shard.index");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  app.add_option("--http", tel_opts.http_bind,
-                 "serve /metrics /status /healthz on HOST:PORT (port 0: any free port)");
-  app.add_option("--http-url-file", tel_opts.http_url_file, "write the endpoint's URL here");
+  app.add_option(
+      "--http", tel_opts.http_bind,
+      "serve /metrics /status /healthz on HOST:PORT (port 0: any free port; overrides http.bind)");
+  app.add_option("--http-url-file", tel_opts.http_url_file,
+                 "write the endpoint's URL here (overrides http.url_file)");
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair: OUT.pub and OUT.key (0600)");
   std::string keygen_out;
   bool keygen_force = false;
@@ -245,6 +250,10 @@ int main(int argc, char** argv) {
       s.shard_index = size_t(shard_index);
     }
     if (!log_level.empty()) s.logging.level = log_level;
+    // The HTTP endpoint: the `http:` section, each flag overriding its key.
+    if (tel_opts.http_bind.empty()) tel_opts.http_bind = s.http.bind;
+    if (tel_opts.http_url_file.empty()) tel_opts.http_url_file = s.http.url_file;
+    tel_opts.stale_after_seconds = s.http.stale_after_seconds;
     return runWorker(s, tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-worker: " << e.what() << '\n';

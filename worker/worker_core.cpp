@@ -60,7 +60,8 @@ std::vector<Message> WorkerCore::refuse(const std::string& why) {
   return {};
 }
 
-std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_bytes*/) {
+std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes) {
+  stats_.received_bytes += wire_bytes;
   const auto& env = msg.envelope;
   if (env.version() != wire::PROTOCOL_VERSION) return refuse("protocol version mismatch");
   last_heard_ = clock_();
@@ -68,11 +69,13 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t /*wire_byt
     case wire::Envelope::kWelcome:
       return handleWelcome(msg);
     case wire::Envelope::kRoundStart:
-      if (!joined_ || env.round_start().session() != session_) return refuse("round before welcome");
+      if (!joined_ || env.round_start().session() != session_)
+        return refuse("round before welcome");
       return handleRoundStart(msg);
     case wire::Envelope::kAck: {
       const auto& a = env.ack();
-      uint64_t key = a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
+      uint64_t key =
+          a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
       const double now = clock_();
       link_->acked(key, a.hold_seconds(), now);
       // Exploration is decided on the push's ack, with that push's time in the fit; the probe
@@ -145,18 +148,20 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   replica_round_ = w.round();
   cap_ = w.cap();
   threshold_ = w.threshold();
+  stats_.data_share = w.data_share();
   training_ = w.training();
   rng_.seed(deriveSeed(training_.seed(), 0x776f726b6572ULL + id_));
 
   compression::CompressorSpec cspec = settings_.compressor;
   if (threshold_ > 0.0) cspec.threshold = threshold_;
   compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                            errorFeedbackOn());
+                                                             errorFeedbackOn());
   // The residual is reset on every (re-)join: it belongs to a model the coordinator may no
   // longer hold.
   compressor_->reset();
   double smoothness = model_->smoothness(*shard_).value_or(1.0);
-  policy_ = std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
+  policy_ =
+      std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
   link_->reset();
   joined_ = true;
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
@@ -220,13 +225,14 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   }
   replica_round_ = rs.round();
   cap_ = rs.cap();
+  stats_.data_share = rs.data_share();
   if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {
     threshold_ = rs.threshold();
     compression::CompressorSpec cspec = settings_.compressor;
     cspec.threshold = threshold_;
     // A new threshold starts a new residual: the old one was shaped by the old threshold.
-    compressor_ = std::make_unique<compression::ErrorFeedback>(
-        compression::makeCompressor(cspec), errorFeedbackOn());
+    compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
+                                                               errorFeedbackOn());
   }
   // A queued probe goes out right before the push, once the push is computed, and only when
   // nothing else is unacknowledged: it then starts on an idle link and its ack is read as soon as

@@ -17,8 +17,8 @@
 #include "common/ml/model.hpp"
 #include "common/util/rng.hpp"
 #include "message.hpp"
-#include "worker/link_monitor.hpp"
 #include "worker/level_policy.hpp"
+#include "worker/link_monitor.hpp"
 
 namespace tern::worker {
 
@@ -28,10 +28,12 @@ struct WorkerStats {
   uint64_t rounds = 0;
   uint64_t pushed_bytes = 0;
   uint64_t probe_bytes = 0;
+  uint64_t received_bytes = 0;  // every coordinator message, as it came off the wire
   uint64_t rejoins = 0;
   uint64_t rejected = 0;  // coordinator messages this worker refused
   uint32_t last_level = 0;
   double last_loss = 0.0;
+  double data_share = 0.0;  // p_i, as the coordinator last said
 };
 
 class WorkerCore {

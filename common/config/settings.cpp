@@ -89,6 +89,9 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("mean_threshold", m.get<double>("mean_threshold", b.mean_threshold), 0.0, kInf);
   b.deadline_seconds = m.inRange("deadline_seconds",
                                  m.get<double>("deadline_seconds", b.deadline_seconds), 0.0, kInf);
+  b.round_overhead_seconds =
+      m.inRange("round_overhead_seconds",
+                m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   s.reallocate_every = m.get<uint64_t>("reallocate_every", s.reallocate_every);
   m.done();
 }
@@ -243,6 +246,21 @@ void readSecurity(MapReader& parent, SecuritySettings& s, Role role) {
   m.done();
 }
 
+// `http: {bind: HOST:PORT, url_file: PATH, stale_after_seconds: S}` (daemons only).
+void readHttp(MapReader& parent, HttpSettings& s) {
+  if (!parent.has("http")) return;
+  MapReader m = parent.child("http");
+  s.bind = m.require<std::string>("bind");
+  if (s.bind.empty() || s.bind.rfind(':') == std::string::npos) {
+    m.fail("bind", "'http.bind' must be HOST:PORT, got '" + s.bind + "'");
+  }
+  s.url_file = m.get<std::string>("url_file", s.url_file);
+  s.stale_after_seconds =
+      m.inRange("stale_after_seconds", m.get<double>("stale_after_seconds", s.stale_after_seconds),
+                0.1, 86400.0);
+  m.done();
+}
+
 // Plaintext must be a choice, never an accident of a forgotten section.
 void requireSecurity(const MapReader& m) {
   if (m.has("security")) return;
@@ -259,6 +277,7 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
   CoordinatorSettings s;
   readCoordinatorBody(m, s);
   readSecurity(m, s.security, Role::coordinator);
+  readHttp(m, s.http);
   m.done();
   requireSecurity(m);
   return s;
@@ -269,6 +288,7 @@ WorkerSettings loadWorkerSettings(const std::string& file) {
   WorkerSettings s;
   readWorkerBody(m, s, true);
   readSecurity(m, s.security, Role::worker);
+  readHttp(m, s.http);
   m.done();
   requireSecurity(m);
   return s;

@@ -17,6 +17,13 @@ struct LoggingSettings {
   std::string level = "info";
 };
 
+// The daemon's HTTP endpoint (/metrics, /status, /healthz). Empty bind: none.
+struct HttpSettings {
+  std::string bind;                   // "HOST:PORT" (port 0: any free port)
+  std::string url_file;               // written with "http://HOST:PORT" once bound
+  double stale_after_seconds = 30.0;  // /healthz answers 503 when the loop is silent this long
+};
+
 struct TrainingSettings {
   uint32_t batch_size = 64;
   uint32_t local_steps = 1;  // >1: the worker sends the delta of local SGD steps as its gradient
@@ -68,6 +75,7 @@ struct CoordinatorSettings {
   size_t max_message_bytes = 64u << 20;
   CheckpointSettings checkpoint;
   SecuritySettings security;
+  HttpSettings http;
   LoggingSettings logging;
 };
 
@@ -107,6 +115,7 @@ struct WorkerSettings {
   double coordinator_patience_seconds = 15.0;
   size_t max_message_bytes = 64u << 20;
   SecuritySettings security;
+  HttpSettings http;
   LoggingSettings logging;
 };
 

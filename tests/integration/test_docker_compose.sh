@@ -1,33 +1,51 @@
 #!/usr/bin/env bash
-# The docker-compose cluster file: every worker has a shaped uplink (NET_ADMIN and a rate), a
-# healthcheck on /healthz, and the coordinator keeps its checkpoints in a volume; the configs it
-# bakes into the image load with the real config reader; `docker compose config` accepts the
-# file where docker with compose exists (skipped, exit 77, elsewhere).
+# The docker-compose cluster file: Compose itself (the `docker compose` plugin, or Debian's
+# docker-compose; neither needs a running engine for `config`) accepts it, and in the
+# configuration Compose resolves from it every worker has a shaped uplink (NET_ADMIN and a
+# rate), a healthcheck on /healthz, its own shard, and the coordinator keeps its checkpoints in a
+# volume; the configs it bakes into the image load with the real config reader and train.
 source "$(dirname "$0")/lib.sh"
 
 COMPOSE="$SRC/deploy/docker-compose.yml"
-if python3 -c 'import yaml' 2> /dev/null; then
-  python3 - "$COMPOSE" <<'PY'
+if docker compose version > /dev/null 2>&1; then
+  compose=(docker compose)
+elif command -v docker-compose > /dev/null; then
+  compose=(docker-compose)
+else
+  echo "SKIP: neither docker compose nor docker-compose is installed to validate $COMPOSE"
+  exit 77
+fi
+"${compose[@]}" -p tern -f "$COMPOSE" config --quiet || fail "${compose[*]} config rejected the file"
+"${compose[@]}" -p tern -f "$COMPOSE" config > "$WORK/resolved.yml" || fail "compose config"
+echo "PASS: ${compose[*]} config accepts the cluster file"
+
+python3 - "$WORK/resolved.yml" <<'PY' || fail "the resolved compose file lacks what the cluster needs"
 import sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 services = doc["services"]
 coord = services["coordinator"]
-assert any(v.endswith(":/var/lib/tern") for v in coord["volumes"]), coord["volumes"]
+vols = coord["volumes"]
+assert any((v.get("target") if isinstance(v, dict) else v.split(":")[1]) == "/var/lib/tern"
+           for v in vols), vols
 assert "tern-state" in doc["volumes"]
 workers = {n: s for n, s in services.items() if n.startswith("worker-")}
 assert len(workers) >= 2, workers.keys()
+rates = set()
 for name, w in workers.items():
     assert "NET_ADMIN" in w["cap_add"], name
-    assert "TERN_UPLINK_RATE" in w["environment"], name
+    env = w["environment"]
+    assert env.get("TERN_UPLINK_RATE"), name
+    rates.add(env["TERN_UPLINK_RATE"])
     assert "healthcheck" in w["healthcheck"]["test"], name
     assert w["depends_on"]["coordinator"]["condition"] == "service_healthy", name
     cmd = w["command"]
     assert cmd[cmd.index("--name") + 1] == name, (name, cmd)
+assert len(rates) > 1, f"every worker has the same uplink {rates}: not heterogeneous"
 shards = sorted(int(w["command"][w["command"].index("--shard-index") + 1]) for w in workers.values())
 assert shards == list(range(len(workers))), shards
-print(f"compose file: coordinator + {len(workers)} shaped workers, healthchecks, state volume")
+print(f"compose file: coordinator + {len(workers)} shaped workers ({sorted(rates)}), "
+      "healthchecks, state volume")
 PY
-fi
 
 # The configs baked into the image load with the strict reader and train: a 2-round run of one
 # worker on loopback, with the volume paths moved into the test directory.
@@ -43,9 +61,3 @@ grep -q '^final: rounds=2 ' "$WORK/c.out" || fail "the docker configs did not tr
 [ -s "$WORK/metrics.csv" ] || fail "no metrics CSV where the docker config puts it"
 echo "docker configs load and train"
 
-if ! docker compose version > /dev/null 2>&1; then
-  echo "SKIP: docker compose is not available to validate $COMPOSE"
-  exit 77
-fi
-docker compose -f "$COMPOSE" config --quiet || fail "docker compose config rejected the file"
-echo "PASS: docker compose config accepts the cluster file"

@@ -55,12 +55,15 @@ SCRAPER=$!; PIDS+=($SCRAPER)
 
 EP=$(cat "$WORK/endpoint")
 write_worker "$WORK/worker.yaml" "$EP" 2
-for i in 0 1; do
-  "$BIN/tern-worker" --config "$WORK/worker.yaml" --name "w$i" --shard-index $i \
-    --http 127.0.0.1:0 --http-url-file "$WORK/w$i.url" \
-    > "$WORK/w$i.out" 2> "$WORK/w$i.err" &
-  WPIDS+=($!); PIDS+=($!)
-done
+# w0 takes its endpoint from the configuration's http section, w1 from the flags.
+cp "$WORK/worker.yaml" "$WORK/worker0.yaml"
+printf 'http:\n  bind: "127.0.0.1:0"\n  url_file: %s\n' "$WORK/w0.url" >> "$WORK/worker0.yaml"
+"$BIN/tern-worker" --config "$WORK/worker0.yaml" --name w0 --shard-index 0 \
+  > "$WORK/w0.out" 2> "$WORK/w0.err" &
+WPIDS+=($!); PIDS+=($!)
+"$BIN/tern-worker" --config "$WORK/worker.yaml" --name w1 --shard-index 1 \
+  --http 127.0.0.1:0 --http-url-file "$WORK/w1.url" > "$WORK/w1.out" 2> "$WORK/w1.err" &
+WPIDS+=($!); PIDS+=($!)
 wait_for_file "$WORK/w0.url"
 wait $CPID || fail "coordinator exited with $?"
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker exited non-zero"; done
@@ -149,6 +152,7 @@ print(f"{checked} coordinator scrapes matched their CSV rows")
 assert checked >= 2, "too few scrapes during the run"
 
 n_status = 0
+n_worker_status = 0
 for path in sorted(glob.glob(f"{scrapes}/*.status")):
     status, ctype, body = open(path).read().split("\n", 2)
     assert status == "200" and ctype == "application/json", path
@@ -158,7 +162,15 @@ for path in sorted(glob.glob(f"{scrapes}/*.status")):
         assert sorted(w["name"] for w in doc["workers"]) == ["w0", "w1"], doc["workers"]
         row = rows[doc["round"]]
         assert doc["upload_bytes"] == int(row["upload_bytes"])
+    if doc["role"] == "worker" and doc["rounds_completed"] > 0:
+        # A worker that trained has received the model and updates, and knows its data share.
+        assert doc["download_bytes"] > 0, doc
+        me = doc["workers"][0]
+        assert me["download_bytes"] == doc["download_bytes"], doc
+        assert 0.0 < me["share"] <= 1.0, doc
+        n_worker_status += 1
     n_status += 1
+assert n_worker_status > 0, "no /status from a worker that had trained"
 print(f"{n_status} /status documents are valid JSON")
 
 for path in sorted(glob.glob(f"{scrapes}/*.coord.healthz")):
@@ -168,6 +180,7 @@ for path in sorted(glob.glob(f"{scrapes}/*.coord.missing")):
 last_worker = sorted(glob.glob(f"{scrapes}/*.worker.metrics"))[-1]
 wm = parse(open(last_worker).read().split("\n", 2)[2])
 assert wm[("tern_upload_bytes_total", "")] > 0
+assert wm[("tern_download_bytes_total", "")] > 0
 assert any(n == "tern_worker_link_samples" for n, _ in wm)
 print("worker /metrics parses and counts its uploads")
 PY

@@ -178,3 +178,42 @@ TEST_CASE("the simulator has no sockets and so no security section") {
                        "train_data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\n");
   CHECK(errorOf([&] { loadSimSettings(sim); }) == sim + ":2:1: unknown key 'security'");
 }
+
+TEST_CASE("the http section sets the daemons' endpoint and refuses what cannot bind") {
+  auto c = loadCoordinatorSettings(
+      writeTemp("http-c.yaml",
+                "security: none\nhttp: {bind: '0.0.0.0:9100', url_file: /run/tern/url, "
+                "stale_after_seconds: 12}\n"));
+  CHECK(c.http.bind == "0.0.0.0:9100");
+  CHECK(c.http.url_file == "/run/tern/url");
+  CHECK(c.http.stale_after_seconds == doctest::Approx(12.0));
+  auto w = loadWorkerSettings(
+      writeTemp("http-w.yaml", kWorkerBody + "security: none\nhttp:\n  bind: 127.0.0.1:0\n"));
+  CHECK(w.http.bind == "127.0.0.1:0");
+  CHECK(w.http.url_file.empty());
+  CHECK(w.http.stale_after_seconds == doctest::Approx(30.0));
+  CHECK(loadWorkerSettings(writeTemp("http-none.yaml", kWorkerBody + "security: none\n"))
+            .http.bind.empty());
+
+  auto noport = writeTemp("http-noport.yaml", "security: none\nhttp: {bind: localhost}\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(noport);
+        }).rfind(noport + ":2:14: 'http.bind' must be HOST:PORT", 0) == 0);
+  auto nobind = writeTemp("http-nobind.yaml", "security: none\nhttp: {url_file: x}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(nobind); }).find("bind") != std::string::npos);
+  auto extra = writeTemp("http-extra.yaml", "security: none\nhttp: {bind: ':1', port: 3}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(extra); }).find("unknown key 'http.port'") !=
+        std::string::npos);
+}
+
+TEST_CASE("the allocation's round overhead is read for the cost-aware deadline") {
+  auto c = loadCoordinatorSettings(writeTemp(
+      "overhead.yaml",
+      "security: none\nallocation: {method: cost-aware, round_overhead_seconds: 0.35}\n"));
+  CHECK(c.allocation.budget.round_overhead_seconds == doctest::Approx(0.35));
+  auto bad =
+      writeTemp("overhead-bad.yaml", "security: none\nallocation:\n  round_overhead_seconds: -1\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(bad);
+        }).find("'round_overhead_seconds' must be in [") != std::string::npos);
+}

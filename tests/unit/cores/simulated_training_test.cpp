@@ -1,6 +1,8 @@
 // The real cores, driven by the simulator on synthetic data: no files, no sockets, no clock.
 #include <doctest/doctest.h>
 
+#include "common/ml/data_source.hpp"
+#include "common/ml/partition.hpp"
 #include "common/util/checksum.hpp"
 #include "sim/simulator.hpp"
 
@@ -98,4 +100,26 @@ TEST_CASE("rounds take longer on slower simulated links") {
   auto s = runSim(slow);
   // An identity push of 84 floats is ~400 bytes: at 0.5 Mbit/s that is >= 6 ms per round more.
   CHECK(s.rows.back().time_s > f.rows.back().time_s + 10 * 0.006);
+}
+
+TEST_CASE("each worker counts the bytes it received and knows its data share") {
+  auto s = smallRun("topk", 12);
+  s.worker.partition.volume_ratio = 8.0;  // unequal shares, so a wrong share shows
+  sim::Simulator simulator(s);
+  auto result = simulator.run();
+  REQUIRE(result.workers.size() == s.workers);
+  REQUIRE(result.sent_to_worker.size() == s.workers);
+
+  // The shares from the partition itself, computed here apart from the coordinator.
+  auto full = ml::loadDataset(s.train_data);
+  auto parts = ml::partition(full.labels, full.num_classes, s.workers, s.worker.partition);
+  double rows = 0.0;
+  for (const auto& p : parts) rows += double(p.size());
+  for (size_t i = 0; i < s.workers; ++i) {
+    CAPTURE(i);
+    // Everything the coordinator sent was delivered (the simulator drains its queue at the end).
+    CHECK(result.sent_to_worker[i] > 0);
+    CHECK(result.workers[i].received_bytes == result.sent_to_worker[i]);
+    CHECK(result.workers[i].data_share == doctest::Approx(double(parts[i].size()) / rows));
+  }
 }
