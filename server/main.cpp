@@ -10,6 +10,7 @@
 
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
+#include "common/telemetry/daemon_cli.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/telemetry/status_table.hpp"
 #include "common/transport/curve_keys.hpp"
@@ -309,7 +310,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tern coordinator: aggregates compressed gradients from tern workers"};
   app.set_version_flag("--version", std::string("tern-coordinator ") + TERN_VERSION);
   std::string config_file, metrics_csv, bind, endpoint_file, log_level;
-  telemetry::TelemetryOptions tel_opts;
+  telemetry::HttpFlags http_flags;
+  telemetry::KeygenCommand keygen;
   uint64_t max_rounds = 0;
   uint32_t min_workers = 0;
   app.add_option("--config", config_file, "YAML configuration file");
@@ -319,11 +321,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'");
   app.add_option("--min-workers", min_workers, "overrides 'min_workers'");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  app.add_option(
-      "--http", tel_opts.http_bind,
-      "serve /metrics /status /healthz on HOST:PORT (port 0: any free port; overrides http.bind)");
-  app.add_option("--http-url-file", tel_opts.http_url_file,
-                 "write the endpoint's URL here (overrides http.url_file)");
+  telemetry::addHttpFlags(app, http_flags);
   auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
   std::string status_url;
   bool status_json = false;
@@ -333,15 +331,11 @@ int main(int argc, char** argv) {
   auto* allocate = app.add_subcommand("allocate", "print the allocation plan as JSON and exit");
   server::AllocateOptions alloc_opts;
   server::addAllocateOptions(*allocate, alloc_opts);
-  auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair: OUT.pub and OUT.key (0600)");
-  std::string keygen_out;
-  bool keygen_force = false;
-  keygen->add_option("--out", keygen_out, "DIR/NAME of the key files")->required();
-  keygen->add_flag("--force", keygen_force, "replace existing key files");
+  telemetry::addKeygenCommand(app, keygen);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (*keygen) return transport::runKeygenCommand(keygen_out, keygen_force, std::cout, std::cerr);
+    if (keygen.chosen()) return keygen.run();
     if (*allocate) return server::runAllocate(alloc_opts);
     if (*status) {
       return telemetry::runStatusCommand(status_url, status_json, 5.0, std::cout, std::cerr);
@@ -357,10 +351,7 @@ int main(int argc, char** argv) {
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;
     if (!log_level.empty()) s.logging.level = log_level;
-    // The HTTP endpoint: the `http:` section, each flag overriding its key.
-    if (tel_opts.http_bind.empty()) tel_opts.http_bind = s.http.bind;
-    if (tel_opts.http_url_file.empty()) tel_opts.http_url_file = s.http.url_file;
-    tel_opts.stale_after_seconds = s.http.stale_after_seconds;
+    const auto tel_opts = telemetry::telemetryOptions(s.http, http_flags);
     return runCoordinator(std::move(s), tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-coordinator: " << e.what() << '\n';

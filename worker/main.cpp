@@ -7,6 +7,7 @@
 
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
+#include "common/telemetry/daemon_cli.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/transport/curve_keys.hpp"
 #include "common/transport/framing.hpp"
@@ -215,26 +216,19 @@ int main(int argc, char** argv) {
   CLI::App app{"tern worker: trains on its local shard and pushes compressed gradients"};
   app.set_version_flag("--version", std::string("tern-worker ") + TERN_VERSION);
   std::string config_file, coordinator, name, log_level;
-  telemetry::TelemetryOptions tel_opts;
+  telemetry::HttpFlags http_flags;
+  telemetry::KeygenCommand keygen;
   int shard_index = -1;
   app.add_option("--config", config_file, "YAML configuration file");
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
   app.add_option("--name", name, "worker name (overrides 'name')");
   app.add_option("--shard-index", shard_index, "overrides data.shard.index");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  app.add_option(
-      "--http", tel_opts.http_bind,
-      "serve /metrics /status /healthz on HOST:PORT (port 0: any free port; overrides http.bind)");
-  app.add_option("--http-url-file", tel_opts.http_url_file,
-                 "write the endpoint's URL here (overrides http.url_file)");
-  auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair: OUT.pub and OUT.key (0600)");
-  std::string keygen_out;
-  bool keygen_force = false;
-  keygen->add_option("--out", keygen_out, "DIR/NAME of the key files")->required();
-  keygen->add_flag("--force", keygen_force, "replace existing key files");
+  telemetry::addHttpFlags(app, http_flags);
+  telemetry::addKeygenCommand(app, keygen);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*keygen) return transport::runKeygenCommand(keygen_out, keygen_force, std::cout, std::cerr);
+    if (keygen.chosen()) return keygen.run();
     if (config_file.empty()) {
       std::cerr << "tern-worker: --config FILE is required (see --help)\n";
       return 2;
@@ -250,10 +244,7 @@ int main(int argc, char** argv) {
       s.shard_index = size_t(shard_index);
     }
     if (!log_level.empty()) s.logging.level = log_level;
-    // The HTTP endpoint: the `http:` section, each flag overriding its key.
-    if (tel_opts.http_bind.empty()) tel_opts.http_bind = s.http.bind;
-    if (tel_opts.http_url_file.empty()) tel_opts.http_url_file = s.http.url_file;
-    tel_opts.stale_after_seconds = s.http.stale_after_seconds;
+    const auto tel_opts = telemetry::telemetryOptions(s.http, http_flags);
     return runWorker(s, tel_opts);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-worker: " << e.what() << '\n';
