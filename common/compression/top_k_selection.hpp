@@ -41,6 +41,10 @@ uint32_t kthLargestKey(std::span<uint32_t> keys, size_t rank);
 
 class TopKSelector {
  public:
+  // allow_avx2 = false keeps the scan on the baseline path even where the CPU has AVX2, so
+  // that tests can check both against a reference.
+  explicit TopKSelector(bool allow_avx2 = true);
+
   // Writes the selected indices to `indices` and g at those indices to `values` (both resized
   // to min(k, g.size())).
   void select(std::span<const float> g, uint32_t k, std::vector<uint32_t>& indices,
@@ -59,13 +63,18 @@ class TopKSelector {
   Bracket estimateBracket(std::span<const float> g, uint32_t k, unsigned attempt);
   void collect(std::span<const float> g, uint32_t threshold);
   void reserve(size_t n);
-  void pickExact(uint32_t k, uint32_t sure_key, std::vector<uint32_t>& indices,
+  void pickExact(uint32_t k, uint32_t low, uint32_t high, std::vector<uint32_t>& indices,
                  std::vector<float>& values);
+  // Appends the candidates in [from, to) whose key is at least `key` after the first n outputs;
+  // returns the new count.
+  size_t keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index, float* out_values,
+                     size_t n) const;
 
   // Candidates in increasing index order with their float bits, kept so that neither the
   // exact selection nor the caller has to gather from g again. Sized without zero-filling.
   std::unique_ptr<uint32_t[]> cand_index_;
   std::unique_ptr<uint32_t[]> cand_bits_;
+  bool use_avx2_;
   size_t capacity_ = 0;
   size_t count_ = 0;
   std::vector<uint32_t> scratch_;

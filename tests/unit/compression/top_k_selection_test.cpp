@@ -11,8 +11,8 @@ using namespace tern::compression::testing;
 
 namespace {
 
-std::vector<uint32_t> selectTopK(const std::vector<float>& g, uint32_t k) {
-  TopKSelector s;
+std::vector<uint32_t> selectTopK(const std::vector<float>& g, uint32_t k, bool allow_avx2 = true) {
+  TopKSelector s(allow_avx2);
   std::vector<uint32_t> out;
   std::vector<float> values;
   s.select(g, k, out, values);
@@ -20,6 +20,23 @@ std::vector<uint32_t> selectTopK(const std::vector<float>& g, uint32_t k) {
   for (size_t i = 0; i < out.size(); ++i)
     REQUIRE(std::bit_cast<uint32_t>(values[i]) == std::bit_cast<uint32_t>(g[out[i]]));
   return out;
+}
+
+// Every j with |g[j]| at or above |g[at]|, in increasing order.
+std::vector<uint32_t> bruteForceAtLeast(const std::vector<float>& g, float at) {
+  std::vector<uint32_t> out;
+  for (size_t j = 0; j < g.size(); ++j)
+    if (magnitudeKey(g[j]) >= magnitudeKey(at)) out.push_back(uint32_t(j));
+  return out;
+}
+
+// Gaussian values with a block of large ones (many hits per group) and a region of zeros, so a
+// single scan meets dense, sparse and empty spans of groups.
+std::vector<float> mixedDensityGradient(size_t d, uint64_t seed) {
+  std::vector<float> g = gaussianGradient(d, seed);
+  for (size_t j = d / 4; j < d / 4 + d / 8; ++j) g[j] *= 8.0f;
+  for (size_t j = d / 2; j < d / 2 + d / 8; ++j) g[j] = 0.0f;
+  return g;
 }
 
 }  // namespace
@@ -89,6 +106,46 @@ TEST_CASE("top-k selection stays exact on structured gradients") {
   for (const auto& g : cases)
     for (size_t k : {1, 77, 1500, 20000, 90000})
       CHECK(selectTopK(g, uint32_t(k)) == bruteForceTopK(g, k));
+}
+
+TEST_CASE("the AVX2 and baseline scans both select what a brute-force sort selects") {
+  std::vector<std::vector<float>> cases;
+  for (size_t d : {1, 2, 63, 64, 65, 129, 1000, 40000, 200003}) {
+    cases.push_back(gaussianGradient(d, 7 + d));
+    cases.push_back(tiedGradient(d, 9 + d));
+    cases.push_back(std::vector<float>(d, 0.0f));
+  }
+  cases.push_back(mixedDensityGradient(300000, 5));
+  for (const auto& g : cases) {
+    const size_t d = g.size();
+    for (size_t k : {size_t(1), size_t(2), d / 1000 + 1, d / 100 + 1, d / 7 + 1, d - 1, d}) {
+      if (k == 0 || k > d) continue;
+      const auto want = bruteForceTopK(g, k);
+      CHECK(selectTopK(g, uint32_t(k), true) == want);
+      CHECK(selectTopK(g, uint32_t(k), false) == want);
+    }
+  }
+}
+
+TEST_CASE("the AVX2 and baseline scans both keep exactly the coordinates at or above a key") {
+  tern::Rng rng(17);
+  for (const auto& g :
+       {gaussianGradient(100001, 3), tiedGradient(70001, 4), mixedDensityGradient(250000, 6)}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const float at = trial == 0 ? 0.0f : g[rng() % g.size()];
+      const auto want = bruteForceAtLeast(g, at);
+      for (bool allow_avx2 : {true, false}) {
+        TopKSelector s(allow_avx2);
+        std::vector<uint32_t> idx;
+        std::vector<float> values;
+        s.selectAtLeast(g, magnitudeKey(at), idx, values);
+        CHECK(idx == want);
+        REQUIRE(values.size() == idx.size());
+        for (size_t i = 0; i < idx.size(); ++i)
+          CHECK(std::bit_cast<uint32_t>(values[i]) == std::bit_cast<uint32_t>(g[idx[i]]));
+      }
+    }
+  }
 }
 
 TEST_CASE("top-k selection ranks NaN above every number so callers can reject it") {
