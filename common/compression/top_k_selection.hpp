@@ -66,7 +66,7 @@ class TopKSelector {
   void pickExact(uint32_t k, uint32_t low, uint32_t high, std::vector<uint32_t>& indices,
                  std::vector<float>& values);
   // Appends the candidates in [from, to) whose key is at least `key` after the first n outputs;
-  // returns the new count.
+  // returns the new count. May write up to kPackSlack slots past it.
   size_t keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index, float* out_values,
                      size_t n) const;
 
