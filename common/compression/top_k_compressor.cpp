@@ -9,7 +9,7 @@ Compressed TopKCompressor::compress(std::span<const float> g, uint32_t level, Rn
   std::vector<uint32_t> idx;
   std::vector<float> values;
   selector_.select(g, detail::clampLevel(level, d), idx, values);
-  for (float v : values) detail::requireFinite(v, "topk");
+  detail::requireAllFinite(values, "topk");
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kTopK, d, idx, values);
   c.decoded = wire::canonicalGradient(d, std::move(idx), std::move(values));
