@@ -411,19 +411,20 @@ void TopKSelector::pickExact(uint32_t k, uint32_t low, uint32_t high,
       --bin;
     }
   }
-  // The selection set's keys and candidate positions, in candidate order, and a copy of the
-  // keys for kthLargestKey to reorder.
-  scratch_.resize(3 * count_);
+  // The selection set (the keys in [set_low, set_high]) with candidate positions, in candidate
+  // order, and a copy of its keys for kthLargestKey to reorder; each area has room for the
+  // slots packing may write past its end.
+  const uint32_t set_low = in_one_bin ? low + (bin << shift) : 0;
+  const uint32_t set_high = in_one_bin
+                                ? uint32_t(std::min<uint64_t>(
+                                      uint64_t(set_low) + (uint64_t(1) << shift) - 1, 0x7FFFFFFFu))
+                                : 0x7FFFFFFFu;
+  const size_t area = count_ + kPackSlack;
+  scratch_.resize(3 * area);
   uint32_t* set_keys = scratch_.data();
-  uint32_t* set_pos = set_keys + count_;
-  size_t m = 0;
-  for (size_t i = 0; i < count_; ++i) {
-    const uint32_t key = bits[i] & 0x7FFFFFFFu;
-    set_keys[m] = key;
-    set_pos[m] = uint32_t(i);
-    m += !in_one_bin || ((key - low) >> shift) == bin;
-  }
-  uint32_t* work = set_pos + count_;
+  uint32_t* set_pos = set_keys + area;
+  const size_t m = keysInRange(set_low, set_high, set_keys, set_pos);
+  uint32_t* work = set_pos + area;
   std::copy(set_keys, set_keys + m, work);
   const uint32_t kth = detail::kthLargestKey(std::span(work, m), rank);
   // Every candidate outside the set that is above it is above kth: (k - 1 - rank) of them.
@@ -459,6 +460,19 @@ size_t keepAtLeastScalar(const uint32_t* cand, const uint32_t* bits, size_t from
     n += (bits[i] & 0x7FFFFFFFu) >= key;
   }
   return n;
+}
+
+// Appends the key and position of each candidate in [from, to) whose key lies in [low, high];
+// returns the new count. Without branches; one slot past the kept ones is written.
+size_t keysInRangeScalar(const uint32_t* bits, size_t from, size_t to, uint32_t low, uint32_t high,
+                         uint32_t* out_keys, uint32_t* out_pos, size_t m) {
+  for (size_t i = from; i < to; ++i) {
+    const uint32_t key = bits[i] & 0x7FFFFFFFu;
+    out_keys[m] = key;
+    out_pos[m] = uint32_t(i);
+    m += (key >= low) & (key <= high);
+  }
+  return m;
 }
 
 #if defined(TERN_TOPK_AVX2)
@@ -499,9 +513,45 @@ __attribute__((target("avx2,popcnt"))) size_t keepAtLeastAvx2(const uint32_t* ca
   }
   return keepAtLeastScalar(cand, bits, i, to, key, out_index, out_values, n);
 }
+
+__attribute__((target("avx2,popcnt"))) size_t keysInRangeAvx2(const uint32_t* bits, size_t count,
+                                                              uint32_t low, uint32_t high,
+                                                              uint32_t* out_keys,
+                                                              uint32_t* out_pos) {
+  const __m256i below = _mm256_set1_epi32(int32_t(low) - 1);  // keys and bounds are < 2^31
+  const __m256i top = _mm256_set1_epi32(int32_t(high));
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i step = _mm256_set1_epi32(8);
+  __m256i pos = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t m = 0, i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256i key =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + i)), abs_mask);
+    const __m256i in =
+        _mm256_andnot_si256(_mm256_cmpgt_epi32(key, top), _mm256_cmpgt_epi32(key, below));
+    const unsigned mask = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(in)));
+    const __m256i order =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kPackOrder[mask])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_keys + m),
+                        _mm256_permutevar8x32_epi32(key, order));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_pos + m),
+                        _mm256_permutevar8x32_epi32(pos, order));
+    m += unsigned(std::popcount(mask));
+    pos = _mm256_add_epi32(pos, step);
+  }
+  return keysInRangeScalar(bits, i, count, low, high, out_keys, out_pos, m);
+}
 #endif
 
 }  // namespace
+
+size_t TopKSelector::keysInRange(uint32_t low, uint32_t high, uint32_t* out_keys,
+                                 uint32_t* out_pos) const {
+#if defined(TERN_TOPK_AVX2)
+  if (use_avx2_) return keysInRangeAvx2(cand_bits_.get(), count_, low, high, out_keys, out_pos);
+#endif
+  return keysInRangeScalar(cand_bits_.get(), 0, count_, low, high, out_keys, out_pos, 0);
+}
 
 size_t TopKSelector::keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index,
                                  float* out_values, size_t n) const {
