@@ -487,6 +487,18 @@ constexpr std::array<uint64_t, 256> kPackOrder = [] {
   return order;
 }();
 
+// Stores the lanes of a and b whose `keep` lane is all ones, packed to the front of out_a and
+// out_b (all eight slots are written); returns how many were kept.
+__attribute__((target("avx2,popcnt"))) inline unsigned packLanes(__m256i keep, __m256i a, __m256i b,
+                                                                 uint32_t* out_a, uint32_t* out_b) {
+  const unsigned mask = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(keep)));
+  const __m256i order =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kPackOrder[mask])));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_a), _mm256_permutevar8x32_epi32(a, order));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_b), _mm256_permutevar8x32_epi32(b, order));
+  return unsigned(std::popcount(mask));
+}
+
 // Eight candidates a step: their keep mask selects a lane order that packs the kept ones to the
 // front of one store per output; up to kPackSlack slots past the kept ones may be written.
 __attribute__((target("avx2,popcnt"))) size_t keepAtLeastAvx2(const uint32_t* cand,
@@ -502,14 +514,7 @@ __attribute__((target("avx2,popcnt"))) size_t keepAtLeastAvx2(const uint32_t* ca
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + i));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cand + i));
     const __m256i keep = _mm256_cmpgt_epi32(_mm256_and_si256(b, abs_mask), t);
-    const unsigned mask = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(keep)));
-    const __m256i order =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kPackOrder[mask])));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_index + n),
-                        _mm256_permutevar8x32_epi32(c, order));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_values + n),
-                        _mm256_permutevar8x32_epi32(b, order));
-    n += unsigned(std::popcount(mask));
+    n += packLanes(keep, c, b, out_index + n, reinterpret_cast<uint32_t*>(out_values + n));
   }
   return keepAtLeastScalar(cand, bits, i, to, key, out_index, out_values, n);
 }
@@ -529,14 +534,7 @@ __attribute__((target("avx2,popcnt"))) size_t keysInRangeAvx2(const uint32_t* bi
         _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + i)), abs_mask);
     const __m256i in =
         _mm256_andnot_si256(_mm256_cmpgt_epi32(key, top), _mm256_cmpgt_epi32(key, below));
-    const unsigned mask = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(in)));
-    const __m256i order =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kPackOrder[mask])));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_keys + m),
-                        _mm256_permutevar8x32_epi32(key, order));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_pos + m),
-                        _mm256_permutevar8x32_epi32(pos, order));
-    m += unsigned(std::popcount(mask));
+    m += packLanes(in, key, pos, out_keys + m, out_pos + m);
     pos = _mm256_add_epi32(pos, step);
   }
   return keysInRangeScalar(bits, i, count, low, high, out_keys, out_pos, m);
