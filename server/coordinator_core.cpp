@@ -62,6 +62,34 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
   return out;
 }
 
+namespace {
+
+// Why a worker's reported link model is not one a link could have, or nullptr. a may be
+// negative down to -b (a token bucket sends the first packet free) and is 0 with b while unfitted;
+// standard errors are +inf until they can be computed.
+const char* invalidLinkModel(const wire::LinkModel& l) {
+  for (double v : {l.a_seconds(), l.b_seconds_per_packet(), l.r2()}) {
+    if (!std::isfinite(v)) return "non-finite value";
+  }
+  // A standard error is +inf while the fit cannot compute it.
+  if (std::isnan(l.a_stderr()) || std::isnan(l.b_stderr())) return "NaN standard error";
+  constexpr double kMaxSeconds = 86400.0;
+  if (l.b_seconds_per_packet() < 0 || l.b_seconds_per_packet() > kMaxSeconds)
+    return "b out of range";
+  const double slack = 1e-9 * l.b_seconds_per_packet() + 1e-15;  // rounding of a = -b
+  if (l.a_seconds() < -l.b_seconds_per_packet() - slack || l.a_seconds() > kMaxSeconds) {
+    return "a out of range";
+  }
+  if (l.a_stderr() < 0 || l.b_stderr() < 0) return "negative standard error";
+  if (l.r2() > 1.0 + 1e-9) return "r2 above 1";
+  if (l.samples() > 0 && (l.packet_bytes() < 64 || l.packet_bytes() > 65536)) {
+    return "packet size out of range";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Outgoing CoordinatorCore::send(Worker& w, Message m) {
   w.last_sent = clock_();
   size_t bytes = m.envelope.ByteSizeLong() + m.payload.size();
@@ -180,8 +208,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
         clock_() + std::max(settings_.worker_patience_seconds, settings_.round_deadline_seconds);
   }
   if (phase_ == Phase::kWaiting &&
-      (aliveWorkers() >= settings_.min_workers ||
-       (started_ && !resuming_ && aliveWorkers() > 0))) {
+      (aliveWorkers() >= settings_.min_workers || (started_ && !resuming_ && aliveWorkers() > 0))) {
     phase_ = Phase::kRunning;
     if (!started_) start_time_ = clock_();
     started_ = true;
@@ -267,7 +294,14 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     return {reject(peer, wire::Error::MALFORMED, "wrong_worker_id", "worker id does not match")};
   }
   w->last_seen = clock_();
-  if (push.has_link()) w->rec.link = push.link();
+  if (push.has_link()) {
+    // The allocator plans with it: a model no link could have is refused with the push.
+    if (const char* why = invalidLinkModel(push.link())) {
+      return {reject(peer, wire::Error::MALFORMED, "bad_link_model",
+                     std::string("link model: ") + why)};
+    }
+    w->rec.link = push.link();
+  }
 
   auto ack = [&](bool probe) {
     Message m;
@@ -410,8 +444,8 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   rec.late_pushes = late_pushes_;
   rec.rejected = rejectedTotal();
   for (const auto& [id, w] : workers_) rec.workers.push_back(w.rec);
-  bool reached = settings_.target_accuracy > 0 && rec.evaluated &&
-                 last_accuracy_ >= settings_.target_accuracy;
+  bool reached =
+      settings_.target_accuracy > 0 && rec.evaluated && last_accuracy_ >= settings_.target_accuracy;
   if (last || reached ||
       (settings_.checkpoint.every > 0 && round_ % settings_.checkpoint.every == 0)) {
     checkpoint_due_ = true;
@@ -497,8 +531,8 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   if (phase_ != Phase::kRunning) return out;
   bool any_pushed = false;
   for (const auto& [id, w] : workers_) any_pushed = any_pushed || w.pending.has_value();
-  if (allPushed() || (now >= round_deadline_ && any_pushed &&
-                      pushedShare() >= settings_.quorum_share)) {
+  if (allPushed() ||
+      (now >= round_deadline_ && any_pushed && pushedShare() >= settings_.quorum_share)) {
     auto closed = closeRound();
     out.insert(out.end(), std::make_move_iterator(closed.begin()),
                std::make_move_iterator(closed.end()));
@@ -612,13 +646,13 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   const auto& want = model->spec();
   const auto& got = c.model();
   // The hidden width only shapes an MLP; the linear models ignore it.
-  if (got.kind() != want.kind || got.features() != want.features ||
-      got.classes() != want.classes || (want.kind == "mlp" && got.hidden() != want.hidden)) {
-    throw std::runtime_error("checkpoint holds a " + got.kind() + " model with " +
-                             std::to_string(got.features()) + " features and " +
-                             std::to_string(got.classes()) + " classes; the configuration asks for " +
-                             want.kind + " with " + std::to_string(want.features) + " and " +
-                             std::to_string(want.classes));
+  if (got.kind() != want.kind || got.features() != want.features || got.classes() != want.classes ||
+      (want.kind == "mlp" && got.hidden() != want.hidden)) {
+    throw std::runtime_error(
+        "checkpoint holds a " + got.kind() + " model with " + std::to_string(got.features()) +
+        " features and " + std::to_string(got.classes()) + " classes; the configuration asks for " +
+        want.kind + " with " + std::to_string(want.features) + " and " +
+        std::to_string(want.classes));
   }
   auto core = std::make_unique<CoordinatorCore>(settings, std::move(model), std::move(test_data),
                                                 session, std::move(clock));

@@ -71,8 +71,9 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
     p.share = w.share;
     p.upload_bytes = w.upload_bytes;
     p.download_bytes = w.download_bytes;
-    p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(), w.link.samples(),
-              w.link.packet_bytes()};
+    p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),
+              w.link.samples(),   w.link.packet_bytes(),         w.link.a_stderr(),
+              w.link.b_stderr()};
     st.workers.push_back(std::move(p));
   }
   return st;

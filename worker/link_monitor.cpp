@@ -156,6 +156,8 @@ wire::LinkModel LinkMonitor::toWire() const {
   m.set_packet_bytes(f.packet_bytes);
   m.set_samples(f.samples);
   m.set_r2(f.r2);
+  m.set_a_stderr(f.a_stderr);
+  m.set_b_stderr(f.b_stderr);
   return m;
 }
 

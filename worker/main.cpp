@@ -53,7 +53,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
   self.download_bytes = stats.received_bytes;
   self.share = stats.data_share;
-  self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes};
+  self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes, fit.a_stderr, fit.b_stderr};
   st.workers.push_back(std::move(self));
   return st;
 }

@@ -48,6 +48,8 @@ std::string toJson(const NodeStatus& s) {
     j.key("link").beginObject();
     j.key("a_seconds").value(w.link.a_seconds);
     j.key("b_seconds_per_packet").value(w.link.b_seconds_per_packet);
+    j.key("a_stderr").value(w.link.a_stderr);
+    j.key("b_stderr").value(w.link.b_stderr);
     j.key("r2").value(w.link.r2);
     j.key("samples").value(w.link.samples);
     j.key("packet_bytes").value(w.link.packet_bytes);

@@ -16,6 +16,8 @@ struct LinkStatus {
   double r2 = 0.0;
   uint64_t samples = 0;
   uint32_t packet_bytes = 0;
+  double a_stderr = 0.0;  // standard errors of a and b
+  double b_stderr = 0.0;
 };
 
 struct PeerStatus {

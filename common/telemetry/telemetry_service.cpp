@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/telemetry/http_server.hpp"
 
@@ -83,6 +84,10 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
                w.link.a_seconds);
     m.setGauge("tern_worker_link_b_seconds_per_packet", "Fitted cost per packet (b).", l,
                w.link.b_seconds_per_packet);
+    if (std::isfinite(w.link.b_stderr)) {  // +inf until the fit can compute it: no sample then
+      m.setGauge("tern_worker_link_b_stderr_seconds", "Standard error of the fitted b.", l,
+                 w.link.b_stderr);
+    }
     m.setGauge("tern_worker_link_r2", "Coefficient of determination of the link fit.", l,
                w.link.r2);
     m.setGauge("tern_worker_link_samples", "Transfers the link fit is based on.", l,

@@ -186,3 +186,58 @@ TEST_CASE("a round closes at its deadline without a silent worker, which is late
   }
   CHECK(h.core->aliveWorkers() == 1);
 }
+
+TEST_CASE("a push whose link model no link could have is refused; a valid one is kept") {
+  Harness h;
+  uint32_t a = idOf(h.join("A", "a", 100), "A");
+  idOf(h.join("B", "b", 300), "B");
+  const size_t d = h.core->parameters().size();
+  const auto before = h.core->parameters();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+
+  auto withLink = [&](double a_s, double b_s, double r2, double a_se, double b_se,
+                      uint32_t packet) {
+    auto m = h.push(a, 0, std::vector<float>(d, 1.0f));
+    auto* l = m.envelope.mutable_push()->mutable_link();
+    l->set_a_seconds(a_s);
+    l->set_b_seconds_per_packet(b_s);
+    l->set_r2(r2);
+    l->set_a_stderr(a_se);
+    l->set_b_stderr(b_se);
+    l->set_packet_bytes(packet);
+    l->set_samples(12);
+    return m;
+  };
+  struct Bad {
+    const char* what;
+    Message m;
+  };
+  std::vector<Bad> bad = {
+      {"NaN a", withLink(nan, 1e-3, 0.9, 0, 0, 1448)},
+      {"infinite b", withLink(1e-3, inf, 0.9, 0, 0, 1448)},
+      {"negative b", withLink(1e-3, -1e-3, 0.9, 0, 0, 1448)},
+      {"a below -b", withLink(-2e-3, 1e-3, 0.9, 0, 0, 1448)},
+      {"a of a year", withLink(3.2e7, 1e-3, 0.9, 0, 0, 1448)},
+      {"NaN stderr", withLink(1e-3, 1e-3, 0.9, 0, nan, 1448)},
+      {"negative stderr", withLink(1e-3, 1e-3, 0.9, -1e-4, 0, 1448)},
+      {"r2 above 1", withLink(1e-3, 1e-3, 1.5, 0, 0, 1448)},
+      {"packet of 8 bytes", withLink(1e-3, 1e-3, 0.9, 0, 0, 8)},
+  };
+  for (auto& c : bad) {
+    CAPTURE(c.what);
+    CHECK(hasError(h.core->onMessage("A", c.m, 50, h.now), wire::Error::MALFORMED));
+  }
+  CHECK(h.core->rejections().at("bad_link_model") == bad.size());
+  CHECK(h.core->parameters() == before);
+
+  // A token bucket's a = -b is a link's, standard errors not yet computable are +inf, and the
+  // push with them counts.
+  auto ok = withLink(-1e-3, 1e-3, 0.97, inf, inf, 1448);
+  auto out = h.core->onMessage("A", ok, 50, h.now);
+  CHECK_FALSE(hasError(out, wire::Error::MALFORMED));
+  bool acked = false;
+  for (const auto& o : out) acked = acked || o.message.envelope.has_ack();
+  CHECK(acked);
+  CHECK(h.core->rejectedTotal() == bad.size());
+}
