@@ -350,13 +350,12 @@ __attribute__((target("avx2,bmi,popcnt"))) size_t collectSpanAvx2(
 
 }  // namespace
 
-void TopKSelector::collect(std::span<const float> g, uint32_t threshold) {
+void TopKSelector::collect(std::span<const float> g, uint32_t threshold, bool dense) {
   count_ = 0;
   const float* p = g.data();
   const size_t d = g.size();
   uint64_t masks[kSpanGroups];
   uint32_t group_of[kSpanGroups];
-  bool dense = true;
   size_t i = 0;
   while (i + kGroup <= d) {
     // Spans of groups: room for the worst case is made once per span, the masks of a span stay
@@ -582,17 +581,17 @@ void TopKSelector::select(std::span<const float> g, uint32_t k, std::vector<uint
     for (unsigned attempt = 0; attempt < 2; ++attempt) {
       const Bracket b = estimateBracket(g, k, attempt);
       if (b.low == 0) break;
-      collect(g, b.low);
+      collect(g, b.low, size_t(k) * kDenseHitsPerGroup * kGroup >= d);
       if (count_ >= k) return pickExact(k, b.low, b.high, indices, values);
     }
   }
-  collect(g, 0);
+  collect(g, 0, true);
   pickExact(k, 0, 0x7FFFFFFFu, indices, values);
 }
 
 void TopKSelector::selectAtLeast(std::span<const float> g, uint32_t key,
                                  std::vector<uint32_t>& indices, std::vector<float>& values) {
-  collect(g, key);
+  collect(g, key, true);
   indices.assign(cand_index_.get(), cand_index_.get() + count_);
   values.resize(count_);
   if (count_ > 0) std::memcpy(values.data(), cand_bits_.get(), count_ * 4);

@@ -61,7 +61,9 @@ class TopKSelector {
     uint32_t high = 0x7FFFFFFFu;
   };
   Bracket estimateBracket(std::span<const float> g, uint32_t k, unsigned attempt);
-  void collect(std::span<const float> g, uint32_t threshold);
+  // `dense` picks the scan's form for the first span (about k hits expected); later spans
+  // follow the density seen.
+  void collect(std::span<const float> g, uint32_t threshold, bool dense);
   void reserve(size_t n);
   void pickExact(uint32_t k, uint32_t low, uint32_t high, std::vector<uint32_t>& indices,
                  std::vector<float>& values);
