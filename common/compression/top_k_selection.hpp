@@ -67,11 +67,11 @@ class TopKSelector {
   void reserve(size_t n);
   void pickExact(uint32_t k, uint32_t low, uint32_t high, std::vector<uint32_t>& indices,
                  std::vector<float>& values);
-  // Appends the candidates in [from, to) whose key is at least `key` after the first n outputs;
-  // returns the new count. May write up to kPackSlack slots past it.
   // Writes the key and position of every candidate whose key lies in [low, high], in candidate
   // order; returns their count. May write up to kPackSlack slots past it.
   size_t keysInRange(uint32_t low, uint32_t high, uint32_t* out_keys, uint32_t* out_pos) const;
+  // Appends the candidates in [from, to) whose key is at least `key` after the first n outputs;
+  // returns the new count. May write up to kPackSlack slots past it.
   size_t keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index, float* out_values,
                      size_t n) const;
 
