@@ -57,6 +57,16 @@ setup_pair() {
   ip netns exec "$NS_W" tc qdisc del dev "$DEV_W" root
 }
 
+# Checks the daemons are built and python3 is there (for the tests' checks), then setup_pair.
+prepare_pair() {
+  local b
+  for b in tern-coordinator tern-worker; do
+    [ -x "$BIN/$b" ] || fail "$BIN/$b not built"
+  done
+  command -v python3 > /dev/null || skip "python3 not found"
+  setup_pair
+}
+
 # shape_worker add|change|replace RATE: token bucket on the worker's egress. The bucket holds a single
 # frame (a burst of 1600 bytes), so every byte after the first frame of a send goes at RATE. The
 # queue is long enough (4 MB) that tbf never drops: TCP's small-queue limit keeps far less queued.

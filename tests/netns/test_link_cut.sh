@@ -16,11 +16,7 @@ PATIENCE_S=3        # worker_patience_seconds (coordinator) and coordinator_pati
 RECOVER_S=${RECOVER_S:-30}
 FEATURES=200
 
-for b in tern-coordinator tern-worker; do
-  [ -x "$BIN/$b" ] || fail "$BIN/$b not built"
-done
-command -v python3 > /dev/null || skip "python3 not found"
-setup_pair
+prepare_pair
 
 cat > "$WORK/coord.yaml" <<YAML
 bind: tcp://$ADDR_C:0

@@ -17,11 +17,7 @@ CHANGE_AFTER=30     # rows in the metrics CSV before the rate changes
 FOLLOW_ROUNDS=20
 TOLERANCE=0.15
 
-for b in tern-coordinator tern-worker; do
-  [ -x "$BIN/$b" ] || fail "$BIN/$b not built"
-done
-command -v python3 > /dev/null || skip "python3 not found"
-setup_pair
+prepare_pair
 
 write_coordinator() {  # FILE ENDPOINT_FILE
   cat > "$1" <<YAML
