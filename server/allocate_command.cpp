@@ -20,6 +20,8 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
   app.add_option("--round-overhead", o.round_overhead,
                  "cost-aware: seconds of a round besides the slowest upload; picks the deadline "
                  "minimising Phi * round time");
+  app.add_flag("--whole-packets", o.whole_packets,
+               "cost-aware with --seconds-per-round: price uploads in whole packets and fill them");
   app.add_option("--mean-ratio", o.mean_ratio, "mean keep ratio (budget)");
   app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round");
   app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round");
@@ -45,6 +47,10 @@ int runAllocate(const AllocateOptions& o) {
     std::cerr << "tern-coordinator allocate: --fixed-costs needs one value per share\n";
     return 2;
   }
+  if (o.whole_packets && !(o.seconds_per_round > 0.0)) {
+    std::cerr << "tern-coordinator allocate: --whole-packets needs --seconds-per-round\n";
+    return 2;
+  }
   if (o.dim == 0) {
     std::cerr << "tern-coordinator allocate: --dim must be positive\n";
     return 2;
@@ -64,6 +70,7 @@ int runAllocate(const AllocateOptions& o) {
   b.mean_threshold = o.mean_threshold;
   b.deadline_seconds = o.deadline;
   b.round_overhead_seconds = o.round_overhead;
+  b.whole_packets = o.whole_packets;
   auto allocator = allocation::makeAllocator(o.method);
   auto plan = allocator->allocate(loads, o.dim, b);
   std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;

@@ -18,6 +18,7 @@ struct AllocateOptions {
   double mean_threshold = 0.0;
   double deadline = 0.0;
   double round_overhead = 0.0;
+  bool whole_packets = false;
   uint32_t dim = 0;
   std::string method = "uniform";
 };

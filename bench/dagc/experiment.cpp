@@ -1,6 +1,7 @@
 #include "experiment.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "common/allocation/allocator.hpp"
@@ -12,6 +13,7 @@ const std::vector<Method>& allMethods() {
   static const std::vector<Method> methods = {
       {"uniform", "uniform", "topk"},         {"dagc-r", "dagc-r", "topk"},
       {"dagc-opt", "dagc-opt", "topk"},       {"cost-aware", "cost-aware", "topk"},
+      {"cost-aware-packets", "cost-aware", "topk"},
       {"uniform-ht", "uniform", "threshold"}, {"dagc-a", "dagc-a", "threshold"},
   };
   return methods;
@@ -67,6 +69,8 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
   c.allocation.budget.mean_ratio = run.mean_ratio;
   c.allocation.budget.mean_threshold = run.mean_threshold;
   c.allocation.budget.round_overhead_seconds = run.round_overhead_seconds;
+  c.allocation.budget.seconds_per_round = run.seconds_per_round;
+  c.allocation.budget.whole_packets = run.whole_packets;
   c.allocation.reallocate_every = run.reallocate_every;
   c.test_data = data.test();
   c.logging.level = "warn";
@@ -90,6 +94,18 @@ uint32_t modelDimension() {
   spec.features = 28 * 28;
   spec.classes = 10;
   return uint32_t(ml::makeModel(spec)->numParams());
+}
+
+double uniformLinkSeconds(const RunSpec& run) {
+  const allocation::Budget budget;  // bytes per coordinate and packet size as the coordinator's
+  const auto cap = static_cast<uint64_t>(std::max(1.0, std::floor(run.mean_ratio * modelDimension())));
+  const uint64_t packets = (cap * budget.bytes_per_coordinate + budget.packet_bytes - 1) /
+                           budget.packet_bytes;
+  double seconds = 0.0;
+  for (const auto& link : run.links) {
+    seconds += double(packets) * budget.packet_bytes * 8.0 / (link.rate_mbps * 1e6);
+  }
+  return seconds;
 }
 
 double roundOverheadSeconds(const RunSpec& run) {

@@ -46,6 +46,9 @@ struct RunSpec {
   double mean_threshold = 0.0;     // lambda_bar, threshold methods
   // cost-aware: the part of a round no allocation changes (see roundOverheadSeconds); 0 = none.
   double round_overhead_seconds = 0.0;
+  // cost-aware-packets: a link-seconds budget priced in whole packets (0 / false = volume budget).
+  double seconds_per_round = 0.0;
+  bool whole_packets = false;
 };
 
 // Fashion-MNIST as IDX files (gzip or plain) in one directory.
@@ -67,5 +70,11 @@ uint32_t modelDimension();
 // the link fits). The broadcast's transfer time is left out: every method sends the same total
 // volume, so it is the same for all. Cost-aware uses it to pick its upload deadline.
 double roundOverheadSeconds(const RunSpec& run);
+
+// The link seconds per round a uniform plan at the run's mean ratio spends on its links, priced
+// as the packet model does (every worker's ceil(bytes / 1448) packets at 1448 * 8 / rate
+// seconds each): the budget cost-aware-packets gets, so that it spends the same link time per
+// round as uniform would, whatever the bytes.
+double uniformLinkSeconds(const RunSpec& run);
 
 }  // namespace tern::bench::dagc

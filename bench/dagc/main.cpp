@@ -102,7 +102,7 @@ std::vector<RunSpec> plan(const Options& o) {
   // Without link measurements (equal links) cost-aware has no prices and is dagc-opt by
   // construction (common/allocation: a volume budget prices every coordinate alike), so it is
   // run only where the links differ.
-  auto blind = [&](const std::string& m) { return m != "cost-aware"; };
+  auto blind = [&](const std::string& m) { return m.rfind("cost-aware", 0) != 0; };
   if (wanted(o.setups, "skew")) {
     for (double sr : o.srs)
       for (double ratio : o.ratios)
@@ -132,7 +132,11 @@ std::vector<RunSpec> plan(const Options& o) {
           r.download_rate_mbps = 20.0;
           // Every method pays for the probes alike; only cost-aware uses the fitted links.
           r.measure_links = true;
-          if (m == "cost-aware") r.round_overhead_seconds = roundOverheadSeconds(r);
+          if (!blind(m)) r.round_overhead_seconds = roundOverheadSeconds(r);
+          if (m == "cost-aware-packets") {
+            r.seconds_per_round = uniformLinkSeconds(r);
+            r.whole_packets = true;
+          }
           runs.push_back(r);
         }
   }
@@ -344,6 +348,10 @@ int main(int argc, char** argv) {
         std::cout << "hetero: every method gets the same upload volume per round; cost-aware "
                      "picks its upload deadline for a round overhead of "
                   << r.round_overhead_seconds * 1e3 << " ms besides the slowest upload\n";
+        std::cout << "hetero: cost-aware-packets gets the link seconds a uniform plan spends "
+                     "instead ("
+                  << uniformLinkSeconds(r) * 1e3
+                  << " ms per round at this ratio), priced in whole packets\n";
         break;
       }
     }

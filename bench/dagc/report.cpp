@@ -253,7 +253,7 @@ bool writePlot(const std::string& png, const std::vector<RunResult>& runs, std::
   // One colour per method in both panels; a panel lists only the methods it has runs of
   // (gnuplot rejects a histogram column without a single value).
   static const char* kColours[] = {"#4c72b0", "#dd8452", "#55a868",
-                                   "#c44e52", "#8172b3", "#937860"};
+                                   "#c44e52", "#8172b3", "#937860", "#da8bc3"};
   auto panel = [&](const std::string& name, const std::vector<GroupKey>& groups, bool seconds,
                    const std::string& title, const std::string& ylabel) {
     std::vector<std::pair<std::string, size_t>> methods;  // label, colour index
@@ -283,7 +283,7 @@ bool writePlot(const std::string& png, const std::vector<RunResult>& runs, std::
       << "'\nset ylabel '" << ylabel << "'\nplot ";
     for (size_t c = 0; c < methods.size(); ++c) {
       o << (c ? ", '' " : "$" + name + " ") << "using " << c + 2 << (c ? "" : ":xtic(1)")
-        << " title '" << methods[c].first << "' lc rgb '" << kColours[methods[c].second % 6] << "'";
+        << " title '" << methods[c].first << "' lc rgb '" << kColours[methods[c].second % 7] << "'";
     }
     o << '\n';
     return o.str();

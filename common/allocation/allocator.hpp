@@ -28,6 +28,11 @@ struct Budget {
   double round_overhead_seconds = 0.0;
   uint32_t bytes_per_coordinate = 8;  // wire bytes one kept coordinate costs (index + value)
   uint32_t packet_bytes = 1448;
+  // cost-aware under seconds_per_round: price uploads in whole packets as the link model does
+  // (a_i + b_i * ceil(bytes / packet_bytes)) rather than per coordinate, so every cap fills the
+  // packets it pays for: caps are multiples of floor(packet_bytes / bytes_per_coordinate) (or d),
+  // at least one packet each. Ignored without a seconds budget or fitted links.
+  bool whole_packets = false;
 };
 
 struct Allocation {

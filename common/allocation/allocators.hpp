@@ -45,6 +45,8 @@ class DagcOptAllocator final : public Allocator {
 // budget when no seconds budget is set) and, optionally, a_i + b_i * k_i <= deadline_seconds.
 // With round_overhead_seconds > 0 and no fixed deadline, the deadline D is chosen to minimise
 // Phi(D) * (overhead + max_i (a_i + b_i * k_i)): a round lasts as long as its slowest upload.
+// With whole_packets (and a seconds budget) every b_i * k_i above is b_i per packet times
+// ceil(k_i / coordinates per packet): caps come in whole packets and fill them.
 class CostAwareAllocator final : public Allocator {
  public:
   std::string name() const override { return "cost-aware"; }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -11,43 +12,148 @@ namespace tern::allocation {
 
 namespace {
 
+// Integer refinement of packet counts after rounding. With few packets per worker the rounded
+// relaxation can be far from the best integer plan (one packet is a large step), so single-packet
+// moves are tried until none lowers Phi: giving a worker one more packet when the budget still
+// has room for it, or moving one packet from worker j to worker i when the freed seconds pay for
+// it, and the uneven trades (one dear packet for several cheap ones and back). Each step takes
+// the move that lowers Phi most; Phi of a move is updated in O(1) from the
+// sum of p_i / sqrt(delta_i) and the three smallest ratios.
+void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
+                 const std::vector<double>& cost, double limit, const std::vector<uint32_t>& upper,
+                 std::vector<uint32_t>& counts) {
+  const std::size_t n = counts.size();
+  // A step looks at every pair of workers; past a few hundred workers the plan keeps the rounded
+  // relaxation as it is.
+  if (n == 0 || n > 256) return;
+  const double allowed = limit * (1.0 + 1e-12);
+  auto ratio = [&](std::size_t i, int64_t m) {
+    return static_cast<double>(std::min<int64_t>(dim, m * unit)) / dim;
+  };
+  auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(i, m)); };
+  const std::size_t max_steps = 16 * n + 256;
+  for (std::size_t step = 0; step < max_steps; ++step) {
+    double spent = 0.0;
+    double sum = 0.0;
+    std::array<std::size_t, 3> low{n, n, n};  // indices of the three smallest ratios
+    for (std::size_t i = 0; i < n; ++i) {
+      spent += cost[i] * counts[i];
+      sum += term(i, counts[i]);
+      for (std::size_t slot = 0; slot < low.size(); ++slot) {
+        if (low[slot] == n || ratio(i, counts[i]) < ratio(low[slot], counts[low[slot]])) {
+          for (std::size_t k = low.size() - 1; k > slot; --k) low[k] = low[k - 1];
+          low[slot] = i;
+          break;
+        }
+      }
+    }
+    auto minExcept = [&](std::size_t a, std::size_t b) {
+      for (std::size_t idx : low) {
+        if (idx != n && idx != a && idx != b) return ratio(idx, counts[idx]);
+      }
+      return 1.0;  // no other worker: no constraint from them
+    };
+    const double phi = sum / std::sqrt(ratio(low[0], counts[low[0]]));
+    double best_phi = phi * (1.0 - 1e-12);
+    std::size_t best_from = n;  // n: the move takes from no one
+    std::size_t best_to = n;
+    uint32_t best_many = 0;   // packets the best move gives to best_to
+    uint32_t best_taken = 0;  // packets it takes from best_from
+    // Phi after giving `many` packets to `to` and taking `taken` from `from` (n = no one).
+    auto consider = [&](std::size_t to, uint32_t many, std::size_t from, uint32_t taken) {
+      double moved = sum + term(to, counts[to] + many) - term(to, counts[to]);
+      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(to, counts[to] + many));
+      if (from != n) {
+        moved += term(from, counts[from] - taken) - term(from, counts[from]);
+        lowest = std::min(lowest, ratio(from, counts[from] - taken));
+      }
+      const double value = moved / std::sqrt(lowest);
+      if (value < best_phi) {
+        best_phi = value;
+        best_from = from;
+        best_to = to;
+        best_many = many;
+        best_taken = taken;
+      }
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      if (counts[i] >= upper[i]) continue;
+      if (spent + cost[i] <= allowed) consider(i, 1, n, 0);  // one more packet for i
+      for (std::size_t j = 0; j < n; ++j) {
+        if (j == i || counts[j] <= 1) continue;
+        // One packet from j to i.
+        if (spent - cost[j] + cost[i] <= allowed) consider(i, 1, j, 1);
+        // One packet from j, and as many as the freed seconds buy to i.
+        const double fit = std::floor((allowed - spent + cost[j]) / cost[i]);
+        const double many = std::min<double>(fit, static_cast<double>(upper[i]) - counts[i]);
+        if (many >= 2.0) consider(i, static_cast<uint32_t>(many), j, 1);
+        // One packet to i, paid for with as few of j's as it takes.
+        const double need = spent + cost[i] - allowed;
+        if (need > 0.0) {
+          const double take = std::ceil(need / cost[j] * (1.0 - 1e-12));
+          if (take >= 2.0 && take < counts[j]) consider(i, 1, j, static_cast<uint32_t>(take));
+        }
+      }
+    }
+    if (best_to == n) return;
+    counts[best_to] += best_many;
+    if (best_from != n) counts[best_from] -= best_taken;
+  }
+}
+
 // The Phi minimiser under the configured budget with every upload within `deadline` seconds
-// (0 = no deadline).
+// (0 = no deadline). Under a link-seconds budget the problem is solved in the links' pricing
+// units (coordinates, or whole packets with Budget::whole_packets): ratios of the full model's
+// units, integer unit counts that keep the budget, caps = units * unit coordinates (at most d).
 Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
                  const LinkCosts& links, double deadline) {
   const std::size_t n = workers.size();
+  const bool seconds = links.known && budget.seconds_per_round > 0.0;
+  const uint32_t unit = seconds ? links.unit : 1;
+  const uint32_t units = static_cast<uint32_t>((uint64_t{dim} + unit - 1) / unit);
   KeyFactorProblem problem;
   problem.shares = normalisedShares(workers);
-  std::vector<uint32_t> upper(n, dim);
+  std::vector<uint32_t> upper(n, units);
   if (links.known && deadline > 0.0) {
     Budget bounded = budget;
     bounded.deadline_seconds = deadline;
-    for (std::size_t i = 0; i < n; ++i) upper[i] = deadlineCap(links, i, dim, bounded);
+    for (std::size_t i = 0; i < n; ++i) {
+      upper[i] = unit == 1 ? deadlineCap(links, i, dim, bounded)
+                           : deadlineUnits(links, i, units, bounded);
+    }
   }
   problem.upper.resize(n);
-  for (std::size_t i = 0; i < n; ++i) problem.upper[i] = static_cast<double>(upper[i]) / dim;
+  for (std::size_t i = 0; i < n; ++i) problem.upper[i] = static_cast<double>(upper[i]) / units;
 
-  std::vector<double> cost_per_coordinate;
+  std::vector<double> cost_per_unit;
   double limit = 0.0;
-  if (links.known && budget.seconds_per_round > 0.0) {
-    // sum_i b_i * delta_i * d <= seconds: the Lagrangian puts delta_i ~ (p_i / b_i)^(2/3).
+  if (seconds) {
+    // sum_i c_i * delta_i * units <= seconds: the Lagrangian puts delta_i ~ (p_i / c_i)^(2/3).
     problem.weights.resize(n);
-    for (std::size_t i = 0; i < n; ++i) problem.weights[i] = links.per_coordinate[i] * dim;
+    for (std::size_t i = 0; i < n; ++i) problem.weights[i] = links.per_unit[i] * units;
     problem.budget = budget.seconds_per_round;
-    cost_per_coordinate = links.per_coordinate;
+    cost_per_unit = links.per_unit;
     limit = budget.seconds_per_round;
   } else {
     // A volume budget prices every coordinate alike; the links then matter only through the
     // deadline caps, and without a deadline this is dagc-opt.
     problem.weights.assign(n, 1.0);
     problem.budget = totalRatioBudget(n, dim, budget);
-    cost_per_coordinate.assign(n, 1.0);
+    cost_per_unit.assign(n, 1.0);
     const double coordinates = problem.budget * dim;
     limit = std::floor(coordinates + 1e-9 * std::max(1.0, coordinates));
   }
   Allocation out;
   out.ratios = minimiseKeyFactor(problem);
-  out.caps = roundCaps(out.ratios, dim, cost_per_coordinate, limit, upper);
+  out.caps = roundCaps(out.ratios, units, cost_per_unit, limit, upper);
+  if (unit > 1) {
+    refineUnits(problem.shares, dim, unit, cost_per_unit, limit, upper, out.caps);
+    // Whole packets: each worker fills the packets it pays for, and its ratio is what it sends.
+    for (std::size_t i = 0; i < n; ++i) {
+      out.caps[i] = static_cast<uint32_t>(std::min<uint64_t>(dim, uint64_t{out.caps[i]} * unit));
+      out.ratios[i] = static_cast<double>(out.caps[i]) / dim;
+    }
+  }
   out.phi = keyFactor(problem.shares, out.ratios);
   return out;
 }
@@ -56,7 +162,7 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
 double slowestUpload(const LinkCosts& links, const std::vector<uint32_t>& caps) {
   double slowest = 0.0;
   for (std::size_t i = 0; i < caps.size(); ++i) {
-    slowest = std::max(slowest, links.fixed[i] + links.per_coordinate[i] * caps[i]);
+    slowest = std::max(slowest, links.uploadSeconds(i, caps[i]));
   }
   return slowest;
 }
@@ -80,7 +186,7 @@ Allocation chooseDeadline(const std::vector<WorkerLoad>& workers, uint32_t dim,
   const double hi = slowestUpload(links, best.caps);
   double lo = 0.0;
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    lo = std::max(lo, links.fixed[i] + links.per_coordinate[i]);
+    lo = std::max(lo, links.fixed[i] + links.per_unit[i]);
   }
   if (!(hi > lo) || !(lo > 0.0)) return best;
 

@@ -39,6 +39,11 @@ class JsonWriter {
     out_.append(buf, res.ptr);
   }
 
+  void boolean(bool v) {
+    separate();
+    out_ += v ? "true" : "false";
+  }
+
   void integer(uint64_t v) {
     separate();
     out_ += std::to_string(v);
@@ -141,7 +146,14 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   double phi_uniform = std::nan("");
   if (n > 0 && dim > 0) {
     double even = std::nan("");
-    if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
+    if (method == "cost-aware" && links.known && links.unit > 1) {
+      // Whole packets: the same number of packets for everyone, as many as the seconds buy.
+      double seconds_per_packet_each = 0.0;
+      for (double b : links.per_unit) seconds_per_packet_each += b;
+      const double packets =
+          std::max(1.0, std::floor(budget.seconds_per_round / seconds_per_packet_each));
+      even = std::min(1.0, packets * links.unit / dim);
+    } else if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
       double seconds_per_ratio = 0.0;
       for (double b : links.per_coordinate) seconds_per_ratio += b * dim;
       even = std::min(1.0, budget.seconds_per_round / seconds_per_ratio);
@@ -177,6 +189,8 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.integer(budget.bytes_per_coordinate);
   w.key("packet_bytes");
   w.integer(budget.packet_bytes);
+  w.key("whole_packets");
+  w.boolean(budget.whole_packets);
   w.close('}');
   w.key("phi");
   w.number(allocation.phi);
@@ -195,7 +209,7 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   if (links.known) {
     std::vector<double> seconds(n);
     for (std::size_t i = 0; i < n; ++i) {
-      seconds[i] = links.fixed[i] + links.per_coordinate[i] * allocation.caps[i];
+      seconds[i] = links.uploadSeconds(i, allocation.caps[i]);
     }
     w.array("upload_seconds", seconds);
   }

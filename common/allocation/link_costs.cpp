@@ -50,7 +50,42 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
         fitted(w) ? w.seconds_per_packet * packets_per_coordinate : fallback_b;
     links.fixed[i] = fittedFixed(w) ? w.seconds_fixed : fallback_a;
   }
+  if (links.known && pricesWholePackets(budget)) {
+    links.unit = coordinatesPerPacket(budget);
+    links.per_unit.resize(workers.size());
+    // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
+    // the median fallback.
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      links.per_unit[i] = links.per_coordinate[i] / packets_per_coordinate;
+    }
+  } else {
+    links.per_unit = links.per_coordinate;
+  }
   return links;
+}
+
+double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
+  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
+  return fixed[worker] + per_unit[worker] * static_cast<double>(units);
+}
+
+uint32_t coordinatesPerPacket(const Budget& budget) {
+  if (budget.bytes_per_coordinate == 0) {
+    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+  }
+  return std::max<uint32_t>(1, budget.packet_bytes / budget.bytes_per_coordinate);
+}
+
+bool pricesWholePackets(const Budget& budget) {
+  return budget.whole_packets && budget.seconds_per_round > 0.0;
+}
+
+uint32_t deadlineUnits(const LinkCosts& links, std::size_t worker, uint32_t units,
+                       const Budget& budget) {
+  const double room = (budget.deadline_seconds - links.fixed[worker]) / links.per_unit[worker];
+  // The small slack keeps a count that lands exactly on the deadline from rounding below it.
+  const double m = std::floor(room * (1.0 + 1e-12));
+  return static_cast<uint32_t>(std::clamp(m, 1.0, static_cast<double>(units)));
 }
 
 uint32_t deadlineCap(const LinkCosts& links, std::size_t worker, uint32_t dim,

@@ -15,11 +15,32 @@ struct LinkCosts {
   bool known = false;                  // at least one worker has a fitted link
   std::vector<double> per_coordinate;  // b_i, seconds per kept coordinate
   std::vector<double> fixed;           // a_i, seconds per upload
+  // What an upload is priced in: `unit` coordinates at `per_unit[i]` seconds each. One
+  // coordinate at b_i by default; with Budget::whole_packets (a link-seconds budget and fitted
+  // links) one packet's worth of coordinates at the fitted seconds per packet, so an upload
+  // costs a_i + per_unit_i * ceil(k_i / unit), the link model itself.
+  uint32_t unit = 1;
+  std::vector<double> per_unit;
+
+  // Modelled upload time of k coordinates on worker i's link.
+  double uploadSeconds(std::size_t worker, uint32_t k) const;
 };
+
+// Coordinates that fit in one packet: floor(packet_bytes / bytes_per_coordinate), at least 1.
+uint32_t coordinatesPerPacket(const Budget& budget);
+
+// True when cost-aware prices in whole packets: Budget::whole_packets with a link-seconds budget.
+bool pricesWholePackets(const Budget& budget);
 
 // Throws std::invalid_argument if packet_bytes is 0. When no link is known, every b_i is 1 and
 // `known` is false: the costs are then equal and carry no unit.
 LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget);
+
+// Largest number of units m_i with a_i + per_unit_i * m_i <= deadline_seconds, within
+// [1, units]. When even one unit misses the deadline the answer is 1: a worker always sends
+// something.
+uint32_t deadlineUnits(const LinkCosts& links, std::size_t worker, uint32_t units,
+                       const Budget& budget);
 
 // Largest k_i with a_i + b_i * k_i <= deadline_seconds, within [1, d]. When even one coordinate
 // misses the deadline the cap is 1: a worker always sends something.

@@ -92,6 +92,11 @@ void readAllocation(MapReader m, AllocationSettings& s) {
   b.round_overhead_seconds =
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
+  b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
+  if (b.whole_packets && !(b.seconds_per_round > 0.0)) {
+    m.fail("whole_packets",
+           "'whole_packets' prices uploads in link seconds: it needs 'seconds_per_round' > 0");
+  }
   s.reallocate_every = m.get<uint64_t>("reallocate_every", s.reallocate_every);
   m.done();
 }

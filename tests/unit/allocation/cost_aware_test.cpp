@@ -254,3 +254,101 @@ TEST_CASE("a fixed cost clamped to zero takes the median of the measured ones") 
                                 ->allocate(loads(p, spp, {0.010, 0.009, 0.011}), 7850, budget);
   for (std::size_t i = 0; i < 3; ++i) CHECK(clamped.caps[i] == median.caps[i]);
 }
+
+namespace {
+
+// The packet-priced problem by exhaustion: every vector of packet counts m_i in [1, M] that keeps
+// sum_i spp_i * m_i <= seconds (and a_i + spp_i * m_i <= deadline when one is set), caps
+// min(d, m_i * per_packet); the smallest Phi of them.
+double bruteForcePacketPhi(const std::vector<double>& p, const std::vector<double>& spp,
+                           const std::vector<double>& fixed, uint32_t dim, uint32_t per_packet,
+                           double seconds, double deadline) {
+  const std::size_t n = p.size();
+  const uint32_t most = (dim + per_packet - 1) / per_packet;
+  std::vector<uint32_t> m(n, 1);
+  double best = INFINITY;
+  while (true) {
+    double spent = 0.0;
+    bool ok = true;
+    std::vector<double> delta(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      spent += spp[i] * m[i];
+      if (deadline > 0 && fixed[i] + spp[i] * m[i] > deadline * (1 + 1e-12) && m[i] > 1) ok = false;
+      delta[i] = std::min<double>(dim, double(m[i]) * per_packet) / dim;
+    }
+    if (ok && spent <= seconds * (1 + 1e-12)) best = std::min(best, phiReference(p, delta));
+    std::size_t i = 0;
+    while (i < n && m[i] == most) m[i++] = 1;
+    if (i == n) break;
+    ++m[i];
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match exhaustion") {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Budget budget;
+  budget.whole_packets = true;
+  const uint32_t per_packet = 1448 / 8;  // 181 coordinates of 8 bytes in a 1448-byte packet
+  const uint32_t dim = per_packet * 11 + 37;  // 12 packets, the last one partly filled
+  int exact = 0;
+  double worst = 1.0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t n = 2 + trial % 3;
+    const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.5));
+    std::vector<double> spp(n);
+    std::vector<double> fixed(n);
+    double one_each = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      spp[i] = 0.0005 * std::pow(25.0, unit(rng));  // 0.5 .. 12.5 ms per packet
+      fixed[i] = 0.001 + 0.01 * unit(rng);
+      one_each += spp[i];
+    }
+    budget.seconds_per_round = one_each * (1.0 + 4.0 * unit(rng));
+    budget.deadline_seconds = trial % 2 == 0 ? 0.0 : 0.02 + 0.05 * unit(rng);
+    const Allocation a = makeAllocator("cost-aware")->allocate(loads(p, spp, fixed), dim, budget);
+    double spent = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const uint32_t k = a.caps[i];
+      CAPTURE(k);
+      CHECK((k % per_packet == 0 || k == dim));  // every packet paid for is full
+      CHECK(k >= per_packet);                     // at least one packet
+      const double packets = std::ceil(double(k) / per_packet);
+      spent += spp[i] * packets;
+      CHECK(a.ratios[i] == doctest::Approx(double(k) / dim));  // the ratio is what it sends
+      if (budget.deadline_seconds > 0 && packets > 1) {
+        CHECK(fixed[i] + spp[i] * packets <= budget.deadline_seconds * (1 + 1e-9));
+      }
+    }
+    CHECK(spent <= budget.seconds_per_round * (1 + 1e-9));
+    const double brute = bruteForcePacketPhi(p, spp, fixed, dim, per_packet,
+                                             budget.seconds_per_round, budget.deadline_seconds);
+    CHECK(a.phi == doctest::Approx(phiReference(p, a.ratios)));
+    CHECK(a.phi >= brute * (1 - 1e-9));
+    CHECK(a.phi <= brute * 1.10);
+    if (a.phi <= brute * (1 + 1e-9)) ++exact;
+    worst = std::max(worst, a.phi / brute);
+  }
+  MESSAGE("whole-packet plans at the exhaustive optimum: " << exact << " of 200, worst "
+                                                           << worst << "x");
+  CHECK(exact >= 180);
+}
+
+TEST_CASE("whole packets on equal links fill one packet each when the budget buys one each") {
+  Budget budget;
+  budget.whole_packets = true;
+  budget.seconds_per_round = 4 * 0.0116;  // four 1 Mbit/s links, one packet each
+  const std::vector<double> p = {0.7, 0.2, 0.05, 0.05};
+  const Allocation a = makeAllocator("cost-aware")
+                           ->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
+  for (uint32_t k : a.caps) CHECK(k == 181);
+  // Priced per coordinate, the same seconds buy the same volume spread as dagc-opt does it.
+  budget.whole_packets = false;
+  const Allocation linear = makeAllocator("cost-aware")
+                                ->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
+  CHECK(sum(linear.caps) <= 4 * 181);
+  CHECK(linear.caps[3] < 181);
+}

@@ -2,7 +2,9 @@
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <cmath>
 #include <sstream>
+#include <vector>
 
 #include "allocation_test_support.hpp"
 #include "common/allocation/allocator.hpp"
@@ -87,4 +89,25 @@ TEST_CASE("the JSON report compares cost-aware against an even split of the same
   const double r = 0.03 / (10000 * (0.001 + 0.003) * 8.0 / 1448.0);
   CHECK(tree.get<double>("phi_uniform") == doctest::Approx(1.0 / r));
   CHECK(tree.get<double>("phi") <= 1.0 / r);
+}
+
+TEST_CASE("the JSON report of a whole-packet plan prices uploads and the even split in packets") {
+  Budget budget;
+  budget.seconds_per_round = 0.03;
+  budget.whole_packets = true;
+  const auto workers = loads({0.6, 0.4}, {0.001, 0.003}, {0.005, 0.005});
+  const Allocation a = makeAllocator("cost-aware")->allocate(workers, 10000, budget);
+  const pt::ptree tree = parse(allocationToJson(workers, 10000, budget, a, "cost-aware"));
+  CHECK(tree.get<bool>("budget.whole_packets"));
+  // An even split buys floor(0.03 / (0.001 + 0.003)) = 7 packets of 181 coordinates each.
+  const double even = 7.0 * 181 / 10000;
+  CHECK(tree.get<double>("phi_uniform") == doctest::Approx(1.0 / even));
+  CHECK(tree.get<double>("phi") <= 1.0 / even);
+  std::vector<double> seconds;
+  for (const auto& v : tree.get_child("upload_seconds")) seconds.push_back(v.second.get_value<double>());
+  REQUIRE(seconds.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double packets = std::ceil(a.caps[i] / 181.0);
+    CHECK(seconds[i] == doctest::Approx(0.005 + (i == 0 ? 0.001 : 0.003) * packets));
+  }
 }

@@ -217,3 +217,16 @@ TEST_CASE("the allocation's round overhead is read for the cost-aware deadline")
           loadCoordinatorSettings(bad);
         }).find("'round_overhead_seconds' must be in [") != std::string::npos);
 }
+
+TEST_CASE("whole-packet pricing is read, and refused without a link-seconds budget") {
+  auto c = loadCoordinatorSettings(writeTemp(
+      "packets.yaml", "security: none\nallocation: {method: cost-aware, seconds_per_round: 0.06, "
+                      "whole_packets: true}\n"));
+  CHECK(c.allocation.budget.whole_packets);
+  CHECK(c.allocation.budget.seconds_per_round == doctest::Approx(0.06));
+  auto bad = writeTemp("packets-bad.yaml",
+                       "security: none\nallocation:\n  method: cost-aware\n  whole_packets: true\n");
+  const std::string error = errorOf([&] { loadCoordinatorSettings(bad); });
+  CHECK(error.find("packets-bad.yaml:4:") != std::string::npos);
+  CHECK(error.find("needs 'seconds_per_round'") != std::string::npos);
+}
