@@ -176,9 +176,17 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     auto st = coordinatorStatus(core, any_round_closed, state, auth);
     tel.publish(st, systemdStatus(st));
   };
-  core.on_round = [&](const server::RoundRecord& r) {
-    if (csv) csv->write(r);
-    spdlog::info("{}", server::progressLine(r));
+  // A closed round is written down (CSV, progress line, status) only after the messages of the
+  // event that closed it have gone out: the next round starts without waiting for bookkeeping.
+  std::vector<server::RoundRecord> closed_rounds;
+  core.on_round = [&](const server::RoundRecord& r) { closed_rounds.push_back(r); };
+  auto reportClosedRounds = [&] {
+    if (closed_rounds.empty()) return;
+    for (const auto& r : closed_rounds) {
+      if (csv) csv->write(r);
+      if (spdlog::should_log(spdlog::level::info)) spdlog::info("{}", server::progressLine(r));
+    }
+    closed_rounds.clear();
     any_round_closed = true;
     publish("running");
   };
@@ -214,6 +222,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
         spdlog::debug("could not send to a peer (gone or queue full)");
       }
     }
+    reportClosedRounds();
   };
   double last_reject_log = 0.0;
   uint64_t last_rejected = 0;

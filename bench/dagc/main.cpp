@@ -41,6 +41,7 @@ struct Options {
   uint64_t rounds_relaxed = 1000;      // mean ratio 1%
   bool quick = false;
   bool full = false;
+  bool report_only = false;
   std::vector<std::string> merge;  // earlier CSVs whose rows join the report unchanged
   // The default is the headline subset (SR = 1000 and the heterogeneous links, both budgets);
   // --full adds SR 10 and 100 and the motivation setup.
@@ -285,6 +286,8 @@ int main(int argc, char** argv) {
   app.add_option("--merge", o.merge,
                  "CSV written by an earlier run: its rows join the summary, CSV and plot as they "
                  "are (conditions run now replace theirs)");
+  app.add_flag("--report-only", o.report_only,
+               "run nothing: write the summary, CSV and plot of the --merge rows alone");
   auto* setups = app.add_option("--setup", o.setups, "skew, motivation, hetero")
                      ->delimiter(',')
                      ->check(CLI::IsMember({"skew", "motivation", "hetero"}));
@@ -323,7 +326,7 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   try {
-    auto runs = plan(o);
+    auto runs = o.report_only ? std::vector<RunSpec>{} : plan(o);
     std::vector<RunResult> merged;
     for (const auto& file : o.merge) {
       for (auto& r : readCsv(file, [&](double ratio) { return roundsFor(o, ratio); })) {
@@ -335,7 +338,11 @@ int main(int argc, char** argv) {
         if (!rerun) merged.push_back(std::move(r));
       }
     }
-    if (runs.empty()) {
+    if (o.report_only && merged.empty()) {
+      std::cerr << "tern-bench-dagc: --report-only needs rows from --merge\n";
+      return 2;
+    }
+    if (runs.empty() && !o.report_only) {
       std::cerr << "tern-bench-dagc: nothing to run with these filters\n";
       return 2;
     }

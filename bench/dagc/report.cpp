@@ -305,7 +305,7 @@ bool writePlot(const std::string& png, const std::vector<RunResult>& runs, std::
                 "rounds");
   }
   if (two)
-    gp << "set origin 0.7,0\nset size 0.3,1\nset key outside top center vertical maxrows 3\n";
+    gp << "set origin 0.7,0\nset size 0.3,1\nset key outside top center vertical maxrows 4\n";
   if (!time_groups.empty()) {
     gp << panel("hetero", time_groups, true, "1 / 20 Mbit/s links: simulated s to target",
                 "simulated seconds");
