@@ -51,6 +51,7 @@ struct Options {
   // own: each worker's vector is applied with the step its tuner reported, the one its
   // improvement assumes; min: all with the smallest reported step. Equal for top-T and S+Q (1/L).
   std::string step_rule = "own";
+  std::string credit = "uncapped";
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -138,6 +139,11 @@ int main(int argc, char** argv) {
   app.add_option("--step-rule", o.step_rule,
                  "own: each worker's vector scaled by its own step; min: all by the smallest")
       ->check(CLI::IsMember({"own", "min"}));
+  app.add_option("--credit", o.credit,
+                 "uncapped (default, the paper's): the improvement of g + e; gradient: cat credits "
+                 "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
+                 "with error feedback; an experiment, see README)")
+      ->check(CLI::IsMember({"gradient", "uncapped"}));
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
                "30000 rounds (hours on two cores); explicit options still win");
@@ -251,6 +257,7 @@ int main(int argc, char** argv) {
       limits.max_rounds = o.max_rounds;
       limits.stop_gap = targets.back() * (p.f0 - p.fstar);
       limits.per_worker_step = o.step_rule == "own";
+      limits.gradient_credit = o.credit == "gradient";
       RunResult r;
       r.problem = p.name;
       r.workers = c.workers;

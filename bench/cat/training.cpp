@@ -99,8 +99,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     for (size_t i = 0; i < workers; ++i) {
       const auto v = memories[i].corrected(grads[i]);
       const auto t0 = std::chrono::steady_clock::now();
+      double grad_sq = -1.0;
+      if (limits.gradient_credit) {
+        grad_sq = 0.0;
+        for (float g : grads[i]) grad_sq += static_cast<double>(g) * g;
+      }
       const tuning::TuningDecision decision =
-          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost);
+          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq);
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();

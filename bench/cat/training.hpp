@@ -54,6 +54,10 @@ struct RunLimits {
   // false: one step for all, the smallest the workers report; true: each worker's vector is
   // scaled by its own reported step. They differ only for stochastic sparsification.
   bool per_worker_step = true;
+  // true: tuners get ||g||^2 of the worker's gradient and cat credits no level with more than
+  // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
+  // uncapped improvement of v = g + e.
+  bool gradient_credit = false;
 };
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,

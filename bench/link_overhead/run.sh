@@ -13,7 +13,10 @@
 #   env: WORKERS (3), FEATURES (784), WARMUP rounds left out of the steady median (10),
 #        MODE: together (default: the on and off run of a repetition run at the same time, so
 #        both see the same load from the rest of a shared machine) or alternate (one after the
-#        other, the order alternating), CSV=FILE also writes one line per run there.
+#        other, the order alternating), CSV=FILE also writes one line per run there,
+#        PIN=1 pins the coordinator to CPU 0 and the workers to CPUs 1.. (round robin; all on
+#        CPU 1 on a two-core machine) with taskset, so that no run depends on where the
+#        scheduler happened to place its processes.
 #        Prints; asserts nothing.
 set -euo pipefail
 BIN="${1:?usage: run.sh BIN_DIR [REPS] [ROUNDS]}"
@@ -23,6 +26,17 @@ WORKERS="${WORKERS:-3}"
 FEATURES="${FEATURES:-784}"
 WARMUP="${WARMUP:-10}"
 MODE="${MODE:-together}"
+PIN="${PIN:-0}"
+NCPU="$(nproc)"
+# pinned CPU: prefix for the coordinator (role c) or worker i.
+pinned() {
+  [ "$PIN" = 1 ] || return 0
+  if [ "$1" = c ] || [ "$NCPU" -lt 2 ]; then
+    echo "taskset -c 0"
+  else
+    echo "taskset -c $((1 + $1 % (NCPU - 1)))"
+  fi
+}
 [ "$MODE" = together ] || [ "$MODE" = alternate ] || { echo "MODE: together|alternate" >&2; exit 1; }
 for b in tern-coordinator tern-worker; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b not built" >&2; exit 1; }
@@ -57,7 +71,7 @@ allocation: {method: uniform, mean_ratio: 0.05}
 logging: {level: warn}
 security: none
 YAML
-  "$BIN/tern-coordinator" --config "$dir/coord.yaml" --metrics-csv "$dir/metrics.csv" \
+  $(pinned c) "$BIN/tern-coordinator" --config "$dir/coord.yaml" --metrics-csv "$dir/metrics.csv" \
     > "$dir/coord.out" 2> "$dir/coord.err" &
   local cpid=$!
   PIDS=("$cpid")
@@ -83,7 +97,7 @@ security: none
 YAML
   local i
   for i in $(seq 0 $((WORKERS - 1))); do
-    "$BIN/tern-worker" --config "$dir/worker.yaml" --name "w$i" --shard-index "$i" \
+    $(pinned "$i") "$BIN/tern-worker" --config "$dir/worker.yaml" --name "w$i" --shard-index "$i" \
       > "$dir/w$i.out" 2> "$dir/w$i.err" &
     PIDS+=($!)
   done
@@ -95,7 +109,7 @@ YAML
 }
 
 echo "link measurement overhead on loopback: $WORKERS workers, softmax ${FEATURES}x10, top-k 5%," \
-  "$ROUNDS rounds, $REPS repetitions per setting, pairs run $MODE"
+  "$ROUNDS rounds, $REPS repetitions per setting, pairs run $MODE$([ "$PIN" = 1 ] && echo ", pinned")"
 for rep in $(seq 1 "$REPS"); do
   if [ $((rep % 2)) = 1 ]; then order="true false"; else order="false true"; fi
   pair=()

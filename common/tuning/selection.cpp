@@ -26,10 +26,11 @@ struct Candidate {
 class Evaluator {
  public:
   Evaluator(Scheme scheme, MagnitudeProfile& p, double L, const compression::Compressor& comp,
-            const costmodel::CostModel& cost)
+            const costmodel::CostModel& cost, double credit_limit)
       : scheme_(scheme),
         p_(p),
         L_(L),
+        credit_limit_(credit_limit),
         comp_(comp),
         cost_(cost),
         dim_(static_cast<uint32_t>(p.dim())) {}
@@ -41,14 +42,16 @@ class Evaluator {
     ++evaluations_;
     // The order is grown geometrically so that a search reaching far only sorts O(log) times.
     if (T > p_.sortedCount()) p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
-    const double imp = improvement(scheme_, p_, T, L_);
+    const double imp = std::min(improvement(scheme_, p_, T, L_), credit_limit_);
     const double c = costAt(T);
     const double r = imp / c;
     if (best.beats(r, T)) best = {T, r, imp, c};
   }
 
   double bound(uint32_t lo, uint32_t hi) const {
-    return improvementUpperBound(scheme_, p_, lo, hi, L_) / costAt(lo) * kBoundMargin;
+    // min with a constant keeps an upper bound an upper bound.
+    return std::min(improvementUpperBound(scheme_, p_, lo, hi, L_), credit_limit_) / costAt(lo) *
+           kBoundMargin;
   }
 
   size_t evaluations() const { return evaluations_; }
@@ -57,16 +60,18 @@ class Evaluator {
   Scheme scheme_;
   MagnitudeProfile& p_;
   double L_;
+  double credit_limit_;
   const compression::Compressor& comp_;
   const costmodel::CostModel& cost_;
   uint32_t dim_;
   size_t evaluations_ = 0;
 };
 
-void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level) {
+void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level, double credit_limit) {
   if (max_level < 1 || max_level > p.dim())
     throw std::invalid_argument("selectLevel: max_level must be in [1, dim]");
   if (!(L > 0.0)) throw std::invalid_argument("selectLevel: smoothness must be > 0");
+  if (!(credit_limit >= 0.0)) throw std::invalid_argument("selectLevel: credit limit must be >= 0");
 }
 
 struct Block {
@@ -139,9 +144,10 @@ Selection finish(const Candidate& best, size_t evaluations) {
 }  // namespace
 
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
-                      const compression::Compressor& comp, const costmodel::CostModel& cost) {
-  checkArguments(p, L, max_level);
-  Evaluator ev(scheme, p, L, comp, cost);
+                      const compression::Compressor& comp, const costmodel::CostModel& cost,
+                      double credit_limit) {
+  checkArguments(p, L, max_level, credit_limit);
+  Evaluator ev(scheme, p, L, comp, cost, credit_limit);
   std::vector<Block> blocks = makeBlocks(ev, max_level, cost.packetBytes());
   size_t bounds = blocks.size();
   // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
@@ -172,10 +178,10 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
 
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                                 const compression::Compressor& comp,
-                                const costmodel::CostModel& cost) {
-  checkArguments(p, L, max_level);
+                                const costmodel::CostModel& cost, double credit_limit) {
+  checkArguments(p, L, max_level, credit_limit);
   p.sortAtLeast(max_level);
-  Evaluator ev(scheme, p, L, comp, cost);
+  Evaluator ev(scheme, p, L, comp, cost, credit_limit);
   Candidate best;
   for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T, best);
   return finish(best, ev.evaluations());

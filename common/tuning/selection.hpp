@@ -8,6 +8,7 @@
 // which S+Q's S1(T)^2 / T lacks, and no monotone improvement inside a packet, which S+Q lacks
 // too. selectLevelBruteForce() evaluates every T; tests compare the two.
 #include <cstdint>
+#include <limits>
 
 #include "common/compression/compressor.hpp"
 #include "common/costmodel/cost_model.hpp"
@@ -27,11 +28,16 @@ struct Selection {
 // Requires 1 <= max_level <= p.dim() and L > 0 (throws std::invalid_argument otherwise), and a
 // cost that is non-decreasing in T below max_level (encodedBytes non-decreasing in the level,
 // C non-decreasing in bytes). Sorts more of p only when a block past its prefix could win.
+// credit_limit caps the improvement credited to any T: the ratio is
+// min(improvement(T), credit_limit) / C(T) (infinity = CAT as in the paper; see
+// TunerSpec::memory_credit for what tern uses it for). Must be >= 0 (NaN throws).
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
-                      const compression::Compressor& comp, const costmodel::CostModel& cost);
+                      const compression::Compressor& comp, const costmodel::CostModel& cost,
+                      double credit_limit = std::numeric_limits<double>::infinity());
 // Sorts p up to max_level and evaluates every T.
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                                 const compression::Compressor& comp,
-                                const costmodel::CostModel& cost);
+                                const costmodel::CostModel& cost,
+                                double credit_limit = std::numeric_limits<double>::infinity());
 
 }  // namespace tern::tuning

@@ -66,7 +66,7 @@ class CatTuner final : public Tuner {
   std::string name() const override { return "cat"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost) override {
+                        const costmodel::CostModel& cost, double gradient_sq_norm) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
@@ -90,7 +90,9 @@ class CatTuner final : public Tuner {
     // Sort about what the last T* needed; the search sorts more only if it must.
     const size_t guess = last_ ? 2 * size_t{last_->level} : kInitialSorted;
     MagnitudeProfile p(v, std::min<size_t>(m, std::max(guess, kInitialSorted)));
-    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost);
+    const double credit = gradient_sq_norm >= 0.0 ? gradient_sq_norm / (2.0 * L_)
+                                                  : std::numeric_limits<double>::infinity();
+    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit);
     const double st = s.level >= v.size() ? 1.0 / L_ : step(*scheme, p, s.level, L_);
     last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
@@ -116,7 +118,7 @@ class FixedTuner final : public Tuner {
   std::string name() const override { return "fixed"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
@@ -136,7 +138,7 @@ class DynamicTuner final : public Tuner {
   std::string name() const override { return "dynamic"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
@@ -155,7 +157,7 @@ class FullTuner final : public Tuner {
   std::string name() const override { return "full"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);

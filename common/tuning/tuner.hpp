@@ -44,10 +44,18 @@ class Tuner {
   // v = gradient (+ error-feedback residual); cap = the coordinator's cap, never exceeded
   // (0 = no cap). Compressors without a level (identity, fp16, qsgd) get T = min(d, cap) and
   // the full-gradient improvement ||v||^2 / (2L), exact for identity.
+  // gradient_sq_norm: ||g||^2 of the gradient alone, without the residual (< 0 = unknown, the
+  // paper's CAT). When given, cat credits no level with more than ||g||^2 / (2L): by the
+  // descent lemma no step along any vector is guaranteed more than the gradient step's
+  // decrease, while with error feedback S2(T) of g + e can exceed ||g||^2. Without error
+  // feedback v = g and the cap never binds. The worker does not pass it: in tern-bench-cat
+  // (--credit gradient) it made CAT with error feedback cheaper under payload but dearer under
+  // packets and stalled it on 4 workers (README, CAT).
   // Throws std::invalid_argument on an empty v.
   virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& comp,
-                                const costmodel::CostModel& cost) = 0;
+                                const costmodel::CostModel& cost,
+                                double gradient_sq_norm = -1.0) = 0;
 };
 
 // Throws std::invalid_argument on an unknown name, smoothness <= 0 or recompute_every == 0.

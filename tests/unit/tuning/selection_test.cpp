@@ -138,3 +138,57 @@ TEST_CASE("selection rejects an empty level range and a non-positive smoothness"
   CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1.0, 0, *comp, model), std::invalid_argument);
   CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 0.0, 2, *comp, model), std::invalid_argument);
 }
+
+TEST_CASE("with a credit limit the fast selection still returns the exhaustive argmax") {
+  Rng rng(20261201);
+  const auto models = costModels();
+  size_t binding = 0;
+  size_t cases = 0;
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    const auto comp = compressorNamed(name);
+    const Scheme scheme = *schemeOf(name);
+    for (const auto& model : models) {
+      for (const auto shape : allShapes()) {
+        for (const size_t d : {1, 10, 97, 1000, 4099}) {
+          const std::vector<float> v = randomVector(d, shape, rng);
+          const auto dim = static_cast<uint32_t>(d);
+          const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+          MagnitudeProfile full(v, d);
+          // A limit somewhere between the best single coordinate's improvement and the whole
+          // vector's, where it changes the answer, or 0 (every level credited nothing).
+          const double whole = improvementOfWhole(scheme, full, L);
+          const double limit =
+              cases % 7 == 0 ? 0.0
+                             : whole * std::uniform_real_distribution<double>(0.02, 1.2)(rng);
+          MagnitudeProfile lazy(v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
+          const Selection fast = selectLevel(scheme, lazy, L, dim, *comp, *model, limit);
+          // Independent scan: every T, its improvement capped at the limit, over its cost.
+          uint32_t best_level = 0;
+          double best_ratio = -1.0;
+          bool capped = false;
+          for (uint32_t T = 1; T <= dim; ++T) {
+            const double raw = improvement(scheme, full, T, L);
+            capped = capped || raw > limit;
+            const double r = std::min(raw, limit) / model->cost(comp->encodedBytes(dim, T));
+            if (r > best_ratio) {
+              best_ratio = r;
+              best_level = T;
+            }
+          }
+          binding += capped;
+          CAPTURE(name);
+          CAPTURE(model->name());
+          CAPTURE(shapeName(shape));
+          CAPTURE(d);
+          CAPTURE(limit);
+          CHECK(fast.level == best_level);
+          CHECK(fast.ratio == doctest::Approx(best_ratio).epsilon(1e-12));
+          CHECK(fast.improvement <= limit);
+          ++cases;
+        }
+      }
+    }
+  }
+  MESSAGE(cases << " cases, the limit bound some level in " << binding);
+  CHECK(binding > cases / 2);
+}

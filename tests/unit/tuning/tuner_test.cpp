@@ -229,3 +229,37 @@ TEST_CASE("makeTuner rejects unknown names and unusable parameters") {
   const costmodel::PayloadCostModel payload;
   CHECK_THROWS_AS(tunerNamed("cat")->choose({}, 0, *topk, payload), std::invalid_argument);
 }
+
+TEST_CASE("cat credits no level with more than the gradient step's decrease ||g||^2 / 2L") {
+  Rng rng(41);
+  const costmodel::PayloadCostModel payload(66);
+  auto comp = compressorNamed("topk");
+  const double L = 0.5;
+  // v = g + e: a residual that piled up on a few coordinates while g itself is spread.
+  std::vector<float> g = randomVector(2000, Shape::kGaussian, rng);
+  std::vector<float> v = g;
+  for (size_t j = 0; j < 40; ++j) v[j * 50] += 30.0f;
+  double g_sq = 0.0;
+  for (float x : g) g_sq += double(x) * x;
+  const TuningDecision capped = tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, payload, g_sq);
+  const TuningDecision open = tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, payload);
+  // The capped choice is the argmax of min(S2(T) / 2L, ||g||^2 / 2L) / C(T), scanned here.
+  MagnitudeProfile p(v, v.size());
+  uint32_t best = 0;
+  double best_ratio = -1.0;
+  for (uint32_t T = 1; T <= 2000; ++T) {
+    const double r = std::min(p.s2(T) / (2 * L), g_sq / (2 * L)) / payload.cost(comp->encodedBytes(2000, T));
+    if (r > best_ratio) {
+      best_ratio = r;
+      best = T;
+    }
+  }
+  CHECK(capped.level == best);
+  CHECK(capped.predicted_improvement <= g_sq / (2 * L) * (1 + 1e-12));
+  CHECK(capped.level < open.level);  // the residual's mass no longer pays for more levels
+  // Without a residual (v = g) the limit never binds: the same level as the paper's CAT.
+  const TuningDecision plain = tunerNamed("cat", 0, 1, L)->choose(g, 0, *comp, payload, g_sq);
+  const TuningDecision paper = tunerNamed("cat", 0, 1, L)->choose(g, 0, *comp, payload);
+  CHECK(plain.level == paper.level);
+  CHECK(plain.predicted_improvement == paper.predicted_improvement);
+}
