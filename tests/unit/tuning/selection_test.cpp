@@ -16,6 +16,7 @@ using namespace tern;
 using namespace tern::tuning;
 using tern::tuning::testing::allShapes;
 using tern::tuning::testing::randomVector;
+using tern::tuning::testing::Shape;
 using tern::tuning::testing::shapeName;
 
 namespace {
@@ -41,46 +42,66 @@ std::unique_ptr<compression::Compressor> compressorNamed(const std::string& name
   return compression::makeCompressor(spec);
 }
 
+// One compressor, cost model, vector shape and random vector of the grid the tests sweep.
+struct Setting {
+  const std::string& name;
+  const compression::Compressor& comp;
+  Scheme scheme;
+  const costmodel::CostModel& model;
+  Shape shape;
+  const std::vector<float>& v;
+};
+
+// Calls fn(setting) for every compressor with a level, every cost model of costModels(), every
+// shape and every dimension in dims, drawing each vector from rng in that order.
+template <class Fn>
+void forEachSetting(Rng& rng, std::initializer_list<size_t> dims, Fn&& fn) {
+  const auto models = costModels();
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    const auto comp = compressorNamed(name);
+    const Scheme scheme = *schemeOf(name);
+    for (const auto& model : models) {
+      for (const auto shape : allShapes()) {
+        for (const size_t d : dims) {
+          const std::vector<float> v = randomVector(d, shape, rng);
+          fn(Setting{name, *comp, scheme, *model, shape, v});
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
     "the fast selection returns the brute-force argmax for every compressor, cost model "
     "and cap") {
   Rng rng(20240601);
-  const auto models = costModels();
   size_t cases = 0;
-  for (const std::string name : {"topk", "sq", "stochastic"}) {
-    const auto comp = compressorNamed(name);
-    const Scheme scheme = *schemeOf(name);
-    for (const auto& model : models) {
-      for (const auto shape : allShapes()) {
-        for (const size_t d : {1, 2, 3, 10, 97, 1000, 4099}) {
-          const std::vector<float> v = randomVector(d, shape, rng);
-          const auto dim = static_cast<uint32_t>(d);
-          for (const uint32_t m : {dim, std::max<uint32_t>(1, dim / 3), 1u}) {
-            const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
-            // The fast search starts from a partly sorted profile and grows it; the reference
-            // sorts everything it looks at.
-            const size_t presorted = std::vector<size_t>{0, 1, 40, d}[cases % 4];
-            MagnitudeProfile lazy(v, presorted);
-            MagnitudeProfile full(v, d);
-            const Selection fast = selectLevel(scheme, lazy, L, m, *comp, *model);
-            const Selection brute = selectLevelBruteForce(scheme, full, L, m, *comp, *model);
-            CAPTURE(name);
-            CAPTURE(model->name());
-            CAPTURE(shapeName(shape));
-            CAPTURE(d);
-            CAPTURE(m);
-            CAPTURE(presorted);
-            CHECK(fast.level == brute.level);
-            CHECK(fast.ratio == brute.ratio);
-            CHECK(fast.level <= m);
-            ++cases;
-          }
-        }
-      }
+  forEachSetting(rng, {1, 2, 3, 10, 97, 1000, 4099}, [&](const Setting& s) {
+    const size_t d = s.v.size();
+    const auto dim = static_cast<uint32_t>(d);
+    for (const uint32_t m : {dim, std::max<uint32_t>(1, dim / 3), 1u}) {
+      const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+      // The fast search starts from a partly sorted profile and grows it; the reference
+      // sorts everything it looks at.
+      const size_t presorted = std::vector<size_t>{0, 1, 40, d}[cases % 4];
+      MagnitudeProfile lazy(s.v, presorted);
+      MagnitudeProfile full(s.v, d);
+      const Selection fast = selectLevel(s.scheme, lazy, L, m, s.comp, s.model);
+      const Selection brute = selectLevelBruteForce(s.scheme, full, L, m, s.comp, s.model);
+      CAPTURE(s.name);
+      CAPTURE(s.model.name());
+      CAPTURE(shapeName(s.shape));
+      CAPTURE(d);
+      CAPTURE(m);
+      CAPTURE(presorted);
+      CHECK(fast.level == brute.level);
+      CHECK(fast.ratio == brute.ratio);
+      CHECK(fast.level <= m);
+      ++cases;
     }
-  }
+  });
   CHECK(cases == 3 * 7 * 4 * 7 * 3);
 }
 
@@ -141,54 +162,44 @@ TEST_CASE("selection rejects an empty level range and a non-positive smoothness"
 
 TEST_CASE("with a credit limit the fast selection still returns the exhaustive argmax") {
   Rng rng(20261201);
-  const auto models = costModels();
   size_t binding = 0;
   size_t cases = 0;
-  for (const std::string name : {"topk", "sq", "stochastic"}) {
-    const auto comp = compressorNamed(name);
-    const Scheme scheme = *schemeOf(name);
-    for (const auto& model : models) {
-      for (const auto shape : allShapes()) {
-        for (const size_t d : {1, 10, 97, 1000, 4099}) {
-          const std::vector<float> v = randomVector(d, shape, rng);
-          const auto dim = static_cast<uint32_t>(d);
-          const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
-          MagnitudeProfile full(v, d);
-          // A limit somewhere between the best single coordinate's improvement and the whole
-          // vector's, where it changes the answer, or 0 (every level credited nothing).
-          const double whole = improvementOfWhole(scheme, full, L);
-          const double limit =
-              cases % 7 == 0 ? 0.0
-                             : whole * std::uniform_real_distribution<double>(0.02, 1.2)(rng);
-          MagnitudeProfile lazy(v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
-          const Selection fast = selectLevel(scheme, lazy, L, dim, *comp, *model, limit);
-          // Independent scan: every T, its improvement capped at the limit, over its cost.
-          uint32_t best_level = 0;
-          double best_ratio = -1.0;
-          bool capped = false;
-          for (uint32_t T = 1; T <= dim; ++T) {
-            const double raw = improvement(scheme, full, T, L);
-            capped = capped || raw > limit;
-            const double r = std::min(raw, limit) / model->cost(comp->encodedBytes(dim, T));
-            if (r > best_ratio) {
-              best_ratio = r;
-              best_level = T;
-            }
-          }
-          binding += capped;
-          CAPTURE(name);
-          CAPTURE(model->name());
-          CAPTURE(shapeName(shape));
-          CAPTURE(d);
-          CAPTURE(limit);
-          CHECK(fast.level == best_level);
-          CHECK(fast.ratio == doctest::Approx(best_ratio).epsilon(1e-12));
-          CHECK(fast.improvement <= limit);
-          ++cases;
-        }
+  forEachSetting(rng, {1, 10, 97, 1000, 4099}, [&](const Setting& s) {
+    const size_t d = s.v.size();
+    const auto dim = static_cast<uint32_t>(d);
+    const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+    MagnitudeProfile full(s.v, d);
+    // A limit below what sending everything would earn, where it changes the answer, a little
+    // above it, or 0 (every level credited nothing).
+    const double whole = improvementOfWhole(s.scheme, full, L);
+    const double limit =
+        cases % 7 == 0 ? 0.0 : whole * std::uniform_real_distribution<double>(0.02, 1.2)(rng);
+    MagnitudeProfile lazy(s.v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
+    const Selection fast = selectLevel(s.scheme, lazy, L, dim, s.comp, s.model, limit);
+    // Independent scan: every T, its improvement capped at the limit, over its cost.
+    uint32_t best_level = 0;
+    double best_ratio = -1.0;
+    bool capped = false;
+    for (uint32_t T = 1; T <= dim; ++T) {
+      const double raw = improvement(s.scheme, full, T, L);
+      capped = capped || raw > limit;
+      const double r = std::min(raw, limit) / s.model.cost(s.comp.encodedBytes(dim, T));
+      if (r > best_ratio) {
+        best_ratio = r;
+        best_level = T;
       }
     }
-  }
+    binding += capped;
+    CAPTURE(s.name);
+    CAPTURE(s.model.name());
+    CAPTURE(shapeName(s.shape));
+    CAPTURE(d);
+    CAPTURE(limit);
+    CHECK(fast.level == best_level);
+    CHECK(fast.ratio == doctest::Approx(best_ratio).epsilon(1e-12));
+    CHECK(fast.improvement <= limit);
+    ++cases;
+  });
   MESSAGE(cases << " cases, the limit bound some level in " << binding);
   CHECK(binding > cases / 2);
 }
