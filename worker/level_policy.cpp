@@ -17,6 +17,7 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
   spec.name = settings.method;
   spec.fixed_level = settings.fixed_level;
   spec.recompute_every = settings.recompute_every;
+  spec.recompute_drift = settings.recompute_drift;
   spec.smoothness = smoothness;
   tuner_ = tuning::makeTuner(spec);
 }

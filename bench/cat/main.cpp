@@ -56,6 +56,7 @@ struct Options {
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
   uint32_t hybrid_every = 200;
+  double hybrid_drift = 1.25;
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
   // S+Q) keeps a residual, fixed, dynamic and CAT alike.
   std::vector<std::string> error_feedback = {"off", "on"};
@@ -108,7 +109,7 @@ std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, bool ef, co
     if (o.hybrid_every > 1 && workers == 1 && !ef) {
       for (const std::string c : {"topk", "sq"})
         m.push_back({"cat-" + c + "-S" + std::to_string(o.hybrid_every), "cat", c, 0,
-                     o.hybrid_every, model, ef});
+                     o.hybrid_every, model, ef, o.hybrid_drift});
     }
   }
   return m;
@@ -133,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_option("--grid-factor", o.grid_factor, "ratio between grid points");
   app.add_option("--fixed-compressors", o.fixed_compressors, "compressors of the fixed-T grid");
   app.add_option("--hybrid-every", o.hybrid_every, "S of the hybrid heuristic (1 = skip)");
+  app.add_option("--hybrid-drift", o.hybrid_drift,
+                 "hybrid: recompute early when ||v||_1^2/||v||_2^2 moves by this factor (0 = off)");
   app.add_option("--error-feedback", o.error_feedback,
                  "settings to run: off (the paper's), on (residual on top-T and S+Q), or both")
       ->check(CLI::IsMember({"on", "off"}));

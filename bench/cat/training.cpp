@@ -58,6 +58,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   tspec.name = method.tuner;
   tspec.fixed_level = method.fixed_level;
   tspec.recompute_every = method.recompute_every;
+  tspec.recompute_drift = method.recompute_drift;
   tspec.smoothness = problem.L;
   compression::CompressorSpec cspec;
   cspec.name = method.compressor;

@@ -29,6 +29,7 @@ struct MethodSpec {
   uint32_t recompute_every = 1;  // cat
   std::string tuner_cost_model;  // the model the tuner optimises: payload | packet
   bool error_feedback = false;
+  double recompute_drift = 1.25;  // cat hybrid: early recompute on shape drift (0 = off)
 };
 
 struct Link {

@@ -1,5 +1,8 @@
 #include "common/config/settings.hpp"
 
+#include <cmath>
+#include <string>
+
 #include <limits>
 
 #include "common/config/yaml_reader.hpp"
@@ -171,6 +174,11 @@ void readTuning(MapReader m, TuningSettings& s) {
   s.fixed_level = m.get<uint32_t>("fixed_level", s.fixed_level);
   s.recompute_every = m.inRange<uint32_t>(
       "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);
+  s.recompute_drift = m.get<double>("recompute_drift", s.recompute_drift);
+  if (!(s.recompute_drift == 0.0 || (s.recompute_drift > 1.0 && std::isfinite(s.recompute_drift)))) {
+    m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
+                                  std::to_string(s.recompute_drift));
+  }
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
                          {"payload", "packet", "measured"});
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);

@@ -83,6 +83,7 @@ struct TuningSettings {
   std::string method = "fixed";  // cat | fixed | dynamic | full
   uint32_t fixed_level = 0;      // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
+  double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   std::string cost_model = "measured";  // payload | packet | measured
   double c_fixed = 0.005;               // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;

@@ -23,6 +23,18 @@ uint32_t levelLimit(size_t dim, uint32_t cap) {
   return cap == 0 ? d : std::min(d, cap);
 }
 
+// ||v||_1^2 / ||v||_2^2, in [1, d]: the number of equal magnitudes that would give v's norms.
+double effectiveSparsity(std::span<const float> v) {
+  double l1 = 0.0, l2 = 0.0;
+  for (float x : v) {
+    const double a = std::fabs(static_cast<double>(x));
+    if (!std::isfinite(a)) continue;
+    l1 += a;
+    l2 += a * a;
+  }
+  return l2 > 0.0 ? l1 * l1 / l2 : 0.0;
+}
+
 double squaredNorm(std::span<const float> v) {
   double s = 0.0;
   for (float x : v) s += static_cast<double>(x) * x;
@@ -62,7 +74,8 @@ std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
 
 class CatTuner final : public Tuner {
  public:
-  CatTuner(uint32_t recompute_every, double L) : recompute_every_(recompute_every), L_(L) {}
+  CatTuner(uint32_t recompute_every, double drift, double L)
+      : recompute_every_(recompute_every), drift_(drift), L_(L) {}
   std::string name() const override { return "cat"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
@@ -71,8 +84,13 @@ class CatTuner final : public Tuner {
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
 
-    const bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ &&
-                          v.size() == dim_ && *scheme == scheme_;
+    bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ &&
+                    v.size() == dim_ && *scheme == scheme_;
+    if (reusable && shape_ > 0.0) {
+      // Early recompute: the vector's effective sparsity moved by more than the drift factor.
+      const double now = effectiveSparsity(v);
+      reusable = now <= shape_ * drift_ && now >= shape_ / drift_;
+    }
     if (reusable) {
       ++calls_since_;
       TuningDecision d = *last_;
@@ -96,6 +114,7 @@ class CatTuner final : public Tuner {
     const double st = s.level >= v.size() ? 1.0 / L_ : step(*scheme, p, s.level, L_);
     last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
+    if (recompute_every_ > 1 && drift_ > 0.0) shape_ = effectiveSparsity(v);
     cap_ = cap;
     dim_ = v.size();
     scheme_ = *scheme;
@@ -104,8 +123,10 @@ class CatTuner final : public Tuner {
 
  private:
   uint32_t recompute_every_;
+  double drift_;  // > 1: recompute early once the effective sparsity moves by this factor
   double L_;
   std::optional<TuningDecision> last_;
+  double shape_ = 0.0;  // effective sparsity of the vector T* was last computed for
   uint32_t calls_since_ = 0;
   uint32_t cap_ = 0;
   size_t dim_ = 0;
@@ -191,7 +212,10 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
   if (spec.name == "cat") {
     if (spec.recompute_every == 0)
       throw std::invalid_argument("tuner: recompute_every must be >= 1");
-    return std::make_unique<CatTuner>(spec.recompute_every, spec.smoothness);
+    if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
+      throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
+    return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift,
+                                      spec.smoothness);
   }
   if (spec.name == "fixed") return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
   if (spec.name == "dynamic") return std::make_unique<DynamicTuner>(spec.smoothness);

@@ -2,7 +2,7 @@
 // Tuners decide each push's compression level T under the coordinator's cap (papers/cat.md):
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
-//             heuristic);
+//             heuristic), or earlier when the vector's shape drifts (recompute_drift);
 //  - fixed:   one T chosen before training (static tuning);
 //  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
 //             T <= ceil(sqrt(d)); cost-agnostic;
@@ -34,6 +34,10 @@ struct TunerSpec {
   std::string name = "cat";      // cat | fixed | dynamic | full
   uint32_t fixed_level = 0;      // fixed: T (0 = the coordinator's cap)
   uint32_t recompute_every = 1;  // cat: S of the hybrid heuristic (1 = every call)
+  // cat with S > 1: recompute before S calls have passed once the vector's effective sparsity
+  // ||v||_1^2 / ||v||_2^2 has moved by more than this factor since T* was computed (an O(d)
+  // pass per call, no sorting); 0 = off, the paper's plain hybrid.
+  double recompute_drift = 1.25;
   double smoothness = 1.0;       // L of the objective
 };
 

@@ -230,3 +230,17 @@ TEST_CASE("whole-packet pricing is read, and refused without a link-seconds budg
   CHECK(error.find("packets-bad.yaml:4:") != std::string::npos);
   CHECK(error.find("needs 'seconds_per_round'") != std::string::npos);
 }
+
+TEST_CASE("the hybrid's drift factor is read, and refused between 0 and 1") {
+  const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
+  auto w = loadWorkerSettings(writeTemp(
+      "drift.yaml", data + "tuning: {method: cat, recompute_every: 200, recompute_drift: 1.5}\n"));
+  CHECK(w.tuning.recompute_drift == doctest::Approx(1.5));
+  CHECK(loadWorkerSettings(writeTemp("drift-default.yaml", data + "tuning: {method: cat}\n"))
+            .tuning.recompute_drift == doctest::Approx(1.25));
+  auto bad = writeTemp("drift-bad.yaml",
+                       data + "tuning:\n  method: cat\n  recompute_drift: 0.5\n");
+  const std::string error = errorOf([&] { loadWorkerSettings(bad); });
+  CHECK(error.find("drift-bad.yaml:5:") != std::string::npos);
+  CHECK(error.find("'recompute_drift' must be 0 (off) or a factor > 1") != std::string::npos);
+}

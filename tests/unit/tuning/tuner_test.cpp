@@ -27,11 +27,13 @@ std::unique_ptr<compression::Compressor> compressorNamed(const std::string& name
 }
 
 std::unique_ptr<Tuner> tunerNamed(const std::string& name, uint32_t fixed_level = 0,
-                                  uint32_t recompute_every = 1, double L = 1.0) {
+                                  uint32_t recompute_every = 1, double L = 1.0,
+                                  double drift = 0.0) {
   TunerSpec spec;
   spec.name = name;
   spec.fixed_level = fixed_level;
   spec.recompute_every = recompute_every;
+  spec.recompute_drift = drift;
   spec.smoothness = L;
   return makeTuner(spec);
 }
@@ -145,6 +147,47 @@ TEST_CASE("the hybrid heuristic reuses T* between recomputes and recomputes ever
   const TuningDecision fourth = hybrid->choose(flat, 0, *comp, packet);
   CHECK(fourth.recomputed);
   CHECK(fourth.level == t_flat);
+}
+
+TEST_CASE("with a drift factor the hybrid recomputes early once the vector's shape moves") {
+  Rng rng(38);
+  auto comp = compressorNamed("sq");
+  const costmodel::PayloadCostModel payload(66);
+  const std::vector<float> flat = randomVector(5000, Shape::kGaussian, rng);
+  std::vector<float> spiky = flat;
+  for (size_t j = 0; j < 5000; j += 100) spiky[j] *= 200.0f;  // 50 coordinates dominate
+  auto norms = [](const std::vector<float>& v) {
+    double l1 = 0, l2 = 0;
+    for (float x : v) {
+      l1 += std::fabs(x);
+      l2 += double(x) * x;
+    }
+    return l1 * l1 / l2;
+  };
+  REQUIRE(norms(spiky) * 1.25 < norms(flat));  // far apart in effective sparsity
+
+  auto hybrid = tunerNamed("cat", 0, 200, 1.0, 1.25);
+  const TuningDecision first = hybrid->choose(flat, 0, *comp, payload);
+  CHECK(first.recomputed);
+  // The same shape at another scale keeps T*: ||v||_1^2 / ||v||_2^2 does not see the scale.
+  std::vector<float> scaled = flat;
+  for (float& x : scaled) x *= 3.0f;
+  const TuningDecision same = hybrid->choose(scaled, 0, *comp, payload);
+  CHECK_FALSE(same.recomputed);
+  CHECK(same.level == first.level);
+  // A different shape forces the search long before 200 calls, with the answer a fresh
+  // tuner gives.
+  const TuningDecision moved = hybrid->choose(spiky, 0, *comp, payload);
+  CHECK(moved.recomputed);
+  CHECK(moved.level == tunerNamed("cat")->choose(spiky, 0, *comp, payload).level);
+  CHECK(moved.level != first.level);
+  // Without the factor (0) the plain hybrid keeps the stale T*.
+  auto plain = tunerNamed("cat", 0, 200, 1.0, 0.0);
+  plain->choose(flat, 0, *comp, payload);
+  CHECK_FALSE(plain->choose(spiky, 0, *comp, payload).recomputed);
+  TunerSpec bad;
+  bad.recompute_drift = 0.9;
+  CHECK_THROWS_AS(makeTuner(bad), std::invalid_argument);
 }
 
 TEST_CASE("the hybrid heuristic recomputes at once when the cap changes") {
