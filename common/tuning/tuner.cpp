@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/selection.hpp"
@@ -65,6 +67,37 @@ TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, do
   }
   p.sortAtLeast(level);
   return {level, c, improvement(scheme, p, level, L), step(scheme, p, level, L), true};
+}
+
+// A decision at a level chosen beforehand (fixed, full under a cap). Top-T and S+Q need only
+// S1(T) and S2(T), sums over the T largest magnitudes, not their order: a selection (O(d)) into
+// a reused buffer replaces the profile's sort and prefix sums. Stochastic sparsification needs
+// the order (its saturated count) and goes through the profile.
+TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t level, double L,
+                               const compression::Compressor& comp,
+                               const costmodel::CostModel& cost, std::vector<float>& scratch) {
+  if (scheme == Scheme::kStochastic || level >= v.size()) {
+    MagnitudeProfile p(v, level < v.size() ? level : 0);
+    return decisionAt(scheme, p, level, L, comp, cost);
+  }
+  scratch.resize(v.size());
+  for (size_t j = 0; j < v.size(); ++j) {
+    const float a = std::fabs(v[j]);
+    scratch[j] = std::isnan(a) ? 0.0f : a;  // as MagnitudeProfile counts NaN
+  }
+  std::nth_element(scratch.begin(), scratch.begin() + level, scratch.end(), std::greater<>());
+  double s1 = 0.0, s2 = 0.0;
+  for (uint32_t j = 0; j < level; ++j) {
+    const double a = scratch[j];
+    s1 += a;
+    s2 += a * a;
+  }
+  const double c = predictedCost(comp, cost, v.size(), level);
+  const double T = static_cast<double>(level);
+  if (scheme == Scheme::kTopT) return {level, c, s2 / (2.0 * L), 1.0 / L, true};
+  // S+Q: improvement S1^2 / (2 L T); the step for the scale S1 / T the compressor sends.
+  const double scale = s1 / T;
+  return {level, c, s1 * s1 / (2.0 * L * T), scale > 0.0 ? s1 / (L * T * scale) : 0.0, true};
 }
 
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
@@ -144,13 +177,13 @@ class FixedTuner final : public Tuner {
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    MagnitudeProfile p(v, level < v.size() ? level : 0);
-    return decisionAt(*scheme, p, level, L_, comp, cost);
+    return decisionAtLevel(*scheme, v, level, L_, comp, cost, scratch_);
   }
 
  private:
   uint32_t level_;
   double L_;
+  std::vector<float> scratch_;  // magnitudes, reused from push to push
 };
 
 class DynamicTuner final : public Tuner {
@@ -182,12 +215,12 @@ class FullTuner final : public Tuner {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    MagnitudeProfile p(v, m < v.size() ? m : 0);
-    return decisionAt(*scheme, p, m, L_, comp, cost);
+    return decisionAtLevel(*scheme, v, m, L_, comp, cost, scratch_);
   }
 
  private:
   double L_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

@@ -306,3 +306,34 @@ TEST_CASE("cat credits no level with more than the gradient step's decrease ||g|
   CHECK(plain.level == paper.level);
   CHECK(plain.predicted_improvement == paper.predicted_improvement);
 }
+
+TEST_CASE("fixed and full report the improvement and step of the sorted profile at their level") {
+  Rng rng(47);
+  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    auto comp = compressorNamed(name);
+    const Scheme scheme = *schemeOf(name);
+    for (const auto shape : {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero,
+                             Shape::kTies}) {
+      std::vector<float> v = randomVector(3001, shape, rng);
+      v[17] = std::nanf("");  // counted as zero by every path
+      for (const uint32_t level : {1u, 7u, 300u, 3000u}) {
+        const double L = 0.7;
+        const TuningDecision d = tunerNamed("fixed", level, 1, L)->choose(v, 0, *comp, packet);
+        MagnitudeProfile p(v, level);
+        CAPTURE(name);
+        CAPTURE(level);
+        CHECK(d.level == level);
+        CHECK(d.predicted_improvement ==
+              doctest::Approx(improvement(scheme, p, level, L)).epsilon(1e-12));
+        CHECK(d.step == doctest::Approx(step(scheme, p, level, L)).epsilon(1e-12));
+        CHECK(d.predicted_cost == packet.cost(comp->encodedBytes(3001, level)));
+        // full under a cap of `level` decides the same.
+        const TuningDecision f = tunerNamed("full", 0, 1, L)->choose(v, level, *comp, packet);
+        CHECK(f.level == level);
+        CHECK(f.predicted_improvement == doctest::Approx(d.predicted_improvement).epsilon(1e-12));
+        CHECK(f.step == doctest::Approx(d.step).epsilon(1e-12));
+      }
+    }
+  }
+}
