@@ -27,7 +27,7 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
   // relaxation as it is.
   if (n == 0 || n > 256) return;
   const double allowed = limit * (1.0 + 1e-12);
-  auto ratio = [&](std::size_t i, int64_t m) {
+  auto ratio = [&](std::size_t /*worker*/, int64_t m) {
     return static_cast<double>(std::min<int64_t>(dim, m * unit)) / dim;
   };
   auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(i, m)); };
@@ -118,8 +118,7 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
     Budget bounded = budget;
     bounded.deadline_seconds = deadline;
     for (std::size_t i = 0; i < n; ++i) {
-      upper[i] = unit == 1 ? deadlineCap(links, i, dim, bounded)
-                           : deadlineUnits(links, i, units, bounded);
+      upper[i] = deadlineUnits(links, i, units, bounded);
     }
   }
   problem.upper.resize(n);

@@ -88,13 +88,4 @@ uint32_t deadlineUnits(const LinkCosts& links, std::size_t worker, uint32_t unit
   return static_cast<uint32_t>(std::clamp(m, 1.0, static_cast<double>(units)));
 }
 
-uint32_t deadlineCap(const LinkCosts& links, std::size_t worker, uint32_t dim,
-                     const Budget& budget) {
-  const double room =
-      (budget.deadline_seconds - links.fixed[worker]) / links.per_coordinate[worker];
-  // The small slack keeps a cap that lands exactly on the deadline from rounding below it.
-  const double k = std::floor(room * (1.0 + 1e-12));
-  return static_cast<uint32_t>(std::clamp(k, 1.0, static_cast<double>(dim)));
-}
-
 }  // namespace tern::allocation

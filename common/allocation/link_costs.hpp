@@ -36,15 +36,10 @@ bool pricesWholePackets(const Budget& budget);
 // `known` is false: the costs are then equal and carry no unit.
 LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget);
 
-// Largest number of units m_i with a_i + per_unit_i * m_i <= deadline_seconds, within
-// [1, units]. When even one unit misses the deadline the answer is 1: a worker always sends
-// something.
+// Largest number of pricing units m_i (coordinates, or packets with whole_packets) with
+// a_i + per_unit_i * m_i <= deadline_seconds, within [1, units]. When even one unit misses the
+// deadline the answer is 1: a worker always sends something.
 uint32_t deadlineUnits(const LinkCosts& links, std::size_t worker, uint32_t units,
                        const Budget& budget);
-
-// Largest k_i with a_i + b_i * k_i <= deadline_seconds, within [1, d]. When even one coordinate
-// misses the deadline the cap is 1: a worker always sends something.
-uint32_t deadlineCap(const LinkCosts& links, std::size_t worker, uint32_t dim,
-                     const Budget& budget);
 
 }  // namespace tern::allocation
