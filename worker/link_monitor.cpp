@@ -42,7 +42,7 @@ LinkMonitor::LinkMonitor(const config::LinkSettings& settings, double ack_timeou
     : settings_(settings), ack_timeout_(ack_timeout_seconds), estimator_(toSpec(settings)) {}
 
 void LinkMonitor::issued(uint64_t key, double now) {
-  if (!settings_.measure) return;
+  if (!active()) return;
   Pending p;
   p.order = ++order_;
   p.issued_at = now;
@@ -60,6 +60,7 @@ void LinkMonitor::sent(uint64_t key, size_t wire_bytes, double now) {
   if (!settings_.measure) return;
   auto it = pending_.find(key);
   if (it == pending_.end()) {
+    if (!active()) return;
     // Not announced by issued(): timed all the same, from now.
     issued(key, now);
     it = pending_.find(key);
@@ -126,7 +127,7 @@ void LinkMonitor::queueCalibration() {
 }
 
 void LinkMonitor::queueExploration(double now) {
-  if (!settings_.measure) return;
+  if (!active()) return;
   // One exploration probe at a time: while one still waits, the estimator has not seen it yet.
   if (!queue_.empty()) return;
   if (auto probe = estimator_.probeToSend(now)) queue_.push_back(*probe);
@@ -146,6 +147,11 @@ void LinkMonitor::reset() {
   last_done_.reset();
   calibrated_ = false;
   // The fit survives a re-join: the link is the same; the new calibration train adds to it.
+}
+
+void LinkMonitor::atRound(uint64_t round) {
+  const uint32_t n = settings_.alternate_rounds;
+  paused_ = n > 0 && (round / n) % 2 == 1;
 }
 
 wire::LinkModel LinkMonitor::toWire() const {

@@ -69,6 +69,12 @@ class LinkMonitor {
   costmodel::LinkFit fit() const { return estimator_.fit(); }
   wire::LinkModel toWire() const;
   bool enabled() const { return settings_.measure; }
+  // A round starts: pauses or resumes measurement by link.alternate_rounds (a benchmark aid).
+  // While paused nothing new is timed and no exploration probe is queued; sends already timed
+  // still take their sample when acked; the join-time calibration train still goes out (timed
+  // only in active rounds).
+  void atRound(uint64_t round);
+  bool active() const { return settings_.measure && !paused_; }
   uint64_t samples() const { return estimator_.fit().samples; }
 
  private:
@@ -92,6 +98,7 @@ class LinkMonitor {
   uint64_t probe_id_ = 0;
   uint64_t unacknowledged_ = 0;
   bool calibrated_ = false;
+  bool paused_ = false;
 };
 
 }  // namespace tern::worker

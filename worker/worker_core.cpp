@@ -224,6 +224,7 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     return join();
   }
   replica_round_ = rs.round();
+  link_->atRound(rs.round());
   cap_ = rs.cap();
   stats_.data_share = rs.data_share();
   if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {

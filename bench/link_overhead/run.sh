@@ -17,6 +17,13 @@
 #        PIN=1 pins the coordinator to CPU 0 and the workers to CPUs 1.. (round robin; all on
 #        CPU 1 on a two-core machine) with taskset, so that no run depends on where the
 #        scheduler happened to place its processes.
+#        MODE=blocks: one run per repetition with measurement on, paused on every other block
+#        of BLOCK rounds (link.alternate_rounds, default BLOCK=10): the rounds with and without
+#        it come from the same processes at the same time, so nothing that differs from run to
+#        run (process placement, the rest of the machine) enters the comparison. It measures
+#        the per-round part (timing, estimator updates, exploration probes), not the one-off
+#        calibration at join. CONTROL=1 turns measurement off in every block (an A/A run:
+#        the two halves should agree, which checks the block comparison itself).
 #        Prints; asserts nothing.
 set -euo pipefail
 BIN="${1:?usage: run.sh BIN_DIR [REPS] [ROUNDS]}"
@@ -37,7 +44,8 @@ pinned() {
     echo "taskset -c $((1 + $1 % (NCPU - 1)))"
   fi
 }
-[ "$MODE" = together ] || [ "$MODE" = alternate ] || { echo "MODE: together|alternate" >&2; exit 1; }
+BLOCK="${BLOCK:-10}"
+case "$MODE" in together | alternate | blocks) ;; *) echo "MODE: together|alternate|blocks" >&2; exit 1 ;; esac
 for b in tern-coordinator tern-worker; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b not built" >&2; exit 1; }
 done
@@ -51,9 +59,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run_once MEASURE TAG: one training run; leaves $WORK/TAG/metrics.csv.
+# run_once MEASURE TAG [ALTERNATE]: one training run; leaves $WORK/TAG/metrics.csv.
 run_once() {
-  local measure=$1 dir="$WORK/$2"
+  local measure=$1 dir="$WORK/$2" alternate="${3:-0}"
   mkdir -p "$dir"
   cat > "$dir/coord.yaml" <<YAML
 bind: tcp://127.0.0.1:0
@@ -89,7 +97,7 @@ data:
   shard: {index: 0, total: $WORKERS}
   partition: {dirichlet_alpha: 0.5, seed: 11}
 compression: {name: topk, error_feedback: true}
-link: {measure: $measure}
+link: {measure: $measure, alternate_rounds: $alternate}
 heartbeat_seconds: 0.5
 coordinator_patience_seconds: 10
 logging: {level: warn}
@@ -109,7 +117,83 @@ YAML
 }
 
 echo "link measurement overhead on loopback: $WORKERS workers, softmax ${FEATURES}x10, top-k 5%," \
-  "$ROUNDS rounds, $REPS repetitions per setting, pairs run $MODE$([ "$PIN" = 1 ] && echo ", pinned")"
+  "$ROUNDS rounds, $REPS repetitions, mode $MODE$([ "$PIN" = 1 ] && echo ", pinned")"
+if [ "$MODE" = blocks ]; then
+  measure=true
+  [ "${CONTROL:-0}" = 1 ] && measure=false
+  note="measurement paused on every other block of $BLOCK rounds"
+  [ "$measure" = false ] && note="control: measurement off in every block of $BLOCK rounds"
+  echo "(one run per repetition, $note)"
+  for rep in $(seq 1 "$REPS"); do
+    run_once "$measure" "rep$rep" "$BLOCK"
+    printf '.'
+  done
+  echo
+  python3 - "$WORK" "$REPS" "$WARMUP" "$BLOCK" "${CSV:-}" <<'PY'
+import csv, math, random, statistics as st, sys
+
+work, reps, warmup, block, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+# Round r (its CSV row) lasts from the close of r-1 to the close of r, which covers the worker's
+# push of round r and its ack: it is measured when the worker measured round r, i.e. when
+# (r // block) is even. The first round of a block is left out (the switch), and so is warm-up:
+# every block before the one that holds round WARMUP, and at least the first two.
+rows_out, pair_logs, run_ratios = [], [], []
+for rep in range(1, reps + 1):
+    rows = list(csv.DictReader(open(f"{work}/rep{rep}/metrics.csv")))
+    t = {int(r["round"]): float(r["time_s"]) for r in rows}
+    first_block = max(2, (warmup + block - 1) // block)
+    blocks = {}
+    for r in sorted(t):
+        if r - 1 not in t or r % block == 0 or r // block < first_block:
+            continue
+        blocks.setdefault(r // block, []).append(t[r] - t[r - 1])
+    on = [x for b, v in blocks.items() if b % 2 == 0 for x in v]
+    off = [x for b, v in blocks.items() if b % 2 == 1 for x in v]
+    if not on or not off:
+        sys.exit(f"rep {rep}: too few rounds for blocks of {block}")
+    # Each measured block against the paused block right after it.
+    for b in sorted(blocks):
+        if b % 2 == 0 and b + 1 in blocks:
+            pair_logs.append(math.log(st.median(blocks[b]) / st.median(blocks[b + 1])))
+    run_ratios.append(st.median(on) / st.median(off))
+    rows_out.append((rep, st.median(on), st.median(off), st.mean(on), st.mean(off), len(on), len(off)))
+
+print(f"{'rep':>3} {'on ms/round':>12} {'off ms/round':>13} {'on/off':>7} {'mean on/off':>12} {'rounds on/off':>14}")
+for rep, mon, moff, aon, aoff, non, noff in rows_out:
+    print(f"{rep:>3} {mon*1e3:>12.4f} {moff*1e3:>13.4f} {mon/moff:>7.4f} {aon/aoff:>12.4f} {non:>7}/{noff}")
+
+def boot_median(values, seed=1, draws=5000):
+    rng = random.Random(seed)
+    n = len(values)
+    b = sorted(st.median(rng.choice(values) for _ in range(n)) for _ in range(draws))
+    return b[int(0.025 * draws)], b[int(0.975 * draws) - 1]
+
+logs = [math.log(x) for x in run_ratios]
+print()
+print(f"on/off per run (median round time of measured blocks / paused blocks), {len(logs)} runs: "
+      f"median {math.exp(st.median(logs)):.4f}, mean {math.exp(st.mean(logs)):.4f}")
+if len(logs) >= 5:
+    lo, hi = boot_median(logs)
+    print(f"  bootstrap 95% of the median over runs [{math.exp(lo):.4f}, {math.exp(hi):.4f}]")
+    se = st.stdev(logs) / math.sqrt(len(logs))
+    print(f"  mean of the log-ratios, 95% (t~2) [{math.exp(st.mean(logs) - 2 * se):.4f}, "
+          f"{math.exp(st.mean(logs) + 2 * se):.4f}]")
+n = len(pair_logs)
+if n >= 10:
+    lo, hi = boot_median(pair_logs)
+    print(f"adjacent block pairs (measured block / the paused block after it), {n} pairs: median "
+          f"{math.exp(st.median(pair_logs)):.4f}, bootstrap 95% [{math.exp(lo):.4f}, {math.exp(hi):.4f}]")
+if out:
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "on_median_s", "off_median_s", "on_mean_s", "off_mean_s", "rounds_on", "rounds_off"])
+        for r in rows_out:
+            w.writerow([r[0]] + [f"{x:.7f}" for x in r[1:5]] + list(r[5:]))
+    print(f"per-run results: {out}")
+PY
+  exit 0
+fi
+
 for rep in $(seq 1 "$REPS"); do
   if [ $((rep % 2)) = 1 ]; then order="true false"; else order="false true"; fi
   pair=()

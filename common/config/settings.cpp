@@ -194,6 +194,8 @@ void readLink(MapReader m, LinkSettings& s) {
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
   s.measure = m.get<bool>("measure", s.measure);
+  s.alternate_rounds = m.inRange<uint32_t>(
+      "alternate_rounds", m.get<uint32_t>("alternate_rounds", s.alternate_rounds), 0, 1000000);
   m.done();
 }
 

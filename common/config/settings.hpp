@@ -95,6 +95,10 @@ struct LinkSettings {
   uint32_t probe_repeats = 2;
   size_t probe_bytes_per_minute = 256 * 1024;
   bool measure = true;
+  // Benchmark aid (bench/link_overhead): with measure on, measurement pauses on every other
+  // block of this many rounds (rounds [N, 2N), [3N, 4N), ...): no timing, no estimator update,
+  // no exploration probe, so one run holds rounds with and without it side by side. 0 = never.
+  uint32_t alternate_rounds = 0;
 };
 
 struct WorkerSettings {
