@@ -52,6 +52,8 @@ struct Options {
   // improvement assumes; min: all with the smallest reported step. Equal for top-T and S+Q (1/L).
   std::string step_rule = "own";
   std::string credit = "uncapped";
+  bool shifts = false;
+  std::string shift_credit = "on";
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -147,6 +149,13 @@ int main(int argc, char** argv) {
                  "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
                  "with error feedback; an experiment, see README)")
       ->check(CLI::IsMember({"gradient", "uncapped"}));
+  app.add_flag("--shifts", o.shifts,
+               "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
+               "(DIANA), fixed and CAT alike; an experiment, see README");
+  app.add_option("--shift-credit", o.shift_credit,
+                 "with --shifts: on (cat credits the decrease the shift step earns at every T) "
+                 "or off (the paper's criterion on g - h alone)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
                "30000 rounds (hours on two cores); explicit options still win");
@@ -261,6 +270,8 @@ int main(int argc, char** argv) {
       limits.stop_gap = targets.back() * (p.f0 - p.fstar);
       limits.per_worker_step = o.step_rule == "own";
       limits.gradient_credit = o.credit == "gradient";
+      limits.shifts = o.shifts;
+      limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;
       r.workers = c.workers;

@@ -76,6 +76,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<std::vector<float>> grads(workers, std::vector<float>(d));
   std::vector<compression::SparseGradient> decoded(workers);
   std::vector<double> steps(workers);
+  // Shifts (RunLimits::shifts): each worker's h_i, known to both sides.
+  const bool shifted = limits.shifts && method.compressor == "stochastic";
+  std::vector<std::vector<float>> shifts(shifted ? workers : 0, std::vector<float>(d, 0.0f));
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -98,6 +101,18 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
 
     double step = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < workers; ++i) {
+      double base = 0.0;
+      if (shifted) {
+        double g_sq = 0.0, v_sq = 0.0;
+        for (size_t j = 0; j < d; ++j) {
+          g_sq += static_cast<double>(grads[i][j]) * grads[i][j];
+          grads[i][j] -= shifts[i][j];
+          v_sq += static_cast<double>(grads[i][j]) * grads[i][j];
+        }
+        // Negative when the shift is worse than none; the criterion then falls back to the
+        // paper's (a base must be >= 0 for the search's bounds).
+        if (limits.shift_credit) base = std::max(0.0, (g_sq - v_sq) / (2.0 * problem.L));
+      }
       const auto v = memories[i].corrected(grads[i]);
       const auto t0 = std::chrono::steady_clock::now();
       double grad_sq = -1.0;
@@ -106,7 +121,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         for (float g : grads[i]) grad_sq += static_cast<double>(g) * g;
       }
       const tuning::TuningDecision decision =
-          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq);
+          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();
@@ -126,6 +141,11 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     for (size_t i = 0; i < workers; ++i) {
       const double s = limits.per_worker_step ? steps[i] : step;
       compression::addScaled(decoded[i], static_cast<float>(shards.shares[i] * s), update);
+      if (shifted) {
+        const auto w = static_cast<float>(shards.shares[i] / problem.L);
+        for (size_t j = 0; j < d; ++j) update[j] += w * shifts[i][j];
+        compression::addScaled(decoded[i], static_cast<float>(steps[i] * problem.L), shifts[i]);
+      }
     }
     for (size_t j = 0; j < d; ++j) x[j] -= update[j];
   }

@@ -59,6 +59,16 @@ struct RunLimits {
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
   bool gradient_credit = false;
+  // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
+  // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
+  // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies
+  // sum p_i h_i with the full-gradient step 1/L and each compressed difference with its
+  // worker's own step. At the optimum the differences, not the local gradients, vanish, so the
+  // compression noise does too and unequal steps weigh nothing that does not vanish.
+  bool shifts = false;
+  // With shifts: cat credits every level with the base (||g_i||^2 - ||g_i - h_i||^2)/(2L) that
+  // the shift step earns (Tuner::choose); false: the paper's criterion on g_i - h_i alone.
+  bool shift_credit = true;
 };
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,

@@ -1,6 +1,7 @@
 #include "common/tuning/selection.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
 #include <stdexcept>
 #include <vector>
@@ -26,11 +27,12 @@ struct Candidate {
 class Evaluator {
  public:
   Evaluator(Scheme scheme, MagnitudeProfile& p, double L, const compression::Compressor& comp,
-            const costmodel::CostModel& cost, double credit_limit)
+            const costmodel::CostModel& cost, double credit_limit, double base)
       : scheme_(scheme),
         p_(p),
         L_(L),
         credit_limit_(credit_limit),
+        base_(base),
         comp_(comp),
         cost_(cost),
         dim_(static_cast<uint32_t>(p.dim())) {}
@@ -42,15 +44,17 @@ class Evaluator {
     ++evaluations_;
     // The order is grown geometrically so that a search reaching far only sorts O(log) times.
     if (T > p_.sortedCount()) p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
-    const double imp = std::min(improvement(scheme_, p_, T, L_), credit_limit_);
+    const double imp = std::min(base_ + improvement(scheme_, p_, T, L_), credit_limit_);
     const double c = costAt(T);
     const double r = imp / c;
     if (best.beats(r, T)) best = {T, r, imp, c};
   }
 
   double bound(uint32_t lo, uint32_t hi) const {
-    // min with a constant keeps an upper bound an upper bound.
-    return std::min(improvementUpperBound(scheme_, p_, lo, hi, L_), credit_limit_) / costAt(lo) *
+    // Adding a constant and min with a constant keep an upper bound an upper bound (the base is
+    // >= 0, so the bound stays >= 0 and dividing by the block's smallest cost keeps it one).
+    return std::min(base_ + improvementUpperBound(scheme_, p_, lo, hi, L_), credit_limit_) /
+           costAt(lo) *
            kBoundMargin;
   }
 
@@ -61,17 +65,21 @@ class Evaluator {
   MagnitudeProfile& p_;
   double L_;
   double credit_limit_;
+  double base_;
   const compression::Compressor& comp_;
   const costmodel::CostModel& cost_;
   uint32_t dim_;
   size_t evaluations_ = 0;
 };
 
-void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level, double credit_limit) {
+void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level, double credit_limit,
+                    double base) {
   if (max_level < 1 || max_level > p.dim())
     throw std::invalid_argument("selectLevel: max_level must be in [1, dim]");
   if (!(L > 0.0)) throw std::invalid_argument("selectLevel: smoothness must be > 0");
   if (!(credit_limit >= 0.0)) throw std::invalid_argument("selectLevel: credit limit must be >= 0");
+  if (!(base >= 0.0) || !std::isfinite(base))
+    throw std::invalid_argument("selectLevel: base improvement must be finite and >= 0");
 }
 
 struct Block {
@@ -145,9 +153,9 @@ Selection finish(const Candidate& best, size_t evaluations) {
 
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
-                      double credit_limit) {
-  checkArguments(p, L, max_level, credit_limit);
-  Evaluator ev(scheme, p, L, comp, cost, credit_limit);
+                      double credit_limit, double base_improvement) {
+  checkArguments(p, L, max_level, credit_limit, base_improvement);
+  Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
   std::vector<Block> blocks = makeBlocks(ev, max_level, cost.packetBytes());
   size_t bounds = blocks.size();
   // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
@@ -178,10 +186,11 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
 
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                                 const compression::Compressor& comp,
-                                const costmodel::CostModel& cost, double credit_limit) {
-  checkArguments(p, L, max_level, credit_limit);
+                                const costmodel::CostModel& cost, double credit_limit,
+                                double base_improvement) {
+  checkArguments(p, L, max_level, credit_limit, base_improvement);
   p.sortAtLeast(max_level);
-  Evaluator ev(scheme, p, L, comp, cost, credit_limit);
+  Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
   Candidate best;
   for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T, best);
   return finish(best, ev.evaluations());

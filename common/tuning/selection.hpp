@@ -31,13 +31,17 @@ struct Selection {
 // credit_limit caps the improvement credited to any T: the ratio is
 // min(improvement(T), credit_limit) / C(T) (infinity = CAT as in the paper; see
 // TunerSpec::memory_credit for what tern uses it for). Must be >= 0 (NaN throws).
+// base_improvement is a decrease the step earns at every T (see Tuner::choose); the ratio is
+// min(base_improvement + improvement(T), credit_limit) / C(T). Must be finite and >= 0.
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
-                      double credit_limit = std::numeric_limits<double>::infinity());
+                      double credit_limit = std::numeric_limits<double>::infinity(),
+                      double base_improvement = 0.0);
 // Sorts p up to max_level and evaluates every T.
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost,
-                                double credit_limit = std::numeric_limits<double>::infinity());
+                                double credit_limit = std::numeric_limits<double>::infinity(),
+                                double base_improvement = 0.0);
 
 }  // namespace tern::tuning

@@ -112,7 +112,8 @@ class CatTuner final : public Tuner {
   std::string name() const override { return "cat"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost, double gradient_sq_norm) override {
+                        const costmodel::CostModel& cost, double gradient_sq_norm,
+                        double base_improvement) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
@@ -133,7 +134,7 @@ class CatTuner final : public Tuner {
         // The step must match this vector: a stale omega could overshoot.
         const double omega = stochasticOmegaUnsorted(v, d.level);
         d.step = omega / L_;
-        d.predicted_improvement = omega * squaredNorm(v) / (2.0 * L_);
+        d.predicted_improvement = base_improvement + omega * squaredNorm(v) / (2.0 * L_);
       }
       return d;
     }
@@ -143,7 +144,7 @@ class CatTuner final : public Tuner {
     MagnitudeProfile p(v, std::min<size_t>(m, std::max(guess, kInitialSorted)));
     const double credit = gradient_sq_norm >= 0.0 ? gradient_sq_norm / (2.0 * L_)
                                                   : std::numeric_limits<double>::infinity();
-    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit);
+    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit, base_improvement);
     const double st = s.level >= v.size() ? 1.0 / L_ : step(*scheme, p, s.level, L_);
     last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
@@ -172,7 +173,8 @@ class FixedTuner final : public Tuner {
   std::string name() const override { return "fixed"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
+                        double /*base_improvement*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
@@ -192,7 +194,8 @@ class DynamicTuner final : public Tuner {
   std::string name() const override { return "dynamic"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
+                        double /*base_improvement*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
@@ -211,7 +214,8 @@ class FullTuner final : public Tuner {
   std::string name() const override { return "full"; }
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/) override {
+                        const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
+                        double /*base_improvement*/) override {
     const uint32_t m = levelLimit(v.size(), cap);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);

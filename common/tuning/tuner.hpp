@@ -55,11 +55,18 @@ class Tuner {
   // feedback v = g and the cap never binds. The worker does not pass it: in tern-bench-cat
   // (--credit gradient) it made CAT with error feedback cheaper under payload but dearer under
   // packets and stalled it on 4 workers (README, CAT).
+  // base_improvement: a decrease the step earns whatever T is sent (>= 0; 0 = the paper's CAT).
+  // cat maximises (base_improvement + improvement(T)) / C(T) and reports the sum. With learned
+  // shifts h (DIANA: the worker compresses v = g - h, the receiver applies h with step 1/L and
+  // the unbiased estimate of v with the step omega/L), the descent lemma gives exactly
+  // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base
+  // (tern-bench-cat --shifts). Other tuners ignore it.
   // Throws std::invalid_argument on an empty v.
   virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost,
-                                double gradient_sq_norm = -1.0) = 0;
+                                double gradient_sq_norm = -1.0,
+                                double base_improvement = 0.0) = 0;
 };
 
 // Throws std::invalid_argument on an unknown name, smoothness <= 0 or recompute_every == 0.

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/compression/compressor.hpp"
@@ -69,6 +71,25 @@ void forEachSetting(Rng& rng, std::initializer_list<size_t> dims, Fn&& fn) {
       }
     }
   }
+}
+
+
+// Independent scan over every T of credited(improvement(T)) / C(T); ties to the smaller T.
+template <class Credit>
+std::pair<uint32_t, double> scanArgmax(const Setting& s, MagnitudeProfile& full, double L,
+                                       Credit&& credited) {
+  const auto dim = static_cast<uint32_t>(s.v.size());
+  uint32_t best_level = 0;
+  double best_ratio = -1.0;
+  for (uint32_t T = 1; T <= dim; ++T) {
+    const double r =
+        credited(improvement(s.scheme, full, T, L)) / s.model.cost(s.comp.encodedBytes(dim, T));
+    if (r > best_ratio) {
+      best_ratio = r;
+      best_level = T;
+    }
+  }
+  return {best_level, best_ratio};
 }
 
 }  // namespace
@@ -160,46 +181,69 @@ TEST_CASE("selection rejects an empty level range and a non-positive smoothness"
   CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 0.0, 2, *comp, model), std::invalid_argument);
 }
 
-TEST_CASE("with a credit limit the fast selection still returns the exhaustive argmax") {
+TEST_CASE("with a credit limit or a base improvement the fast selection returns the exhaustive argmax") {
   Rng rng(20261201);
+  const double inf = std::numeric_limits<double>::infinity();
   size_t binding = 0;
+  size_t moved = 0;
   size_t cases = 0;
   forEachSetting(rng, {1, 10, 97, 1000, 4099}, [&](const Setting& s) {
     const size_t d = s.v.size();
     const auto dim = static_cast<uint32_t>(d);
     const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
     MagnitudeProfile full(s.v, d);
-    // A limit below what sending everything would earn, where it changes the answer, a little
-    // above it, or 0 (every level credited nothing).
     const double whole = improvementOfWhole(s.scheme, full, L);
+    // A limit below what sending everything would earn, where it changes the answer, a little
+    // above it, or 0 (every level credited nothing); a base from nothing to several times it.
     const double limit =
         cases % 7 == 0 ? 0.0 : whole * std::uniform_real_distribution<double>(0.02, 1.2)(rng);
-    MagnitudeProfile lazy(s.v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
-    const Selection fast = selectLevel(s.scheme, lazy, L, dim, s.comp, s.model, limit);
-    // Independent scan: every T, its improvement capped at the limit, over its cost.
-    uint32_t best_level = 0;
-    double best_ratio = -1.0;
-    bool capped = false;
-    for (uint32_t T = 1; T <= dim; ++T) {
-      const double raw = improvement(s.scheme, full, T, L);
-      capped = capped || raw > limit;
-      const double r = std::min(raw, limit) / s.model.cost(s.comp.encodedBytes(dim, T));
-      if (r > best_ratio) {
-        best_ratio = r;
-        best_level = T;
+    const double base =
+        cases % 5 == 0 ? 0.0 : whole * std::uniform_real_distribution<double>(0.0, 5.0)(rng);
+    const uint32_t plain = selectLevel(s.scheme, full, L, dim, s.comp, s.model).level;
+    for (const bool with_base : {false, true}) {
+      const double cap = with_base ? inf : limit;
+      const double add = with_base ? base : 0.0;
+      MagnitudeProfile lazy(s.v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
+      const Selection fast = selectLevel(s.scheme, lazy, L, dim, s.comp, s.model, cap, add);
+      // Independent scan: every T, base plus its improvement capped at the limit, over its cost.
+      bool capped = false;
+      const auto [best_level, best_ratio] = scanArgmax(s, full, L, [&](double raw) {
+        capped = capped || add + raw > cap;
+        return std::min(add + raw, cap);
+      });
+      if (with_base) {
+        moved += best_level != plain;
+      } else {
+        binding += capped;
       }
+      CAPTURE(s.name);
+      CAPTURE(s.model.name());
+      CAPTURE(shapeName(s.shape));
+      CAPTURE(d);
+      CAPTURE(cap);
+      CAPTURE(add);
+      CHECK(fast.level == best_level);
+      CHECK(fast.ratio == doctest::Approx(best_ratio).epsilon(1e-12));
+      CHECK(fast.improvement <= cap);
+      CHECK(fast.improvement ==
+            doctest::Approx(std::min(add + improvement(s.scheme, full, fast.level, L), cap)));
     }
-    binding += capped;
-    CAPTURE(s.name);
-    CAPTURE(s.model.name());
-    CAPTURE(shapeName(s.shape));
-    CAPTURE(d);
-    CAPTURE(limit);
-    CHECK(fast.level == best_level);
-    CHECK(fast.ratio == doctest::Approx(best_ratio).epsilon(1e-12));
-    CHECK(fast.improvement <= limit);
     ++cases;
   });
-  MESSAGE(cases << " cases, the limit bound some level in " << binding);
+  MESSAGE(cases << " cases, the limit bound some level in " << binding << ", the base moved T* in "
+                << moved);
   CHECK(binding > cases / 2);
+  CHECK(moved > cases / 4);
+}
+
+TEST_CASE("a base improvement must be finite and non-negative") {
+  const std::vector<float> v = {1.0f, -2.0f, 0.5f};
+  const auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel model;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double bad : {-1e-9, inf, std::numeric_limits<double>::quiet_NaN()}) {
+    MagnitudeProfile p(v, 1);
+    CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1.0, 3, *comp, model, inf, bad),
+                    std::invalid_argument);
+  }
 }
