@@ -101,11 +101,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
 
     double step = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < workers; ++i) {
+      // ||g_i||^2 of the gradient itself, before any shift.
+      double g_sq = 0.0;
+      if (limits.gradient_credit || shifted) {
+        for (float g : grads[i]) g_sq += static_cast<double>(g) * g;
+      }
       double base = 0.0;
       if (shifted) {
-        double g_sq = 0.0, v_sq = 0.0;
+        double v_sq = 0.0;
         for (size_t j = 0; j < d; ++j) {
-          g_sq += static_cast<double>(grads[i][j]) * grads[i][j];
           grads[i][j] -= shifts[i][j];
           v_sq += static_cast<double>(grads[i][j]) * grads[i][j];
         }
@@ -115,11 +119,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
       const auto v = memories[i].corrected(grads[i]);
       const auto t0 = std::chrono::steady_clock::now();
-      double grad_sq = -1.0;
-      if (limits.gradient_credit) {
-        grad_sq = 0.0;
-        for (float g : grads[i]) grad_sq += static_cast<double>(g) * g;
-      }
+      const double grad_sq = limits.gradient_credit ? g_sq : -1.0;
       const tuning::TuningDecision decision =
           tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -27,10 +27,11 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
   // relaxation as it is.
   if (n == 0 || n > 256) return;
   const double allowed = limit * (1.0 + 1e-12);
-  auto ratio = [&](std::size_t /*worker*/, int64_t m) {
+  // The ratio of a worker holding m units (the same function for every worker).
+  auto ratio = [&](int64_t m) {
     return static_cast<double>(std::min<int64_t>(dim, m * unit)) / dim;
   };
-  auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(i, m)); };
+  auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(m)); };
   const std::size_t max_steps = 16 * n + 256;
   for (std::size_t step = 0; step < max_steps; ++step) {
     double spent = 0.0;
@@ -40,7 +41,7 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
       spent += cost[i] * counts[i];
       sum += term(i, counts[i]);
       for (std::size_t slot = 0; slot < low.size(); ++slot) {
-        if (low[slot] == n || ratio(i, counts[i]) < ratio(low[slot], counts[low[slot]])) {
+        if (low[slot] == n || ratio(counts[i]) < ratio(counts[low[slot]])) {
           for (std::size_t k = low.size() - 1; k > slot; --k) low[k] = low[k - 1];
           low[slot] = i;
           break;
@@ -49,11 +50,11 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
     }
     auto minExcept = [&](std::size_t a, std::size_t b) {
       for (std::size_t idx : low) {
-        if (idx != n && idx != a && idx != b) return ratio(idx, counts[idx]);
+        if (idx != n && idx != a && idx != b) return ratio(counts[idx]);
       }
       return 1.0;  // no other worker: no constraint from them
     };
-    const double phi = sum / std::sqrt(ratio(low[0], counts[low[0]]));
+    const double phi = sum / std::sqrt(ratio(counts[low[0]]));
     double best_phi = phi * (1.0 - 1e-12);
     std::size_t best_from = n;  // n: the move takes from no one
     std::size_t best_to = n;
@@ -62,10 +63,10 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
     // Phi after giving `many` packets to `to` and taking `taken` from `from` (n = no one).
     auto consider = [&](std::size_t to, uint32_t many, std::size_t from, uint32_t taken) {
       double moved = sum + term(to, counts[to] + many) - term(to, counts[to]);
-      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(to, counts[to] + many));
+      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(counts[to] + many));
       if (from != n) {
         moved += term(from, counts[from] - taken) - term(from, counts[from]);
-        lowest = std::min(lowest, ratio(from, counts[from] - taken));
+        lowest = std::min(lowest, ratio(counts[from] - taken));
       }
       const double value = moved / std::sqrt(lowest);
       if (value < best_phi) {

@@ -1,9 +1,8 @@
 #include "common/config/settings.hpp"
 
 #include <cmath>
-#include <string>
-
 #include <limits>
+#include <string>
 
 #include "common/config/yaml_reader.hpp"
 

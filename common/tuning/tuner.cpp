@@ -95,9 +95,9 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   const double c = predictedCost(comp, cost, v.size(), level);
   const double T = static_cast<double>(level);
   if (scheme == Scheme::kTopT) return {level, c, s2 / (2.0 * L), 1.0 / L, true};
-  // S+Q: improvement S1^2 / (2 L T); the step for the scale S1 / T the compressor sends.
-  const double scale = s1 / T;
-  return {level, c, s1 * s1 / (2.0 * L * T), scale > 0.0 ? s1 / (L * T * scale) : 0.0, true};
+  // S+Q: improvement S1^2 / (2 L T); for the scale S1 / T the compressor sends, the best step
+  // S1 / (L T scale) is 1/L (0 when nothing is kept).
+  return {level, c, s1 * s1 / (2.0 * L * T), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
