@@ -60,10 +60,11 @@ void LinkMonitor::sent(uint64_t key, size_t wire_bytes, double now) {
   if (!settings_.measure) return;
   auto it = pending_.find(key);
   if (it == pending_.end()) {
-    if (!active()) return;
-    // Not announced by issued(): timed all the same, from now.
+    // Not announced by issued(): timed all the same, from now (unless issued() declines, as
+    // while measurement is paused).
     issued(key, now);
     it = pending_.find(key);
+    if (it == pending_.end()) return;
   }
   it->second.bytes = wire_bytes;
   it->second.sent_at = now;
