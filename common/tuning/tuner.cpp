@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -100,6 +101,73 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   return {level, c, s1 * s1 / (2.0 * L * T), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
+// The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where
+// top-T's stays put): one pass finds the largest magnitude, a second bins the magnitudes by
+// their float exponent and top three mantissa bits (1/8 octave, no logarithm), keeping count,
+// S1 and S2 per bin; a scan from the largest bin down then
+// evaluates improvement / cost at every bin boundary, the levels a threshold at that boundary
+// would keep, and returns the best within the cap. No sort; the level is exact for what it
+// keeps (S1 and S2 of the coordinates above the boundary), only the choice among levels is
+// coarser than the full search's. nullopt when nothing is nonzero.
+class BinnedSearch {
+ public:
+  std::optional<TuningDecision> choose(Scheme scheme, std::span<const float> v, uint32_t cap,
+                                       double L, const compression::Compressor& comp,
+                                       const costmodel::CostModel& cost) {
+    uint32_t top = 0;
+    for (float x : v) {
+      const float a = std::fabs(x);
+      if (std::isfinite(a)) top = std::max(top, binOf(a));
+    }
+    if (top == 0) return std::nullopt;
+    count_.assign(kBins, 0);
+    s1_.assign(kBins, 0.0);
+    s2_.assign(kBins, 0.0);
+    for (float x : v) {
+      const float a = std::fabs(x);
+      if (!std::isfinite(a) || a == 0.0f) continue;
+      // Bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares the last.
+      const uint32_t k = std::min<uint32_t>(top - binOf(a), kBins - 1);
+      ++count_[k];
+      s1_[k] += a;
+      s2_[k] += double(a) * a;
+    }
+    const auto dim = static_cast<uint32_t>(v.size());
+    std::optional<TuningDecision> best;
+    double best_ratio = -1.0;
+    uint64_t T = 0;
+    double s1 = 0.0, s2 = 0.0;
+    for (uint32_t k = 0; k < kBins; ++k) {
+      if (count_[k] == 0) continue;
+      if (T + count_[k] > cap) break;
+      T += count_[k];
+      s1 += s1_[k];
+      s2 += s2_[k];
+      const auto level = static_cast<uint32_t>(T);
+      const double c = predictedCost(comp, cost, dim, level);
+      const double imp =
+          scheme == Scheme::kTopT ? s2 / (2.0 * L) : s1 * s1 / (2.0 * L * static_cast<double>(T));
+      const double ratio = c > 0.0 ? imp / c : 0.0;
+      if (ratio > best_ratio) {
+        best_ratio = ratio;
+        best = TuningDecision{level, c, imp, 1.0 / L, false};
+      }
+    }
+    return best;
+  }
+
+ private:
+  static constexpr uint32_t kBins = 256;  // 32 octaves at 8 bins each
+  // Exponent and the top three mantissa bits of a positive float: monotone in the value.
+  static uint32_t binOf(float a) {
+    uint32_t bits;
+    std::memcpy(&bits, &a, sizeof bits);
+    return bits >> 20;
+  }
+  std::vector<uint32_t> count_;
+  std::vector<double> s1_, s2_;
+};
+
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
   if (!comp.hasLevel()) return std::nullopt;
   return schemeOf(comp.name());
@@ -118,12 +186,20 @@ class CatTuner final : public Tuner {
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
 
-    bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ &&
-                    v.size() == dim_ && *scheme == scheme_;
+    bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ && v.size() == dim_ &&
+                    *scheme == scheme_;
     if (reusable && shape_ > 0.0) {
       // Early recompute: the vector's effective sparsity moved by more than the drift factor.
       const double now = effectiveSparsity(v);
       reusable = now <= shape_ * drift_ && now >= shape_ / drift_;
+    }
+    if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
+        gradient_sq_norm < 0.0) {
+      if (auto d = binned_.choose(*scheme, v, m, L_, comp, cost)) {
+        ++calls_since_;
+        return *d;
+      }
+      reusable = false;
     }
     if (reusable) {
       ++calls_since_;
@@ -160,6 +236,7 @@ class CatTuner final : public Tuner {
   double drift_;  // > 1: recompute early once the effective sparsity moves by this factor
   double L_;
   std::optional<TuningDecision> last_;
+  BinnedSearch binned_;
   double shape_ = 0.0;  // effective sparsity of the vector T* was last computed for
   uint32_t calls_since_ = 0;
   uint32_t cap_ = 0;
@@ -251,8 +328,7 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
       throw std::invalid_argument("tuner: recompute_every must be >= 1");
     if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
       throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
-    return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift,
-                                      spec.smoothness);
+    return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift, spec.smoothness);
   }
   if (spec.name == "fixed") return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
   if (spec.name == "dynamic") return std::make_unique<DynamicTuner>(spec.smoothness);

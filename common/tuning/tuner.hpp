@@ -2,7 +2,9 @@
 // Tuners decide each push's compression level T under the coordinator's cap (papers/cat.md):
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
-//             heuristic), or earlier when the vector's shape drifts (recompute_drift);
+//             heuristic), or earlier when the vector's shape drifts (recompute_drift); in
+//             between, S+Q picks the best of its vector's magnitude bins (two passes, no
+//             sort) instead of reusing T*;
 //  - fixed:   one T chosen before training (static tuning);
 //  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
 //             T <= ceil(sqrt(d)); cost-agnostic;
@@ -25,8 +27,9 @@ struct TuningDecision {
   double predicted_cost = 0.0;         // C(encodedBytes(d, T)) in the cost model's unit
   double predicted_improvement = 0.0;  // guaranteed (expected, for stochastic) decrease of f
   double step = 0.0;                   // step to apply to the decoded vector
-  // False when cat reused its last T* (hybrid heuristic): the improvement is then the one
-  // predicted at the last recompute for top-T and S+Q; cost and step are current.
+  // False between the hybrid's recomputes: a reused T* then carries the improvement predicted
+  // at the last recompute for top-T (cost and step are current); S+Q's binned level carries
+  // its own exact improvement.
   bool recomputed = true;
 };
 
@@ -38,7 +41,7 @@ struct TunerSpec {
   // ||v||_1^2 / ||v||_2^2 has moved by more than this factor since T* was computed (an O(d)
   // pass per call, no sorting); 0 = off, the paper's plain hybrid.
   double recompute_drift = 1.25;
-  double smoothness = 1.0;       // L of the objective
+  double smoothness = 1.0;  // L of the objective
 };
 
 class Tuner {
@@ -64,8 +67,7 @@ class Tuner {
   // Throws std::invalid_argument on an empty v.
   virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& comp,
-                                const costmodel::CostModel& cost,
-                                double gradient_sq_norm = -1.0,
+                                const costmodel::CostModel& cost, double gradient_sq_norm = -1.0,
                                 double base_improvement = 0.0) = 0;
 };
 

@@ -152,7 +152,9 @@ TEST_CASE("the hybrid heuristic reuses T* between recomputes and recomputes ever
 
 TEST_CASE("with a drift factor the hybrid recomputes early once the vector's shape moves") {
   Rng rng(38);
-  auto comp = compressorNamed("sq");
+  // Top-T: under a payload cost S+Q follows its vector between recomputes (test below), top-T
+  // keeps T*.
+  auto comp = compressorNamed("topk");
   const costmodel::PayloadCostModel payload(66);
   const std::vector<float> flat = randomVector(5000, Shape::kGaussian, rng);
   std::vector<float> spiky = flat;
@@ -189,6 +191,55 @@ TEST_CASE("with a drift factor the hybrid recomputes early once the vector's sha
   TunerSpec bad;
   bad.recompute_drift = 0.9;
   CHECK_THROWS_AS(makeTuner(bad), std::invalid_argument);
+}
+
+TEST_CASE("between recomputes, S+Q takes the best magnitude bin, near the full search") {
+  // Reference: every T in [1, d] scanned over an independently sorted copy of |w|. The bins are
+  // an eighth of an octave wide; the best bin boundary is within 2% of T*'s ratio on these
+  // shapes, under the payload and the packet model alike.
+  Rng rng(39);
+  auto comp = compressorNamed("sq");
+  const costmodel::PayloadCostModel payload(66);
+  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  const double L = 2.0;
+  double worst = 1.0;
+  for (const costmodel::CostModel* cost : {static_cast<const costmodel::CostModel*>(&payload),
+                                           static_cast<const costmodel::CostModel*>(&packet)}) {
+    for (Shape shape : {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero, Shape::kTies}) {
+      CAPTURE(cost->name());
+      CAPTURE(shapeName(shape));
+      const size_t d = 5000;
+      auto hybrid = tunerNamed("cat", 0, 200, L, 0.0);
+      REQUIRE(hybrid->choose(randomVector(d, shape, rng), 0, *comp, *cost).recomputed);
+      for (int draw = 0; draw < 3; ++draw) {
+        const std::vector<float> w = randomVector(d, shape, rng);
+        const TuningDecision got = hybrid->choose(w, 0, *comp, *cost);
+        CHECK_FALSE(got.recomputed);
+        std::vector<double> mags;
+        for (float x : w) mags.push_back(std::fabs(double(x)));
+        std::sort(mags.begin(), mags.end(), std::greater<>());
+        double s1 = 0.0, best_ratio = 0.0, s1_at_level = 0.0;
+        for (size_t T = 1; T <= d; ++T) {
+          s1 += mags[T - 1];
+          const double imp = s1 * s1 / (2.0 * L * double(T));
+          const double c = cost->cost(comp->encodedBytes(uint32_t(d), uint32_t(T)));
+          best_ratio = std::max(best_ratio, imp / c);
+          if (T == got.level) s1_at_level = s1;
+        }
+        REQUIRE(got.level >= 1);
+        // What it keeps is exactly the top `level` magnitudes: its improvement is theirs.
+        CHECK(got.predicted_improvement ==
+              doctest::Approx(s1_at_level * s1_at_level / (2.0 * L * got.level)).epsilon(1e-9));
+        CHECK(got.predicted_cost == cost->cost(comp->encodedBytes(uint32_t(d), got.level)));
+        CHECK(got.step == doctest::Approx(1.0 / L));
+        const double ratio = got.predicted_improvement / got.predicted_cost;
+        CHECK(ratio <= best_ratio * (1.0 + 1e-9));
+        CHECK(ratio >= 0.98 * best_ratio);
+        worst = std::min(worst, ratio / best_ratio);
+      }
+    }
+  }
+  MESSAGE("worst binned ratio / full search's: " << worst);
 }
 
 TEST_CASE("the hybrid heuristic recomputes at once when the cap changes") {
@@ -292,7 +343,8 @@ TEST_CASE("cat credits no level with more than the gradient step's decrease ||g|
   uint32_t best = 0;
   double best_ratio = -1.0;
   for (uint32_t T = 1; T <= 2000; ++T) {
-    const double r = std::min(p.s2(T) / (2 * L), g_sq / (2 * L)) / payload.cost(comp->encodedBytes(2000, T));
+    const double r =
+        std::min(p.s2(T) / (2 * L), g_sq / (2 * L)) / payload.cost(comp->encodedBytes(2000, T));
     if (r > best_ratio) {
       best_ratio = r;
       best = T;
@@ -314,8 +366,8 @@ TEST_CASE("fixed and full report the improvement and step of the sorted profile 
   for (const std::string name : {"topk", "sq", "stochastic"}) {
     auto comp = compressorNamed(name);
     const Scheme scheme = *schemeOf(name);
-    for (const auto shape : {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero,
-                             Shape::kTies}) {
+    for (const auto shape :
+         {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero, Shape::kTies}) {
       std::vector<float> v = randomVector(3001, shape, rng);
       v[17] = std::nanf("");  // counted as zero by every path
       for (const uint32_t level : {1u, 7u, 300u, 3000u}) {
@@ -386,7 +438,7 @@ TEST_CASE("with shifts, cat's improvement is the expected decrease of the shifte
     mean_decrease += (f(x) - f(y)) / draws;
   }
   MESSAGE("T " << with.level << " of " << d << ", base " << base << ", predicted "
-                << with.predicted_improvement << ", measured " << mean_decrease);
+               << with.predicted_improvement << ", measured " << mean_decrease);
   CHECK(with.predicted_improvement == doctest::Approx(mean_decrease).epsilon(0.01));
   // The compressed part is a sizeable share of it, so the check is not the base's alone.
   CHECK(with.predicted_improvement - base > 0.1 * with.predicted_improvement);
