@@ -101,28 +101,30 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   return {level, c, s1 * s1 / (2.0 * L * T), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
-// The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where
-// top-T's stays put): one pass finds the largest magnitude, a second bins the magnitudes by
-// their float exponent and top three mantissa bits (1/8 octave, no logarithm), keeping count,
-// S1 and S2 per bin; a scan from the largest bin down then
-// evaluates improvement / cost at every bin boundary, the levels a threshold at that boundary
-// would keep, and returns the best within the cap. No sort; the level is exact for what it
-// keeps (S1 and S2 of the coordinates above the boundary), only the choice among levels is
-// coarser than the full search's. nullopt when nothing is nonzero.
+// The hybrid's step between S+Q's full recomputes under a cost without packets (S+Q's T*
+// moves from push to push where top-T's stays put): one pass finds the largest magnitude, a second
+// bins the magnitudes by their float exponent and top three mantissa bits (1/8 octave, no
+// logarithm), keeping count, S1 and S2 per bin; a scan from the largest bin down evaluates S1^2 /
+// (2 L T) / C(T) at every bin boundary (the levels a threshold there would keep) and returns the
+// best. When the cap cuts a bin, the cap itself is evaluated too (one selection, O(d)). No sort;
+// the improvement is exact for what the level keeps, only the choice among levels is coarser than
+// the full search's. nullopt when no magnitude is finite and nonzero.
 class BinnedSearch {
  public:
-  std::optional<TuningDecision> choose(Scheme scheme, std::span<const float> v, uint32_t cap,
-                                       double L, const compression::Compressor& comp,
+  std::optional<TuningDecision> choose(std::span<const float> v, uint32_t cap, double L,
+                                       const compression::Compressor& comp,
                                        const costmodel::CostModel& cost) {
     uint32_t top = 0;
+    bool any = false;
     for (float x : v) {
       const float a = std::fabs(x);
-      if (std::isfinite(a)) top = std::max(top, binOf(a));
+      if (!std::isfinite(a) || a == 0.0f) continue;
+      any = true;
+      top = std::max(top, binOf(a));
     }
-    if (top == 0) return std::nullopt;
+    if (!any) return std::nullopt;
     count_.assign(kBins, 0);
     s1_.assign(kBins, 0.0);
-    s2_.assign(kBins, 0.0);
     for (float x : v) {
       const float a = std::fabs(x);
       if (!std::isfinite(a) || a == 0.0f) continue;
@@ -130,29 +132,33 @@ class BinnedSearch {
       const uint32_t k = std::min<uint32_t>(top - binOf(a), kBins - 1);
       ++count_[k];
       s1_[k] += a;
-      s2_[k] += double(a) * a;
     }
     const auto dim = static_cast<uint32_t>(v.size());
     std::optional<TuningDecision> best;
     double best_ratio = -1.0;
-    uint64_t T = 0;
-    double s1 = 0.0, s2 = 0.0;
-    for (uint32_t k = 0; k < kBins; ++k) {
-      if (count_[k] == 0) continue;
-      if (T + count_[k] > cap) break;
-      T += count_[k];
-      s1 += s1_[k];
-      s2 += s2_[k];
-      const auto level = static_cast<uint32_t>(T);
-      const double c = predictedCost(comp, cost, dim, level);
-      const double imp =
-          scheme == Scheme::kTopT ? s2 / (2.0 * L) : s1 * s1 / (2.0 * L * static_cast<double>(T));
-      const double ratio = c > 0.0 ? imp / c : 0.0;
+    auto consider = [&](const TuningDecision& d) {
+      const double ratio =
+          d.predicted_cost > 0.0 ? d.predicted_improvement / d.predicted_cost : 0.0;
       if (ratio > best_ratio) {
         best_ratio = ratio;
-        best = TuningDecision{level, c, imp, 1.0 / L, false};
+        best = d;
       }
+    };
+    uint64_t T = 0;
+    double s1 = 0.0;
+    for (uint32_t k = 0; k < kBins; ++k) {
+      if (count_[k] == 0) continue;
+      if (T + count_[k] > cap) {
+        consider(decisionAtLevel(Scheme::kSignScale, v, cap, L, comp, cost, scratch_));
+        break;
+      }
+      T += count_[k];
+      s1 += s1_[k];
+      const auto level = static_cast<uint32_t>(T);
+      consider(TuningDecision{level, predictedCost(comp, cost, dim, level),
+                              s1 * s1 / (2.0 * L * static_cast<double>(T)), 1.0 / L, false});
     }
+    if (best) best->recomputed = false;
     return best;
   }
 
@@ -165,7 +171,8 @@ class BinnedSearch {
     return bits >> 20;
   }
   std::vector<uint32_t> count_;
-  std::vector<double> s1_, s2_;
+  std::vector<double> s1_;
+  std::vector<float> scratch_;  // magnitudes for the selection at a cutting cap
 };
 
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
@@ -193,9 +200,11 @@ class CatTuner final : public Tuner {
       const double now = effectiveSparsity(v);
       reusable = now <= shape_ * drift_ && now >= shape_ / drift_;
     }
-    if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
-        gradient_sq_norm < 0.0) {
-      if (auto d = binned_.choose(*scheme, v, m, L_, comp, cost)) {
+    // Under a packet model S+Q's best level often fills the packets it pays for, which a bin
+    // boundary need not hit; there T* is reused as for top-T.
+    if (reusable && *scheme == Scheme::kSignScale && !cost.packetBytes() &&
+        base_improvement == 0.0 && gradient_sq_norm < 0.0) {
+      if (auto d = binned_.choose(v, m, L_, comp, cost)) {
         ++calls_since_;
         return *d;
       }

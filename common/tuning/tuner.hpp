@@ -3,8 +3,9 @@
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift); in
-//             between, S+Q picks the best of its vector's magnitude bins (two passes, no
-//             sort) instead of reusing T*;
+//             between, S+Q under a cost without packets (and without a credit limit or base
+//             improvement) picks the best of its vector's magnitude bins (no sort) instead of
+//             reusing T*;
 //  - fixed:   one T chosen before training (static tuning);
 //  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
 //             T <= ceil(sqrt(d)); cost-agnostic;
@@ -27,9 +28,9 @@ struct TuningDecision {
   double predicted_cost = 0.0;         // C(encodedBytes(d, T)) in the cost model's unit
   double predicted_improvement = 0.0;  // guaranteed (expected, for stochastic) decrease of f
   double step = 0.0;                   // step to apply to the decoded vector
-  // False between the hybrid's recomputes: a reused T* then carries the improvement predicted
-  // at the last recompute for top-T (cost and step are current); S+Q's binned level carries
-  // its own exact improvement.
+  // False between the hybrid's recomputes: a reused top-T or S+Q level then carries the
+  // improvement predicted at the last recompute (cost and step are current; stochastic's
+  // improvement is current too), and S+Q's binned level its own exact improvement.
   bool recomputed = true;
 };
 
@@ -39,7 +40,8 @@ struct TunerSpec {
   uint32_t recompute_every = 1;  // cat: S of the hybrid heuristic (1 = every call)
   // cat with S > 1: recompute before S calls have passed once the vector's effective sparsity
   // ||v||_1^2 / ||v||_2^2 has moved by more than this factor since T* was computed (an O(d)
-  // pass per call, no sorting); 0 = off, the paper's plain hybrid.
+  // pass per call, no sorting); 0 = off: the paper's plain hybrid, except for S+Q's binned
+  // levels under a cost without packets.
   double recompute_drift = 1.25;
   double smoothness = 1.0;  // L of the objective
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -194,52 +195,76 @@ TEST_CASE("with a drift factor the hybrid recomputes early once the vector's sha
 }
 
 TEST_CASE("between recomputes, S+Q takes the best magnitude bin, near the full search") {
-  // Reference: every T in [1, d] scanned over an independently sorted copy of |w|. The bins are
-  // an eighth of an octave wide; the best bin boundary is within 2% of T*'s ratio on these
-  // shapes, under the payload and the packet model alike.
+  // Reference: every T in [1, cap] scanned over an independently sorted copy of |w|. The bins
+  // are an eighth of an octave wide; the best bin boundary (or the cap, when it cuts a bin) is
+  // within 2% of T*'s ratio on these shapes under the payload model, with and without a cap.
+  // Under a packet model (200-byte packets here, so the cost steps within the range of levels)
+  // the hybrid reuses T* instead: a bin boundary can miss the packet-filling level by 5%.
   Rng rng(39);
   auto comp = compressorNamed("sq");
   const costmodel::PayloadCostModel payload(66);
-  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  const costmodel::PacketCostModel packet(5e-3, 1.5e-3, 200);
   const double L = 2.0;
+  const size_t d = 5000;
+  REQUIRE(packet.cost(comp->encodedBytes(uint32_t(d), 4000)) >
+          packet.cost(comp->encodedBytes(uint32_t(d), 40)));
   double worst = 1.0;
-  for (const costmodel::CostModel* cost : {static_cast<const costmodel::CostModel*>(&payload),
-                                           static_cast<const costmodel::CostModel*>(&packet)}) {
-    for (Shape shape : {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero, Shape::kTies}) {
-      CAPTURE(cost->name());
-      CAPTURE(shapeName(shape));
-      const size_t d = 5000;
-      auto hybrid = tunerNamed("cat", 0, 200, L, 0.0);
-      REQUIRE(hybrid->choose(randomVector(d, shape, rng), 0, *comp, *cost).recomputed);
-      for (int draw = 0; draw < 3; ++draw) {
-        const std::vector<float> w = randomVector(d, shape, rng);
-        const TuningDecision got = hybrid->choose(w, 0, *comp, *cost);
-        CHECK_FALSE(got.recomputed);
-        std::vector<double> mags;
-        for (float x : w) mags.push_back(std::fabs(double(x)));
-        std::sort(mags.begin(), mags.end(), std::greater<>());
-        double s1 = 0.0, best_ratio = 0.0, s1_at_level = 0.0;
-        for (size_t T = 1; T <= d; ++T) {
-          s1 += mags[T - 1];
-          const double imp = s1 * s1 / (2.0 * L * double(T));
-          const double c = cost->cost(comp->encodedBytes(uint32_t(d), uint32_t(T)));
-          best_ratio = std::max(best_ratio, imp / c);
-          if (T == got.level) s1_at_level = s1;
+  {
+    const costmodel::CostModel* cost = &payload;
+    for (uint32_t cap : {0u, 50u, 1000u}) {
+      for (Shape shape :
+           {Shape::kGaussian, Shape::kHeavyTailed, Shape::kMostlyZero, Shape::kTies}) {
+        CAPTURE(cost->name());
+        CAPTURE(cap);
+        CAPTURE(shapeName(shape));
+        const uint32_t limit = cap == 0 ? uint32_t(d) : cap;
+        auto hybrid = tunerNamed("cat", 0, 200, L, 0.0);
+        REQUIRE(hybrid->choose(randomVector(d, shape, rng), cap, *comp, *cost).recomputed);
+        for (int draw = 0; draw < 3; ++draw) {
+          const std::vector<float> w = randomVector(d, shape, rng);
+          const TuningDecision got = hybrid->choose(w, cap, *comp, *cost);
+          CHECK_FALSE(got.recomputed);
+          REQUIRE(got.level >= 1);
+          REQUIRE(got.level <= limit);
+          std::vector<double> mags;
+          for (float x : w) mags.push_back(std::fabs(double(x)));
+          std::sort(mags.begin(), mags.end(), std::greater<>());
+          double s1 = 0.0, best_ratio = 0.0, s1_at_level = 0.0;
+          for (size_t T = 1; T <= limit; ++T) {
+            s1 += mags[T - 1];
+            const double imp = s1 * s1 / (2.0 * L * double(T));
+            const double c = cost->cost(comp->encodedBytes(uint32_t(d), uint32_t(T)));
+            best_ratio = std::max(best_ratio, imp / c);
+            if (T == got.level) s1_at_level = s1;
+          }
+          // What it keeps is exactly the top `level` magnitudes: its improvement is theirs.
+          CHECK(got.predicted_improvement ==
+                doctest::Approx(s1_at_level * s1_at_level / (2.0 * L * got.level)).epsilon(1e-9));
+          CHECK(got.predicted_cost == cost->cost(comp->encodedBytes(uint32_t(d), got.level)));
+          CHECK(got.step == doctest::Approx(1.0 / L));
+          const double ratio = got.predicted_improvement / got.predicted_cost;
+          CHECK(ratio <= best_ratio * (1.0 + 1e-9));
+          CHECK(ratio >= 0.98 * best_ratio);
+          worst = std::min(worst, ratio / best_ratio);
         }
-        REQUIRE(got.level >= 1);
-        // What it keeps is exactly the top `level` magnitudes: its improvement is theirs.
-        CHECK(got.predicted_improvement ==
-              doctest::Approx(s1_at_level * s1_at_level / (2.0 * L * got.level)).epsilon(1e-9));
-        CHECK(got.predicted_cost == cost->cost(comp->encodedBytes(uint32_t(d), got.level)));
-        CHECK(got.step == doctest::Approx(1.0 / L));
-        const double ratio = got.predicted_improvement / got.predicted_cost;
-        CHECK(ratio <= best_ratio * (1.0 + 1e-9));
-        CHECK(ratio >= 0.98 * best_ratio);
-        worst = std::min(worst, ratio / best_ratio);
       }
     }
   }
   MESSAGE("worst binned ratio / full search's: " << worst);
+  {
+    auto reuse = tunerNamed("cat", 0, 200, L, 0.0);
+    const TuningDecision first =
+        reuse->choose(randomVector(d, Shape::kGaussian, rng), 0, *comp, packet);
+    const TuningDecision next =
+        reuse->choose(randomVector(d, Shape::kHeavyTailed, rng), 0, *comp, packet);
+    CHECK_FALSE(next.recomputed);
+    CHECK(next.level == first.level);
+  }
+  // Nothing finite and nonzero: the hybrid falls back to a full search.
+  auto hybrid = tunerNamed("cat", 0, 200, L, 0.0);
+  hybrid->choose(randomVector(d, Shape::kGaussian, rng), 0, *comp, payload);
+  const std::vector<float> zeros(d, 0.0f);
+  CHECK(hybrid->choose(zeros, 0, *comp, payload).recomputed);
 }
 
 TEST_CASE("the hybrid heuristic recomputes at once when the cap changes") {
