@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/tuning/improvement.hpp"
@@ -101,78 +102,191 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   return {level, c, s1 * s1 / (2.0 * L * T), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
-// The hybrid's step between S+Q's full recomputes under a cost without packets (S+Q's T*
-// moves from push to push where top-T's stays put): one pass finds the largest magnitude, a second
-// bins the magnitudes by their float exponent and top three mantissa bits (1/8 octave, no
-// logarithm), keeping count, S1 and S2 per bin; a scan from the largest bin down evaluates S1^2 /
-// (2 L T) / C(T) at every bin boundary (the levels a threshold there would keep) and returns the
-// best. When the cap cuts a bin, the cap itself is evaluated too (one selection, O(d)). No sort;
-// the improvement is exact for what the level keeps, only the choice among levels is coarser than
-// the full search's. nullopt when no magnitude is finite and nonzero.
+// The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where
+// top-T's stays put). A first pass finds the largest magnitude (and the effective sparsity, for
+// the drift check); a second bins the magnitudes by their float exponent and top three mantissa
+// bits (1/8 octave, no logarithm), keeping count, S1 and the largest magnitude per bin. A scan
+// from the largest bin down evaluates S1^2 / (2 L T) / C(T) at every bin boundary (the levels a
+// threshold there would keep). Levels inside a bin that can matter, the last level of each packet
+// count (the level that fills the packets it pays for) and the cap when it cuts a bin, get an
+// upper bound from the bin's largest magnitude; those whose bound beats the best ratio found are
+// evaluated exactly, best bound first, by a selection among that bin's magnitudes only. No sort;
+// the improvement is exact for what the level keeps, only the choice among levels is coarser
+// than the full search's.
 class BinnedSearch {
  public:
-  std::optional<TuningDecision> choose(std::span<const float> v, uint32_t cap, double L,
-                                       const compression::Compressor& comp,
-                                       const costmodel::CostModel& cost) {
-    uint32_t top = 0;
-    bool any = false;
+  struct Scan {
+    bool any = false;       // some magnitude is finite and nonzero
+    uint32_t top = 0;       // bin of the largest
+    double sparsity = 0.0;  // ||v||_1^2 / ||v||_2^2, as effectiveSparsity computes it
+  };
+
+  static Scan scan(std::span<const float> v) {
+    Scan s;
+    double l1 = 0.0, l2 = 0.0;
     for (float x : v) {
       const float a = std::fabs(x);
       if (!std::isfinite(a) || a == 0.0f) continue;
-      any = true;
-      top = std::max(top, binOf(a));
+      s.any = true;
+      s.top = std::max(s.top, binOf(a));
+      const double ad = a;
+      l1 += ad;
+      l2 += ad * ad;
     }
-    if (!any) return std::nullopt;
+    s.sparsity = l2 > 0.0 ? l1 * l1 / l2 : 0.0;
+    return s;
+  }
+
+  // `s` is scan(v) with s.any set.
+  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L,
+                        const compression::Compressor& comp, const costmodel::CostModel& cost) {
     count_.assign(kBins, 0);
     s1_.assign(kBins, 0.0);
+    largest_.assign(kBins, 0.0f);
     for (float x : v) {
       const float a = std::fabs(x);
       if (!std::isfinite(a) || a == 0.0f) continue;
-      // Bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares the last.
-      const uint32_t k = std::min<uint32_t>(top - binOf(a), kBins - 1);
+      const uint32_t k = binIndex(s.top, a);
       ++count_[k];
       s1_[k] += a;
+      largest_[k] = std::max(largest_[k], a);
     }
     const auto dim = static_cast<uint32_t>(v.size());
-    std::optional<TuningDecision> best;
-    double best_ratio = -1.0;
-    auto consider = [&](const TuningDecision& d) {
-      const double ratio =
-          d.predicted_cost > 0.0 ? d.predicted_improvement / d.predicted_cost : 0.0;
-      if (ratio > best_ratio) {
+    auto costAt = [&](uint32_t T) { return predictedCost(comp, cost, dim, T); };
+    auto improvementOf = [&](double s1, uint32_t T) {
+      return s1 * s1 / (2.0 * L * static_cast<double>(T));
+    };
+    uint32_t best_level = 0;
+    double best_s1 = 0.0, best_cost = 0.0, best_ratio = -1.0;
+    auto consider = [&](uint32_t T, double s1) {
+      const double c = costAt(T);
+      const double ratio = c > 0.0 ? improvementOf(s1, T) / c : 0.0;
+      if (ratio > best_ratio || (ratio == best_ratio && T < best_level)) {
         best_ratio = ratio;
-        best = d;
+        best_level = T;
+        best_s1 = s1;
+        best_cost = c;
       }
     };
-    uint64_t T = 0;
+
+    const std::vector<uint32_t>& fills = packetFills(dim, cap, comp, cost);
+    inside_.clear();
+    auto addInside = [&](uint32_t T, uint32_t k, uint32_t before, double s1_before) {
+      const double s1_bound = s1_before + static_cast<double>(T - before) * largest_[k];
+      const double c = costAt(T);
+      inside_.push_back({T, k, before, s1_before, c > 0.0 ? improvementOf(s1_bound, T) / c : 0.0});
+    };
+
+    uint32_t T = 0;
     double s1 = 0.0;
+    size_t next_fill = 0;
     for (uint32_t k = 0; k < kBins; ++k) {
       if (count_[k] == 0) continue;
-      if (T + count_[k] > cap) {
-        consider(decisionAtLevel(Scheme::kSignScale, v, cap, L, comp, cost, scratch_));
+      const bool cut = uint64_t{T} + count_[k] > cap;
+      const uint32_t end = cut ? cap : T + count_[k];
+      // The packet-filling levels strictly inside (T, end).
+      while (next_fill < fills.size() && fills[next_fill] <= T) ++next_fill;
+      for (; next_fill < fills.size() && fills[next_fill] < end; ++next_fill)
+        addInside(fills[next_fill], k, T, s1);
+      if (cut) {
+        if (end > T) addInside(end, k, T, s1);
         break;
       }
-      T += count_[k];
+      T = end;
       s1 += s1_[k];
-      const auto level = static_cast<uint32_t>(T);
-      consider(TuningDecision{level, predictedCost(comp, cost, dim, level),
-                              s1 * s1 / (2.0 * L * static_cast<double>(T)), 1.0 / L, false});
+      consider(T, s1);
     }
-    if (best) best->recomputed = false;
-    return best;
+
+    std::sort(inside_.begin(), inside_.end(),
+              [](const Inside& a, const Inside& b) { return a.bound > b.bound; });
+    uint32_t gathered = kBins;  // the bin whose magnitudes are in scratch_
+    int exact = 0;
+    for (const Inside& c : inside_) {
+      if (c.bound <= best_ratio || exact == kMaxExact) break;
+      ++exact;
+      if (gathered != c.bin) {
+        scratch_.clear();
+        for (float x : v) {
+          const float a = std::fabs(x);
+          if (!std::isfinite(a) || a == 0.0f) continue;
+          if (binIndex(s.top, a) == c.bin) scratch_.push_back(a);
+        }
+        gathered = c.bin;
+      }
+      const uint32_t n = c.level - c.before;
+      std::nth_element(scratch_.begin(), scratch_.begin() + (n - 1), scratch_.end(),
+                       std::greater<>());
+      double part = 0.0;
+      for (uint32_t j = 0; j < n; ++j) part += scratch_[j];
+      consider(c.level, c.s1_before + part);
+    }
+    return {best_level, best_cost, improvementOf(best_s1, best_level), 1.0 / L, false};
   }
 
  private:
   static constexpr uint32_t kBins = 256;  // 32 octaves at 8 bins each
+  static constexpr double kMinLevelsPerPacket = 64.0;
+  static constexpr int kMaxExact = 4;  // selections inside bins per choice, at most
+  struct Inside {
+    uint32_t level, bin, before;  // the level, its bin, the level at the bin's upper boundary
+    double s1_before;             // S1 of the bins above
+    double bound;                 // upper bound on the ratio at `level`
+  };
+  // The last level of each packet count below `cap` (levels that fill the packets they pay
+  // for), kept from call to call while the compressor, dimension, cap and packet size stay.
+  // Empty without packets, or when a packet holds so few levels that the cost is close to
+  // affine and bin boundaries suffice.
+  const std::vector<uint32_t>& packetFills(uint32_t dim, uint32_t cap,
+                                           const compression::Compressor& comp,
+                                           const costmodel::CostModel& cost) {
+    const size_t P = cost.packetBytes().value_or(0);
+    if (P == fills_packet_ && dim == fills_dim_ && cap == fills_cap_ &&
+        comp.name() == fills_compressor_)
+      return fills_;
+    fills_.clear();
+    fills_packet_ = P;
+    fills_dim_ = dim;
+    fills_cap_ = cap;
+    fills_compressor_ = comp.name();
+    if (P == 0 || cap < 2) return fills_;
+    const double bytes_per_level = (static_cast<double>(comp.encodedBytes(dim, cap)) -
+                                    static_cast<double>(comp.encodedBytes(dim, 1))) /
+                                   static_cast<double>(cap - 1);
+    if (static_cast<double>(P) < kMinLevelsPerPacket * bytes_per_level) return fills_;
+    auto packetsAt = [&](uint32_t T) { return (comp.encodedBytes(dim, T) + P - 1) / P; };
+    for (uint32_t lo = 1; lo < cap;) {
+      const size_t packets = packetsAt(lo);
+      if (packetsAt(cap) == packets) break;
+      uint32_t good = lo, bad = cap;  // packetsAt(good) == packets != packetsAt(bad)
+      while (bad - good > 1) {
+        const uint32_t mid = good + (bad - good) / 2;
+        (packetsAt(mid) == packets ? good : bad) = mid;
+      }
+      fills_.push_back(good);
+      lo = good + 1;
+    }
+    return fills_;
+  }
+
   // Exponent and the top three mantissa bits of a positive float: monotone in the value.
   static uint32_t binOf(float a) {
     uint32_t bits;
     std::memcpy(&bits, &a, sizeof bits);
     return bits >> 20;
   }
+  // Bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares the last.
+  static uint32_t binIndex(uint32_t top, float a) {
+    return std::min<uint32_t>(top - binOf(a), kBins - 1);
+  }
   std::vector<uint32_t> count_;
   std::vector<double> s1_;
-  std::vector<float> scratch_;  // magnitudes for the selection at a cutting cap
+  std::vector<float> largest_;
+  std::vector<Inside> inside_;
+  std::vector<float> scratch_;  // the magnitudes of one bin
+  std::vector<uint32_t> fills_;
+  size_t fills_packet_ = 0;
+  uint32_t fills_dim_ = 0, fills_cap_ = 0;
+  std::string fills_compressor_;
 };
 
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
@@ -195,21 +309,19 @@ class CatTuner final : public Tuner {
 
     bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ && v.size() == dim_ &&
                     *scheme == scheme_;
-    if (reusable && shape_ > 0.0) {
-      // Early recompute: the vector's effective sparsity moved by more than the drift factor.
-      const double now = effectiveSparsity(v);
-      reusable = now <= shape_ * drift_ && now >= shape_ / drift_;
-    }
-    // Under a packet model S+Q's best level often fills the packets it pays for, which a bin
-    // boundary need not hit; there T* is reused as for top-T.
-    if (reusable && *scheme == Scheme::kSignScale && !cost.packetBytes() &&
-        base_improvement == 0.0 && gradient_sq_norm < 0.0) {
-      if (auto d = binned_.choose(v, m, L_, comp, cost)) {
+    auto drifted = [&](double now) { return now > shape_ * drift_ || now < shape_ / drift_; };
+    if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
+        gradient_sq_norm < 0.0) {
+      // S+Q between recomputes: the level follows the vector through its magnitude bins.
+      const BinnedSearch::Scan s = BinnedSearch::scan(v);
+      if (s.any && !(shape_ > 0.0 && drifted(s.sparsity))) {
         ++calls_since_;
-        return *d;
+        return binned_.choose(v, s, m, L_, comp, cost);
       }
       reusable = false;
     }
+    // Early recompute: the vector's effective sparsity moved by more than the drift factor.
+    if (reusable && shape_ > 0.0) reusable = !drifted(effectiveSparsity(v));
     if (reusable) {
       ++calls_since_;
       TuningDecision d = *last_;

@@ -3,9 +3,8 @@
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift); in
-//             between, S+Q under a cost without packets (and without a credit limit or base
-//             improvement) picks the best of its vector's magnitude bins (no sort) instead of
-//             reusing T*;
+//             between, S+Q (without a credit limit or base improvement) picks the best of its
+//             vector's magnitude bins and packet-filling levels (no sort) instead of reusing T*;
 //  - fixed:   one T chosen before training (static tuning);
 //  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
 //             T <= ceil(sqrt(d)); cost-agnostic;
