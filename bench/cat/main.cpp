@@ -141,9 +141,13 @@ int main(int argc, char** argv) {
   app.add_option("--error-feedback", o.error_feedback,
                  "settings to run: off (the paper's), on (residual on top-T and S+Q), or both")
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--step-rule", o.step_rule,
-                 "own: each worker's vector scaled by its own step; min: all by the smallest")
-      ->check(CLI::IsMember({"own", "min"}));
+  app.add_option(
+         "--step-rule", o.step_rule,
+         "own: each worker's vector scaled by its own step; min: all by the smallest; "
+         "aggregate: stochastic on several workers, one step for the sum from its "
+         "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
+         "computed exactly); an experiment, see README")
+      ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat credits "
                  "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
@@ -269,6 +273,8 @@ int main(int argc, char** argv) {
       limits.max_rounds = o.max_rounds;
       limits.stop_gap = targets.back() * (p.f0 - p.fstar);
       limits.per_worker_step = o.step_rule == "own";
+      limits.aggregate_step = o.step_rule.starts_with("aggregate");
+      limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.gradient_credit = o.credit == "gradient";
       limits.shifts = o.shifts;
       limits.shift_credit = o.shift_credit == "on";

@@ -11,6 +11,8 @@
 #include "common/compression/compressor.hpp"
 #include "common/compression/error_feedback.hpp"
 #include "common/ml/partition.hpp"
+#include "common/tuning/improvement.hpp"
+#include "common/tuning/magnitude_profile.hpp"
 #include "common/tuning/tuner.hpp"
 #include "common/util/rng.hpp"
 
@@ -43,6 +45,31 @@ costmodel::PacketCostModel packetModel(const Link& link) {
   return costmodel::packetModelOfLink(link.latency_seconds, link.rate_bits_per_second,
                                       link.packet_bytes);
 }
+
+namespace {
+
+// cat under the aggregate step (RunLimits::aggregate_step): a scan of every T.
+tuning::TuningDecision chooseForAggregate(std::span<const float> v, double share, double share_sq,
+                                          double G, double L, const compression::Compressor& comp,
+                                          const costmodel::CostModel& cost) {
+  const tuning::MagnitudeProfile prof(v, v.size());
+  const double vsq = prof.totalL2sq();
+  const auto d = static_cast<uint32_t>(v.size());
+  tuning::TuningDecision best;
+  double best_ratio = -1.0;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const double omega = tuning::stochasticOmega(prof, T);
+    const double imp = share * G * G / (2.0 * L * (G + share_sq * vsq * (1.0 / omega - 1.0)));
+    const double c = cost.cost(comp.encodedBytes(d, T));
+    if (imp / c > best_ratio) {
+      best_ratio = imp / c;
+      best = {T, c, imp, omega / L, true};
+    }
+  }
+  return best;
+}
+
+}  // namespace
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
             const Link& link, const RunLimits& limits, uint64_t seed) {
@@ -79,6 +106,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // Shifts (RunLimits::shifts): each worker's h_i, known to both sides.
   const bool shifted = limits.shifts && method.compressor == "stochastic";
   std::vector<std::vector<float>> shifts(shifted ? workers : 0, std::vector<float>(d, 0.0f));
+  // Aggregate step (RunLimits::aggregate_step): the estimate of ||sum p_i v_i||^2 handed to the
+  // workers (negative until the first round has produced one).
+  const bool aggregate =
+      limits.aggregate_step && method.compressor == "stochastic" && workers > 1 && !shifted;
+  double share_sq = 0.0;
+  for (double p : shards.shares) share_sq += p * p;
+  double g_estimate = -1.0;
+  std::vector<double> v_sq(workers), omegas(workers);
+  std::vector<float> mean_v(aggregate && limits.aggregate_oracle ? d : 0);
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -100,6 +136,14 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
 
     double step = std::numeric_limits<double>::infinity();
+    if (aggregate && limits.aggregate_oracle) {
+      std::fill(mean_v.begin(), mean_v.end(), 0.0f);
+      for (size_t i = 0; i < workers; ++i)
+        for (size_t j = 0; j < d; ++j)
+          mean_v[j] += static_cast<float>(shards.shares[i]) * grads[i][j];
+      g_estimate = 0.0;
+      for (float g : mean_v) g_estimate += static_cast<double>(g) * g;
+    }
     for (size_t i = 0; i < workers; ++i) {
       // ||g_i||^2 of the gradient itself, before any shift.
       double g_sq = 0.0;
@@ -120,9 +164,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       const auto v = memories[i].corrected(grads[i]);
       const auto t0 = std::chrono::steady_clock::now();
       const double grad_sq = limits.gradient_credit ? g_sq : -1.0;
-      const tuning::TuningDecision decision =
-          tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
+      tuning::TuningDecision decision;
+      if (aggregate && method.tuner == "cat" && g_estimate > 0.0) {
+        decision = chooseForAggregate(v, shards.shares[i], share_sq, g_estimate, problem.L,
+                                      memories[i].inner(), tuner_cost);
+      } else {
+        decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
+      }
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (aggregate) {
+        v_sq[i] = 0.0;
+        for (float a : v) v_sq[i] += static_cast<double>(a) * a;
+        omegas[i] = decision.step * problem.L;
+      }
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();
       bits += 8.0 * static_cast<double>(bytes);
@@ -138,6 +192,23 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       decoded[i] = std::move(c.decoded);
     }
     std::fill(update.begin(), update.end(), 0.0f);
+    if (aggregate) {
+      double variance = 0.0;
+      for (size_t i = 0; i < workers; ++i) {
+        const double p = shards.shares[i];
+        if (omegas[i] > 0.0) variance += p * p * v_sq[i] * (1.0 / omegas[i] - 1.0);
+      }
+      for (size_t i = 0; i < workers; ++i)
+        compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
+      double u_sq = 0.0;
+      for (float a : update) u_sq += static_cast<double>(a) * a;
+      // Before any estimate exists, the first round takes the smallest worker's step.
+      const double G = g_estimate > 0.0 ? g_estimate : -1.0;
+      const double gamma = G > 0.0 ? G / (problem.L * (G + variance)) : step;
+      for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
+      if (!limits.aggregate_oracle) g_estimate = std::max(u_sq - variance, 0.0);
+      continue;
+    }
     for (size_t i = 0; i < workers; ++i) {
       const double s = limits.per_worker_step ? steps[i] : step;
       compression::addScaled(decoded[i], static_cast<float>(shards.shares[i] * s), update);

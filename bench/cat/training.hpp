@@ -55,6 +55,17 @@ struct RunLimits {
   // false: one step for all, the smallest the workers report; true: each worker's vector is
   // scaled by its own reported step. They differ only for stochastic sparsification.
   bool per_worker_step = true;
+  // Stochastic sparsification on several workers (overrides per_worker_step): one step for the
+  // sum u = sum p_i Q_i(v_i) of independent unbiased compressions, the minimiser of the descent
+  // lemma's bound, gamma = G / (L (G + V)), where G = ||sum p_i v_i||^2 and
+  // V = sum p_i^2 ||v_i||^2 (1/omega_i - 1) is the variance the workers report. G is not known
+  // to anyone: the coordinator estimates it from the last round (||u||^2 - V is unbiased for it)
+  // and hands it to the workers with the round, or, with aggregate_oracle, it is computed from
+  // the true gradients (a bound on what the estimate can do). cat then picks T for the round's
+  // decrease G^2 / (2L (G + V)) as if every worker's relative variance were its own:
+  // argmax_T p_i G^2 / (2L (G + s ||v_i||^2 (1/omega_i(T) - 1))) / C(T), s = sum p_j^2.
+  bool aggregate_step = false;
+  bool aggregate_oracle = false;
   // true: tuners get ||g||^2 of the worker's gradient and cat credits no level with more than
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
