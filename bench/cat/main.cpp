@@ -54,6 +54,7 @@ struct Options {
   std::string credit = "uncapped";
   bool shifts = false;
   std::string shift_credit = "on";
+  std::string noise_price = "smoothness";
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -156,6 +157,11 @@ int main(int argc, char** argv) {
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see README");
+  app.add_option("--noise-price", o.noise_price,
+                 "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
+                 "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
+                 "bound there); an experiment, see README")
+      ->check(CLI::IsMember({"smoothness", "diagonal"}));
   app.add_option("--shift-credit", o.shift_credit,
                  "with --shifts: on (cat credits the decrease the shift step earns at every T) "
                  "or off (the paper's criterion on g - h alone)")
@@ -275,6 +281,7 @@ int main(int argc, char** argv) {
       limits.per_worker_step = o.step_rule == "own";
       limits.aggregate_step = o.step_rule.starts_with("aggregate");
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
+      limits.diagonal_noise = o.noise_price == "diagonal";
       limits.gradient_credit = o.credit == "gradient";
       limits.shifts = o.shifts;
       limits.shift_credit = o.shift_credit == "on";

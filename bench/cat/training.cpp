@@ -11,8 +11,7 @@
 #include "common/compression/compressor.hpp"
 #include "common/compression/error_feedback.hpp"
 #include "common/ml/partition.hpp"
-#include "common/tuning/improvement.hpp"
-#include "common/tuning/magnitude_profile.hpp"
+#include "common/tuning/noise_price.hpp"
 #include "common/tuning/tuner.hpp"
 #include "common/util/rng.hpp"
 
@@ -48,22 +47,28 @@ costmodel::PacketCostModel packetModel(const Link& link) {
 
 namespace {
 
-// cat under the aggregate step (RunLimits::aggregate_step): a scan of every T.
-tuning::TuningDecision chooseForAggregate(std::span<const float> v, double share, double share_sq,
-                                          double G, double L, const compression::Compressor& comp,
-                                          const costmodel::CostModel& cost) {
-  const tuning::MagnitudeProfile prof(v, v.size());
-  const double vsq = prof.totalL2sq();
-  const auto d = static_cast<uint32_t>(v.size());
+// Weight of the newest round in the running estimate of G (RunLimits::aggregate_step).
+constexpr double kEstimateWeight = 0.1;
+
+// cat for stochastic sparsification under a noise price: a scan of every T. Alone (G < 0) the
+// best step for Q_T(v) is S / (L S + P(T)), S = ||v||^2, and the decrease it guarantees
+// S^2 / (2 (L S + P(T))) (the paper's omega(T) S / 2L when every coordinate is priced at L).
+// Under the aggregate step the round's decrease is G^2 / (2 (L G + V)) with V = sum_j p_j^2 P_j;
+// worker i takes its share p_i of it as if every worker's noise were its own, V = s P_i(T).
+tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, double base,
+                                    double share, double share_sq, double G, double L, uint32_t d,
+                                    const compression::Compressor& comp,
+                                    const costmodel::CostModel& cost) {
   tuning::TuningDecision best;
   double best_ratio = -1.0;
   for (uint32_t T = 1; T <= d; ++T) {
-    const double omega = tuning::stochasticOmega(prof, T);
-    const double imp = share * G * G / (2.0 * L * (G + share_sq * vsq * (1.0 / omega - 1.0)));
+    const double P = price.at(T).priced;
+    const double imp = G > 0.0 ? share * G * G / (2.0 * (L * G + share_sq * P))
+                               : base + S * S / (2.0 * (L * S + P));
     const double c = cost.cost(comp.encodedBytes(d, T));
     if (imp / c > best_ratio) {
       best_ratio = imp / c;
-      best = {T, c, imp, omega / L, true};
+      best = {T, c, imp, S / (L * S + P), true};
     }
   }
   return best;
@@ -108,12 +113,21 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<std::vector<float>> shifts(shifted ? workers : 0, std::vector<float>(d, 0.0f));
   // Aggregate step (RunLimits::aggregate_step): the estimate of ||sum p_i v_i||^2 handed to the
   // workers (negative until the first round has produced one).
-  const bool aggregate =
-      limits.aggregate_step && method.compressor == "stochastic" && workers > 1 && !shifted;
+  const bool stochastic = method.compressor == "stochastic";
+  const bool aggregate = limits.aggregate_step && stochastic && workers > 1 && !shifted;
+  // Noise priced by coordinate (RunLimits::diagonal_noise) or, for the aggregate step, at L.
+  const bool priced = stochastic && (aggregate || limits.diagonal_noise);
+  std::vector<double> learning(workers);  // with shifts: omega_i, the rate h_i learns at
   double share_sq = 0.0;
   for (double p : shards.shares) share_sq += p * p;
   double g_estimate = -1.0;
-  std::vector<double> v_sq(workers), omegas(workers);
+  double mean_estimate = 0.0;
+  bool have_estimate = false;
+  std::vector<tuning::NoisePrice> prices(
+      priced ? workers : 0,
+      tuning::NoisePrice(limits.diagonal_noise ? problem.curvature
+                                               : std::vector<double>(d, problem.L)));
+  std::vector<tuning::NoisePrice::Noise> noises(workers);
   std::vector<float> mean_v(aggregate && limits.aggregate_oracle ? d : 0);
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
@@ -165,18 +179,25 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       const auto t0 = std::chrono::steady_clock::now();
       const double grad_sq = limits.gradient_credit ? g_sq : -1.0;
       tuning::TuningDecision decision;
-      if (aggregate && method.tuner == "cat" && g_estimate > 0.0) {
-        decision = chooseForAggregate(v, shards.shares[i], share_sq, g_estimate, problem.L,
-                                      memories[i].inner(), tuner_cost);
+      double v_sq = 0.0;
+      if (priced) {
+        for (float a : v) v_sq += static_cast<double>(a) * a;
+        prices[i].prepare(v);
+      }
+      // Under the aggregate step the first round, before any estimate of G, is chosen alone.
+      if (priced && method.tuner == "cat" && (!aggregate || g_estimate > 0.0)) {
+        decision = choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
+                                aggregate ? g_estimate : -1.0, problem.L, static_cast<uint32_t>(d),
+                                memories[i].inner(), tuner_cost);
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
       }
-      selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (aggregate) {
-        v_sq[i] = 0.0;
-        for (float a : v) v_sq[i] += static_cast<double>(a) * a;
-        omegas[i] = decision.step * problem.L;
+      if (priced) {
+        noises[i] = prices[i].at(decision.level);
+        decision.step = v_sq > 0.0 ? v_sq / (problem.L * v_sq + noises[i].priced) : 0.0;
+        learning[i] = v_sq > 0.0 ? v_sq / (v_sq + noises[i].raw) : 0.0;
       }
+      selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();
       bits += 8.0 * static_cast<double>(bytes);
@@ -193,20 +214,30 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     }
     std::fill(update.begin(), update.end(), 0.0f);
     if (aggregate) {
-      double variance = 0.0;
-      for (size_t i = 0; i < workers; ++i) {
-        const double p = shards.shares[i];
-        if (omegas[i] > 0.0) variance += p * p * v_sq[i] * (1.0 / omegas[i] - 1.0);
-      }
+      double noise = 0.0;
+      for (size_t i = 0; i < workers; ++i)
+        noise += shards.shares[i] * shards.shares[i] * noises[i].priced;
       for (size_t i = 0; i < workers; ++i)
         compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
-      double u_sq = 0.0;
-      for (float a : update) u_sq += static_cast<double>(a) * a;
       // Before any estimate exists, the first round takes the smallest worker's step.
-      const double G = g_estimate > 0.0 ? g_estimate : -1.0;
-      const double gamma = G > 0.0 ? G / (problem.L * (G + variance)) : step;
+      const double gamma = g_estimate > 0.0 ? g_estimate / (problem.L * g_estimate + noise) : step;
       for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
-      if (!limits.aggregate_oracle) g_estimate = std::max(u_sq - variance, 0.0);
+      if (!limits.aggregate_oracle) {
+        // sum_i p_i <v_i, u>: each worker's inner product with the sum it receives, linear in
+        // the compression noise (||u||^2 - V is unbiased too, but quadratic in it, and at small
+        // T its noise swamps G), averaged over about ten rounds.
+        double fresh = 0.0;
+        for (size_t i = 0; i < workers; ++i) {
+          double gu = 0.0;
+          for (size_t j = 0; j < d; ++j) gu += static_cast<double>(grads[i][j]) * update[j];
+          fresh += shards.shares[i] * gu;
+        }
+        mean_estimate = have_estimate
+                            ? (1.0 - kEstimateWeight) * mean_estimate + kEstimateWeight * fresh
+                            : fresh;
+        have_estimate = true;
+        g_estimate = std::max(mean_estimate, 0.0);
+      }
       continue;
     }
     for (size_t i = 0; i < workers; ++i) {
@@ -215,7 +246,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       if (shifted) {
         const auto w = static_cast<float>(shards.shares[i] / problem.L);
         for (size_t j = 0; j < d; ++j) update[j] += w * shifts[i][j];
-        compression::addScaled(decoded[i], static_cast<float>(steps[i] * problem.L), shifts[i]);
+        const double rate = priced ? learning[i] : steps[i] * problem.L;
+        compression::addScaled(decoded[i], static_cast<float>(rate), shifts[i]);
       }
     }
     for (size_t j = 0; j < d; ++j) x[j] -= update[j];

@@ -57,15 +57,25 @@ struct RunLimits {
   bool per_worker_step = true;
   // Stochastic sparsification on several workers (overrides per_worker_step): one step for the
   // sum u = sum p_i Q_i(v_i) of independent unbiased compressions, the minimiser of the descent
-  // lemma's bound, gamma = G / (L (G + V)), where G = ||sum p_i v_i||^2 and
-  // V = sum p_i^2 ||v_i||^2 (1/omega_i - 1) is the variance the workers report. G is not known
-  // to anyone: the coordinator estimates it from the last round (||u||^2 - V is unbiased for it)
-  // and hands it to the workers with the round, or, with aggregate_oracle, it is computed from
-  // the true gradients (a bound on what the estimate can do). cat then picks T for the round's
-  // decrease G^2 / (2L (G + V)) as if every worker's relative variance were its own:
-  // argmax_T p_i G^2 / (2L (G + s ||v_i||^2 (1/omega_i(T) - 1))) / C(T), s = sum p_j^2.
+  // lemma's bound, gamma = G / (L G + V), where G = ||sum p_i v_i||^2 and
+  // V = sum p_i^2 P_i is the priced noise the workers report (P_i = L ||v_i||^2 (1/omega_i - 1)
+  // at the smoothness price). G is not known to anyone: each worker reports <v_i, u> for the sum
+  // u it receives, sum p_i <v_i, u> is unbiased for the last round's G, and the coordinator
+  // hands a running mean of it to the workers with the round; with aggregate_oracle it is
+  // computed from the true gradients. cat then picks T for the round's decrease
+  // G^2 / (2 (L G + V)) as if every worker's noise were its own:
+  // argmax_T p_i G^2 / (2 (L G + s P_i(T))) / C(T), s = sum p_j^2.
   bool aggregate_step = false;
   bool aggregate_oracle = false;
+  // Stochastic sparsification: price the compression noise by coordinate. The descent lemma
+  // with M (Problem::curvature; M bounds the Hessian everywhere, L bounds M) gives, for an
+  // unbiased Q with independent coordinates, E f(x - gamma Q) <= f - gamma S
+  // + gamma^2 (L S + P) / 2 with S = ||g||^2 and P = sum_j M_jj Var_j: the step S / (L S + P)
+  // and the decrease S^2 / (2 (L S + P)), for fixed T and cat alike (and, with aggregate_step,
+  // G / (L G + sum p_i^2 P_i)). With shifts S and P are those of g_i - h_i, the base credit is
+  // added as before, and h_i learns at omega_i = S / (S + sum_j Var_j), not at L times the
+  // step. false: every coordinate priced at L (the paper's omega / L).
+  bool diagonal_noise = false;
   // true: tuners get ||g||^2 of the worker's gradient and cat credits no level with more than
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
