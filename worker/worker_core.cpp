@@ -261,8 +261,8 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   grad.assign(params_.size(), 0.0f);
   const uint32_t steps = std::max<uint32_t>(1, training_.local_steps());
   if (steps == 1) {
-    auto rows = draw();
-    loss = model_->lossAndGradient(params_, *shard_, rows, grad);
+    shard_->gatherInto(draw(), batch_);
+    loss = model_->lossAndGradient(params_, batch_, {}, grad);
     used = batch;
     return;
   }
@@ -272,8 +272,8 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   std::vector<float> g(params_.size());
   loss = 0.0;
   for (uint32_t s = 0; s < steps; ++s) {
-    auto rows = draw();
-    loss += model_->lossAndGradient(local, *shard_, rows, g);
+    shard_->gatherInto(draw(), batch_);
+    loss += model_->lossAndGradient(local, batch_, {}, g);
     for (size_t j = 0; j < local.size(); ++j) local[j] -= float(training_.local_lr()) * g[j];
   }
   loss /= steps;

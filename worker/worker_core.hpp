@@ -74,6 +74,7 @@ class WorkerCore {
 
   config::WorkerSettings settings_;
   std::shared_ptr<const ml::Dataset> shard_;
+  ml::Dataset batch_;  // the minibatch, gathered into the same storage every round
   Clock clock_;
   std::unique_ptr<LinkMonitor> link_;
 

@@ -8,17 +8,26 @@ namespace tern::ml {
 
 Dataset Dataset::subset(std::span<const size_t> rows) const {
   Dataset out;
-  out.is_sparse = is_sparse;
-  out.num_classes = num_classes;
-  out.labels.reserve(rows.size());
+  gatherInto(rows, out);
+  return out;
+}
+
+void Dataset::gatherInto(std::span<const size_t> rows, Dataset& out) const {
+  if (&out == this) throw std::invalid_argument("Dataset::gatherInto: out is the source");
   const size_t n = this->rows();
   for (size_t r : rows) {
     if (r >= n) {
       throw std::out_of_range("Dataset::subset: row " + std::to_string(r) + " out of range (" +
                               std::to_string(n) + " rows)");
     }
-    out.labels.push_back(labels[r]);
   }
+  out.is_sparse = is_sparse;
+  out.num_classes = num_classes;
+  out.labels.clear();
+  for (size_t r : rows) out.labels.push_back(labels[r]);
+  // Only one of the two matrices is in use.
+  if (is_sparse && out.dense.size() != 0) out.dense.resize(0, 0);
+  if (!is_sparse && out.sparse.nonZeros() != 0) out.sparse.resize(0, 0);
   if (is_sparse) {
     // Build the CSR arrays directly: inserting row by row would re-search every inner vector.
     const auto* outer = sparse.outerIndexPtr();
@@ -44,7 +53,6 @@ Dataset Dataset::subset(std::span<const size_t> rows) const {
       out.dense.row(static_cast<Eigen::Index>(i)) = dense.row(static_cast<Eigen::Index>(rows[i]));
     }
   }
-  return out;
 }
 
 Dataset toBinary(const Dataset& data, std::span<const int32_t> positive_classes) {

@@ -16,8 +16,8 @@ using SparseMatrix = Eigen::SparseMatrix<float, Eigen::RowMajor, int32_t>;
 
 struct Dataset {
   bool is_sparse = false;
-  DenseMatrix dense;    // rows x features when !is_sparse
-  SparseMatrix sparse;  // rows x features when is_sparse
+  DenseMatrix dense;            // rows x features when !is_sparse
+  SparseMatrix sparse;          // rows x features when is_sparse
   std::vector<int32_t> labels;  // class index in [0, num_classes); binary tasks use 0/1
   int32_t num_classes = 0;
 
@@ -25,6 +25,9 @@ struct Dataset {
   size_t features() const { return is_sparse ? size_t(sparse.cols()) : size_t(dense.cols()); }
   // A new dataset holding the given rows, in the given order.
   Dataset subset(std::span<const size_t> rows) const;
+  // The same into `out`, reusing its storage: a worker gathering a minibatch every round
+  // allocates once (out must not be *this).
+  void gatherInto(std::span<const size_t> rows, Dataset& out) const;
 };
 
 // IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the

@@ -29,6 +29,31 @@ TEST_CASE("subset keeps the given rows in the given order for dense and sparse d
   CHECK_THROWS_AS(sparse.subset(bad), std::out_of_range);
 }
 
+TEST_CASE(
+    "gatherInto reuses its target: same rows as subset, no new storage, bad rows change nothing") {
+  const Dataset dense = syntheticDense(50, 6, 3, 4);
+  const Dataset sparse = syntheticSparse(50, 40, 5, 5);
+  for (const Dataset* d : {&dense, &sparse}) {
+    CAPTURE(d->is_sparse);
+    Dataset batch;
+    const std::vector<size_t> first{4, 40, 4, 17, 0};
+    d->gatherInto(first, batch);
+    const float* storage = d->is_sparse ? batch.sparse.valuePtr() : batch.dense.data();
+    const std::vector<size_t> second{49, 1, 33, 33, 8};
+    d->gatherInto(second, batch);
+    const Dataset expected = d->subset(second);
+    CHECK(batch.labels == expected.labels);
+    CHECK(batch.num_classes == expected.num_classes);
+    CHECK(DenseMatrix(batch.is_sparse ? DenseMatrix(batch.sparse) : batch.dense) ==
+          DenseMatrix(expected.is_sparse ? DenseMatrix(expected.sparse) : expected.dense));
+    if (!d->is_sparse) CHECK(batch.dense.data() == storage);  // same shape: no reallocation
+    const std::vector<size_t> bad{2, 50};
+    CHECK_THROWS_AS(d->gatherInto(bad, batch), std::out_of_range);
+    CHECK(batch.labels == expected.labels);
+    CHECK_THROWS_AS(batch.gatherInto(second, batch), std::invalid_argument);
+  }
+}
+
 TEST_CASE("toBinary labels a row 1 exactly when its class is among the positive classes") {
   Dataset d = syntheticDense(12, 2, 4, 3);
   const std::vector<int32_t> positive{1, 3};
