@@ -133,6 +133,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuse("model expects " + std::to_string(spec.features) + " features, shard has " +
                   std::to_string(shard_->features()));
   }
+  if (w.training().batch_size() == 0) return refuse("training settings have batch size 0");
   std::unique_ptr<ml::Model> model;
   try {
     model = ml::makeModel(spec);

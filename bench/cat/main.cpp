@@ -152,8 +152,10 @@ int main(int argc, char** argv) {
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat credits "
                  "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
-                 "with error feedback; an experiment, see README)")
-      ->check(CLI::IsMember({"gradient", "uncapped"}));
+                 "with error feedback; an experiment, see README); virtual: with error feedback, "
+                 "the descent the virtual iterate keeps, the residual priced by the data's "
+                 "curvature (an experiment, see README)")
+      ->check(CLI::IsMember({"gradient", "uncapped", "virtual"}));
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see README");
@@ -283,6 +285,7 @@ int main(int argc, char** argv) {
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.diagonal_noise = o.noise_price == "diagonal";
       limits.gradient_credit = o.credit == "gradient";
+      limits.virtual_credit = o.credit == "virtual";
       limits.shifts = o.shifts;
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;

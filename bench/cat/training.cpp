@@ -1,5 +1,6 @@
 #include "training.hpp"
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -74,6 +75,52 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
   return best;
 }
 
+// cat with error feedback under RunLimits::virtual_credit: a scan of every T, keeping e_T^T M e_T
+// of the residual e_T = v - Q_T(v) as coordinates join (O(d) per level through M Q_T).
+tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const float> g,
+                                     const Eigen::MatrixXd& M, double L, bool sign_scale,
+                                     const compression::Compressor& comp,
+                                     const costmodel::CostModel& cost) {
+  const auto d = static_cast<uint32_t>(v.size());
+  std::vector<uint32_t> order(d);
+  for (uint32_t j = 0; j < d; ++j) order[j] = j;
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+  Eigen::VectorXd vv(d), gg(d);
+  for (uint32_t j = 0; j < d; ++j) {
+    vv[j] = v[j];
+    gg[j] = g[j];
+  }
+  const Eigen::VectorXd Mv = M * vv;
+  const double vMv = vv.dot(Mv), gMg = gg.dot(M * gg), g2 = gg.squaredNorm();
+  Eigen::VectorXd Mq = Eigen::VectorXd::Zero(d);
+  double qMv = 0.0, qMq = 0.0, s1 = 0.0;
+  tuning::TuningDecision best{1, 0.0, -1e300, 1.0 / L, true};
+  double best_ratio = -1e300, best_credit = -1e300;
+  tuning::TuningDecision best_by_credit = best;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const uint32_t j = order[T - 1];
+    const double a = sign_scale ? (v[j] > 0 ? 1.0 : v[j] < 0 ? -1.0 : 0.0) : double(v[j]);
+    s1 += std::fabs(double(v[j]));
+    qMq += 2.0 * a * Mq[j] + a * a * M(j, j);
+    Mq += a * M.col(j);
+    qMv += a * Mv[j];
+    const double sc = sign_scale ? s1 / T : 1.0;
+    const double eMe = std::max(0.0, vMv - 2.0 * sc * qMv + sc * sc * qMq);
+    const double credit = g2 / (2.0 * L) - std::sqrt(eMe * gMg) / (L * L);
+    const double c = cost.cost(comp.encodedBytes(d, T));
+    if (credit > best_credit) {
+      best_credit = credit;
+      best_by_credit = {T, c, credit, 1.0 / L, true};
+    }
+    if (credit > 0.0 && credit / c > best_ratio) {
+      best_ratio = credit / c;
+      best = {T, c, credit, 1.0 / L, true};
+    }
+  }
+  return best_ratio > -1e300 ? best : best_by_credit;
+}
+
 }  // namespace
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
@@ -129,6 +176,14 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                                : std::vector<double>(d, problem.L)));
   std::vector<tuning::NoisePrice::Noise> noises(workers);
   std::vector<float> mean_v(aggregate && limits.aggregate_oracle ? d : 0);
+  // Virtual-iterate credit (RunLimits::virtual_credit): each worker's curvature bound M_i.
+  const bool virtual_credit = limits.virtual_credit && method.error_feedback &&
+                              (method.compressor == "topk" || method.compressor == "sq");
+  std::vector<Eigen::MatrixXd> curvatures;
+  if (virtual_credit) {
+    for (size_t i = 0; i < workers; ++i)
+      curvatures.push_back(curvatureMatrix(shards.data[i], problem.l2));
+  }
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -184,18 +239,23 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         for (float a : v) v_sq += static_cast<double>(a) * a;
         prices[i].prepare(v);
       }
-      // Under the aggregate step the first round, before any estimate of G, is chosen alone.
-      if (priced && method.tuner == "cat" && (!aggregate || g_estimate > 0.0)) {
+      if (virtual_credit && method.tuner == "cat") {
+        decision = chooseVirtual(v, grads[i], curvatures[i], problem.L, method.compressor == "sq",
+                                 memories[i].inner(), tuner_cost);
+      } else if (priced && method.tuner == "cat") {
+        // Under the aggregate step, while no positive estimate of G exists (the first round,
+        // or a running mean at or below zero), each worker chooses alone.
         decision = choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
-                                aggregate ? g_estimate : -1.0, problem.L, static_cast<uint32_t>(d),
-                                memories[i].inner(), tuner_cost);
+                                aggregate && g_estimate > 0.0 ? g_estimate : -1.0, problem.L,
+                                static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
       }
       if (priced) {
         noises[i] = prices[i].at(decision.level);
-        decision.step = v_sq > 0.0 ? v_sq / (problem.L * v_sq + noises[i].priced) : 0.0;
-        learning[i] = v_sq > 0.0 ? v_sq / (v_sq + noises[i].raw) : 0.0;
+        // A zero vector is sent exactly: the full step, as omega = 1 gives.
+        decision.step = v_sq > 0.0 ? v_sq / (problem.L * v_sq + noises[i].priced) : 1.0 / problem.L;
+        learning[i] = v_sq > 0.0 ? v_sq / (v_sq + noises[i].raw) : 1.0;
       }
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
@@ -219,7 +279,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         noise += shards.shares[i] * shards.shares[i] * noises[i].priced;
       for (size_t i = 0; i < workers; ++i)
         compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
-      // Before any estimate exists, the first round takes the smallest worker's step.
+      // Without a positive estimate of G (the first round, or a running mean at or below zero)
+      // the round takes the smallest worker's step.
       const double gamma = g_estimate > 0.0 ? g_estimate / (problem.L * g_estimate + noise) : step;
       for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
       if (!limits.aggregate_oracle) {

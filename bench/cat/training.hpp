@@ -60,10 +60,13 @@ struct RunLimits {
   // lemma's bound, gamma = G / (L G + V), where G = ||sum p_i v_i||^2 and
   // V = sum p_i^2 P_i is the priced noise the workers report (P_i = L ||v_i||^2 (1/omega_i - 1)
   // at the smoothness price). G is not known to anyone: each worker reports <v_i, u> for the sum
-  // u it receives, sum p_i <v_i, u> is unbiased for the last round's G, and the coordinator
-  // hands a running mean of it to the workers with the round; with aggregate_oracle it is
-  // computed from the true gradients. cat then picks T for the round's decrease
-  // G^2 / (2 (L G + V)) as if every worker's noise were its own:
+  // u it receives, sum p_i <v_i, u> is unbiased for that round's G, and the coordinator hands
+  // a running mean of it (weight 0.1 on the newest) to the workers with the next round: an
+  // estimate that lags a shrinking G, so the step's guarantee holds only as far as the estimate
+  // does. With aggregate_oracle G is computed from the true gradients. While no positive
+  // estimate exists, workers choose alone and the round takes the smallest worker's step. Runs
+  // this does not apply to (one worker, shifts, other compressors) take the smallest step. cat then
+  // picks T for the round's decrease G^2 / (2 (L G + V)) as if every worker's noise were its own:
   // argmax_T p_i G^2 / (2 (L G + s P_i(T))) / C(T), s = sum p_j^2.
   bool aggregate_step = false;
   bool aggregate_oracle = false;
@@ -80,6 +83,13 @@ struct RunLimits {
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
   bool gradient_credit = false;
+  // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
+  // feedback's virtual iterate x~ = x - e/L keeps next round, ||g||^2 / 2L less the bound
+  // |<H e_T, g>| / L^2 <= sqrt(e_T^T M e_T g^T M g) / L^2 on what the residual
+  // e_T = v - Q_T(v) costs it (H <= M everywhere, M = curvatureMatrix of the worker's shard,
+  // g taken as the next gradient); the best ratio to C(T) among positive credits, else the
+  // largest credit. Each push then costs O(d^2) (bench only).
+  bool virtual_credit = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
   // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies

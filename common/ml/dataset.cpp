@@ -17,13 +17,14 @@ void Dataset::gatherInto(std::span<const size_t> rows, Dataset& out) const {
   const size_t n = this->rows();
   for (size_t r : rows) {
     if (r >= n) {
-      throw std::out_of_range("Dataset::subset: row " + std::to_string(r) + " out of range (" +
+      throw std::out_of_range("Dataset: row " + std::to_string(r) + " out of range (" +
                               std::to_string(n) + " rows)");
     }
   }
   out.is_sparse = is_sparse;
   out.num_classes = num_classes;
   out.labels.clear();
+  out.labels.reserve(rows.size());
   for (size_t r : rows) out.labels.push_back(labels[r]);
   // Only one of the two matrices is in use.
   if (is_sparse && out.dense.size() != 0) out.dense.resize(0, 0);

@@ -25,8 +25,8 @@ struct Dataset {
   size_t features() const { return is_sparse ? size_t(sparse.cols()) : size_t(dense.cols()); }
   // A new dataset holding the given rows, in the given order.
   Dataset subset(std::span<const size_t> rows) const;
-  // The same into `out`, reusing its storage: a worker gathering a minibatch every round
-  // allocates once (out must not be *this).
+  // The same into `out`, reusing its storage: a worker gathering a dense minibatch every round
+  // allocates its matrix once (out must not be *this).
   void gatherInto(std::span<const size_t> rows, Dataset& out) const;
 };
 

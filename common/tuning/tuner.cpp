@@ -110,7 +110,8 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
 // threshold there would keep). Levels inside a bin that can matter, the last level of each packet
 // count (the level that fills the packets it pays for) and the cap when it cuts a bin, get an
 // upper bound from the bin's largest magnitude; those whose bound beats the best ratio found are
-// evaluated exactly, best bound first, by a selection among that bin's magnitudes only. No sort;
+// evaluated exactly, best bound first and at most kMaxExact of them, by a selection among that
+// bin's magnitudes only. No sort;
 // the improvement is exact for what the level keeps, only the choice among levels is coarser
 // than the full search's.
 class BinnedSearch {

@@ -39,7 +39,8 @@ struct Rig {
   double now = 0.0;
   double a = 0.002, b = 0.004, latency = 0.0002;
   config::WorkerSettings settings;
-  std::shared_ptr<ml::Dataset> shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, 2, 1));
+  std::shared_ptr<ml::Dataset> shard =
+      std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, 2, 1));
   std::unique_ptr<worker::WorkerCore> core;
   uint64_t session = 99;
   double link_free = 0.0;
@@ -63,7 +64,7 @@ struct Rig {
     core->start();
   }
 
-  void welcome() {
+  void welcome(uint32_t batch_size = 8) {
     ml::ModelSpec spec;
     spec.kind = "softmax";
     spec.features = 3;
@@ -77,12 +78,13 @@ struct Rig {
     w->mutable_model()->set_kind("softmax");
     w->mutable_model()->set_features(3);
     w->mutable_model()->set_classes(2);
-    w->mutable_training()->set_batch_size(8);
+    w->mutable_training()->set_batch_size(batch_size);
     w->mutable_training()->set_seed(3);
     w->set_cap(uint32_t(model->numParams()));
     w->set_round(0);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
-    // No probe at the welcome: the train waits for the first push to ride ahead of.
+    // No probe at the welcome: the train waits for the first push to ride ahead of (and a
+    // refused welcome sends nothing either).
     CHECK(core->onMessage(m, 0).empty());
   }
 
@@ -281,4 +283,13 @@ TEST_CASE("link.alternate_rounds pauses timing and probes on every other block o
   CHECK(rig.probes_sent_behind_push == 0);
   // Paused blocks leave the fit as good as a plain run's.
   CHECK(std::abs(rig.core->link().fit().b / rig.b - 1.0) < 0.05);
+}
+
+TEST_CASE("a welcome with batch size 0 is refused and counted; the worker stays unjoined") {
+  Rig rig;
+  rig.welcome(0);
+  CHECK_FALSE(rig.core->joined());
+  CHECK(rig.core->stats().rejected == 1);
+  rig.welcome(8);
+  CHECK(rig.core->joined());
 }
