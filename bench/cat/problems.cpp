@@ -43,22 +43,6 @@ Problem finish(std::string name, ml::Dataset data) {
 
 }  // namespace
 
-Eigen::MatrixXd curvatureMatrix(const ml::Dataset& data, double l2) {
-  if (data.is_sparse || data.dense.cols() > 4096 || data.rows() == 0)
-    throw std::runtime_error("curvatureMatrix: needs dense data with at most 4096 features");
-  const Eigen::MatrixXd X = data.dense.cast<double>();
-  const auto n = static_cast<double>(X.rows());
-  const Eigen::Index f = X.cols();
-  Eigen::MatrixXd M(f + 1, f + 1);
-  M.topLeftCorner(f, f) = 0.25 * (X.transpose() * X) / n;
-  const Eigen::VectorXd mean = X.colwise().sum().transpose() / n;
-  M.block(0, f, f, 1) = 0.25 * mean;
-  M.block(f, 0, 1, f) = 0.25 * mean.transpose();
-  M(f, f) = 0.25;  // the bias: its column of ones, no penalty
-  M.topLeftCorner(f, f).diagonal().array() += l2;
-  return M;
-}
-
 Problem fashionMnistBinary(const std::string& dir, size_t rows, uint64_t seed) {
   ml::Dataset all =
       ml::readIdx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");

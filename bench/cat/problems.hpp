@@ -2,7 +2,6 @@
 // The reproduction's problems (issue 4): L2-regularised binary logistic regression, L known in
 // closed form, on Fashion-MNIST as a binary task, on a seeded sparse synthetic problem with
 // RCV1's statistics, or on any LIBSVM file; f* from a long accelerated full-gradient run.
-#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,10 +29,6 @@ struct Problem {
   size_t fstar_iterations = 0;
   double fstar_gradient_norm = 0.0;
 };
-
-// The whole of that M, 0.25 X~^T X~ / n + diag(lambda, .., lambda, 0), for a dense data set of
-// at most 4096 features (RunLimits::virtual_credit); throws otherwise.
-Eigen::MatrixXd curvatureMatrix(const ml::Dataset& data, double l2);
 
 // Fashion-MNIST training set from the IDX files in `dir`, labels >= 5 (sandal, shirt, sneaker,
 // bag, ankle boot) against < 5, rows scaled to unit norm. rows > 0 keeps a seeded random subset

@@ -75,26 +75,38 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
   return best;
 }
 
-// cat with error feedback under RunLimits::virtual_credit: a scan of every T, keeping e_T^T M e_T
-// of the residual e_T = v - Q_T(v) as coordinates join (O(d) per level through M Q_T).
+// cat with error feedback under RunLimits::virtual_credit: a scan of every T. The residual's
+// e_T^T H e_T goes through the data (H = X~^T D X~ / n + lambda I at x, D = sigma'(z)), with
+// X~ e_T kept as coordinates join: O(n) per level.
 tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const float> g,
-                                     const Eigen::MatrixXd& M, double L, bool sign_scale,
-                                     const compression::Compressor& comp,
+                                     const Eigen::MatrixXd& X, std::span<const float> x, double l2,
+                                     double L, bool sign_scale, const compression::Compressor& comp,
                                      const costmodel::CostModel& cost) {
   const auto d = static_cast<uint32_t>(v.size());
+  const Eigen::Index n = X.rows(), f = X.cols() - 1;
+  Eigen::VectorXd xx(d), vv(d), gg(d);
+  for (uint32_t j = 0; j < d; ++j) {
+    xx[j] = x[j];
+    vv[j] = v[j];
+    gg[j] = g[j];
+  }
+  const Eigen::VectorXd z = X * xx;
+  Eigen::VectorXd D(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double sg = 1.0 / (1.0 + std::exp(-z[i]));
+    D[i] = sg * (1.0 - sg) / double(n);
+  }
+  auto wnorm = [&](const Eigen::VectorXd& u) { return u.head(f).squaredNorm(); };
+  const Eigen::VectorXd Xg = X * gg;
+  const double gHg = (D.array() * Xg.array().square()).sum() + l2 * wnorm(gg);
+  const Eigen::VectorXd Xv = X * vv;
   std::vector<uint32_t> order(d);
   for (uint32_t j = 0; j < d; ++j) order[j] = j;
   std::sort(order.begin(), order.end(),
             [&](uint32_t a, uint32_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
-  Eigen::VectorXd vv(d), gg(d);
-  for (uint32_t j = 0; j < d; ++j) {
-    vv[j] = v[j];
-    gg[j] = g[j];
-  }
-  const Eigen::VectorXd Mv = M * vv;
-  const double vMv = vv.dot(Mv), gMg = gg.dot(M * gg), g2 = gg.squaredNorm();
-  Eigen::VectorXd Mq = Eigen::VectorXd::Zero(d);
-  double qMv = 0.0, qMq = 0.0, s1 = 0.0;
+  Eigen::VectorXd Xq = Eigen::VectorXd::Zero(n);
+  const double g2 = gg.squaredNorm();
+  double vw2 = wnorm(vv), qv = 0.0, qq = 0.0, s1 = 0.0;
   tuning::TuningDecision best{1, 0.0, -1e300, 1.0 / L, true};
   double best_ratio = -1e300, best_credit = -1e300;
   tuning::TuningDecision best_by_credit = best;
@@ -102,12 +114,15 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
     const uint32_t j = order[T - 1];
     const double a = sign_scale ? (v[j] > 0 ? 1.0 : v[j] < 0 ? -1.0 : 0.0) : double(v[j]);
     s1 += std::fabs(double(v[j]));
-    qMq += 2.0 * a * Mq[j] + a * a * M(j, j);
-    Mq += a * M.col(j);
-    qMv += a * Mv[j];
+    Xq += a * X.col(j);
+    if (j < uint32_t(f)) {
+      qv += a * v[j];
+      qq += a * a;
+    }
     const double sc = sign_scale ? s1 / T : 1.0;
-    const double eMe = std::max(0.0, vMv - 2.0 * sc * qMv + sc * sc * qMq);
-    const double credit = g2 / (2.0 * L) - std::sqrt(eMe * gMg) / (L * L);
+    const double ew2 = std::max(0.0, vw2 - 2.0 * sc * qv + sc * sc * qq);
+    const double eHe = (D.array() * (Xv - sc * Xq).array().square()).sum() + l2 * ew2;
+    const double credit = g2 / (2.0 * L) - std::sqrt(eHe * gHg) / (L * L);
     const double c = cost.cost(comp.encodedBytes(d, T));
     if (credit > best_credit) {
       best_credit = credit;
@@ -176,13 +191,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                                : std::vector<double>(d, problem.L)));
   std::vector<tuning::NoisePrice::Noise> noises(workers);
   std::vector<float> mean_v(aggregate && limits.aggregate_oracle ? d : 0);
-  // Virtual-iterate credit (RunLimits::virtual_credit): each worker's curvature bound M_i.
+  // Virtual-iterate credit (RunLimits::virtual_credit).
   const bool virtual_credit = limits.virtual_credit && method.error_feedback &&
                               (method.compressor == "topk" || method.compressor == "sq");
-  std::vector<Eigen::MatrixXd> curvatures;
+  std::vector<Eigen::MatrixXd> augmented;  // each worker's rows with a 1 appended
   if (virtual_credit) {
-    for (size_t i = 0; i < workers; ++i)
-      curvatures.push_back(curvatureMatrix(shards.data[i], problem.l2));
+    for (size_t i = 0; i < workers; ++i) {
+      if (shards.data[i].is_sparse) throw std::runtime_error("--credit virtual needs dense data");
+      const auto& X = shards.data[i].dense;
+      Eigen::MatrixXd A(X.rows(), X.cols() + 1);
+      A.leftCols(X.cols()) = X.cast<double>();
+      A.col(X.cols()).setOnes();
+      augmented.push_back(std::move(A));
+    }
   }
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
@@ -240,8 +261,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         prices[i].prepare(v);
       }
       if (virtual_credit && method.tuner == "cat") {
-        decision = chooseVirtual(v, grads[i], curvatures[i], problem.L, method.compressor == "sq",
-                                 memories[i].inner(), tuner_cost);
+        decision = chooseVirtual(v, grads[i], augmented[i], x, problem.l2, problem.L,
+                                 method.compressor == "sq", memories[i].inner(), tuner_cost);
       } else if (priced && method.tuner == "cat") {
         // Under the aggregate step, while no positive estimate of G exists (the first round,
         // or a running mean at or below zero), each worker chooses alone.

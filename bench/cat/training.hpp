@@ -84,11 +84,11 @@ struct RunLimits {
   // uncapped improvement of v = g + e.
   bool gradient_credit = false;
   // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
-  // feedback's virtual iterate x~ = x - e/L keeps next round, ||g||^2 / 2L less the bound
-  // |<H e_T, g>| / L^2 <= sqrt(e_T^T M e_T g^T M g) / L^2 on what the residual
-  // e_T = v - Q_T(v) costs it (H <= M everywhere, M = curvatureMatrix of the worker's shard,
-  // g taken as the next gradient); the best ratio to C(T) among positive credits, else the
-  // largest credit. Each push then costs O(d^2) (bench only).
+  // feedback's virtual iterate x~ = x - e/L keeps next round: ||g||^2 / 2L less what the
+  // residual e_T = v - Q_T(v) costs it, |<H e_T, g>| / L^2 <= sqrt(e_T^T H e_T g^T H g) / L^2,
+  // with H the Hessian at x of the worker's local objective (x~ is within e/L of x) and g taken
+  // as the next gradient; the best ratio to C(T) among positive credits, else the largest
+  // credit. Dense data only; each push costs O(n d) (bench only).
   bool virtual_credit = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
