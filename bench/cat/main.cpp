@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
                 << std::endl;
     }
     if (!o.libsvm.empty()) problems.push_back(libsvmProblem(o.libsvm));
+    for (const auto& p : problems)
+      if (o.credit == "virtual" && p.data.is_sparse)
+        throw std::invalid_argument("--credit virtual needs dense data; " + p.name + " is sparse");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
