@@ -19,7 +19,10 @@ grep -q "^ExecStart=$ROOT/bin/tern-coordinator " "$ROOT/lib/systemd/system/tern-
   || fail "installed coordinator unit does not run the installed binary"
 grep -q "^ExecStart=$ROOT/bin/tern-worker " "$ROOT/lib/systemd/system/tern-worker@.service" \
   || fail "installed worker unit does not run the installed binary"
-"$ROOT/bin/tern-coordinator" --version | grep -q '^tern-coordinator ' || fail "installed binary does not run"
+# Outputs go through files: with pipefail, a `grep -q` that stops reading early can make the
+# writer die of SIGPIPE and fail the pipeline although the match was found.
+"$ROOT/bin/tern-coordinator" --version > "$WORK/version.out" || fail "installed binary does not run"
+grep -q '^tern-coordinator ' "$WORK/version.out" || fail "installed binary does not report its version"
 if command -v systemd-analyze > /dev/null; then
   systemd-analyze verify --man=no "$ROOT/lib/systemd/system/tern-coordinator.service" \
     "$ROOT/lib/systemd/system/tern-worker@.service" > "$WORK/verify.out" 2>&1 \
@@ -32,7 +35,7 @@ command -v cpack > /dev/null && command -v dpkg-deb > /dev/null && command -v dp
 (cd "$BUILD" && cpack -G DEB -B "$WORK/pkg") > "$WORK/cpack.out" 2>&1 \
   || { cat "$WORK/cpack.out"; fail "cpack -G DEB failed"; }
 deb=$(ls "$WORK"/pkg/tern_*.deb)
-dpkg-deb -f "$deb" Package | grep -qx tern || fail "package name"
+[ "$(dpkg-deb -f "$deb" Package)" = tern ] || fail "package name"
 depends=$(dpkg-deb -f "$deb" Depends)
 for lib in libzmq5 libprotobuf libsystemd0 libprometheus-cpp-core; do
   [[ "$depends" == *"$lib"* ]] || fail "Depends lacks $lib: $depends"
@@ -44,5 +47,6 @@ for f in usr/bin/tern-coordinator usr/bin/tern-worker usr/lib/systemd/system/ter
 done
 grep -q '^ExecStart=/usr/bin/tern-coordinator ' "$WORK/deb/usr/lib/systemd/system/tern-coordinator.service" \
   || fail "packaged unit does not run /usr/bin/tern-coordinator"
-dpkg-deb --ctrl-tarfile "$deb" | tar t | grep -q postinst || fail "no postinst (daemon-reload)"
+dpkg-deb --ctrl-tarfile "$deb" | tar t > "$WORK/control.list"
+grep -q postinst "$WORK/control.list" || fail "no postinst (daemon-reload)"
 echo "PASS: cmake --install and the .deb carry binaries, units and example configs"
