@@ -1,7 +1,7 @@
-// Throughput and size of every compressor against two references measured on the same array in
-// the same run: a std::nth_element top-k (copy |g|, nth_element, one collecting pass) and a plain
-// streaming read (sum) of the array, the memory floor. Prints a table and writes CSV; asserts
-// nothing. Columns (issue 3):
+// Throughput and size of every compressor against two references measured on the same arrays in
+// the same run (every measurement goes through --arrays independent arrays): a std::nth_element
+// top-k (copy |g|, nth_element, one collecting pass) and a plain streaming read (sum) of the array,
+// the memory floor. Prints a table and writes CSV; asserts nothing. Columns (issue 3):
 //   k               the level asked for, round(ratio * d) (stochastic and threshold send about k;
 //                   the dense schemes send all d whatever k is)
 //   compress_gbps   fp32 input bytes (4d) per second through compress() (select + encode)
@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   uint32_t qsgd_levels = 16;
   double min_seconds = 0.3;
+  uint32_t arrays = 4;
   app.add_option("--dims", dims_arg, "comma-separated dimensions");
   app.add_option("--ratios", ratios_arg, "comma-separated kept ratios k/d");
   app.add_option("--compressors", compressors_arg, "comma-separated names (default: all)");
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the gaussian test array");
   app.add_option("--qsgd-levels", qsgd_levels, "QSGD levels s");
   app.add_option("--min-seconds", min_seconds, "minimum timed seconds per measurement");
+  app.add_option("--arrays", arrays,
+                 "independent arrays per dimension; every timing is the mean over them "
+                 "(1 = the same array every time, which lets a branch predictor learn it)")
+      ->check(CLI::Range(1u, 64u));
   CLI11_PARSE(app, argc, argv);
 
   std::vector<uint32_t> dims;
@@ -160,22 +165,35 @@ int main(int argc, char** argv) {
               "dec_GB/s", "B/kept", "H_B/kept", "vs_nth", "vs_read");
 
   for (uint32_t d : dims) {
-    std::vector<float> g(d);
-    {
-      Rng rng(seed + d);
+    // Each timed call goes through every array once and counts as `arrays` calls: fresh data at
+    // every call, as a worker sees from round to round, and the time is the mean over arrays
+    // (one input can be unusually easy or hard for an algorithm; nth_element's introselect, for
+    // one, took 5x longer on one of them).
+    std::vector<std::vector<float>> inputs(arrays, std::vector<float>(d));
+    for (uint32_t a = 0; a < arrays; ++a) {
+      Rng rng(seed + d + 7919ull * a);
       std::normal_distribution<float> n(0.0f, 1.0f);
-      for (float& x : g) x = n(rng);
+      for (float& x : inputs[a]) x = n(rng);
     }
+    auto perArray = [&](const std::function<void(uint32_t)>& fn) {
+      return timeIt(
+                 [&] {
+                   for (uint32_t a = 0; a < arrays; ++a) fn(a);
+                 },
+                 min_seconds) /
+             arrays;
+    };
     const double bytes_in = 4.0 * double(d);
-    const double t_read = timeIt([&] { g_sink = streamSum(g.data(), g.size()); }, min_seconds);
+    const double t_read =
+        perArray([&](uint32_t a) { g_sink = streamSum(inputs[a].data(), inputs[a].size()); });
     std::vector<float> sorted_mags(d);
-    for (uint32_t j = 0; j < d; ++j) sorted_mags[j] = std::fabs(g[j]);
+    for (uint32_t j = 0; j < d; ++j) sorted_mags[j] = std::fabs(inputs[0][j]);
     std::sort(sorted_mags.begin(), sorted_mags.end(), std::greater<float>());
 
     for (double ratio : ratios) {
       const uint32_t k = uint32_t(std::clamp<double>(std::llround(ratio * d), 1, d));
       NthElementTopK reference;
-      const double t_nth = timeIt([&] { reference.run(g, k); }, min_seconds);
+      const double t_nth = perArray([&](uint32_t a) { reference.run(inputs[a], k); });
       for (const std::string& name : names) {
         CompressorSpec spec;
         spec.name = name;
@@ -183,19 +201,19 @@ int main(int argc, char** argv) {
         spec.threshold = sorted_mags[k - 1];  // keeps about k coordinates
         auto c = makeCompressor(spec);
         Rng rng(seed);
-        Compressed out;
-        const double t_comp = timeIt([&] { out = c->compress(g, k, rng); }, min_seconds);
+        std::vector<Compressed> outs(arrays);
+        const double t_comp =
+            perArray([&](uint32_t a) { outs[a] = c->compress(inputs[a], k, rng); });
+        const Compressed& out = outs[0];
         DecodeLimits limits;
         limits.expected_dim = d;
-        size_t decoded_nnz = 0;
-        const double t_dec = timeIt(
-            [&] {
-              const DecodeResult r = decode(out.bytes, limits);
-              decoded_nnz = r.value ? r.value->nonZeros() : 0;
-            },
-            min_seconds);
+        bool all_decoded = true;
+        const double t_dec = perArray([&](uint32_t a) {
+          const DecodeResult r = decode(outs[a].bytes, limits);
+          all_decoded = all_decoded && r.value && r.value->nonZeros() == outs[a].decoded.nonZeros();
+        });
         const size_t kept = out.decoded.nonZeros();
-        if (decoded_nnz != kept) std::fprintf(stderr, "warning: %s did not decode\n", name.c_str());
+        if (!all_decoded) std::fprintf(stderr, "warning: %s did not decode\n", name.c_str());
         const double bpk = kept ? double(out.bytes.size()) / double(kept) : 0.0;
         const double hpk = kept ? log2Binomial(d, double(kept)) / (8.0 * double(kept)) +
                                       valueBytesPerKept(name, qsgd_levels)
