@@ -38,7 +38,6 @@ class Evaluator {
         dim_(static_cast<uint32_t>(p.dim())) {}
 
   double costAt(uint32_t T) const { return cost_.cost(comp_.encodedBytes(dim_, T)); }
-  size_t bytesAt(uint32_t T) const { return comp_.encodedBytes(dim_, T); }
 
   void consider(uint32_t T, Candidate& best) {
     ++evaluations_;
@@ -54,8 +53,7 @@ class Evaluator {
     // Adding a constant and min with a constant keep an upper bound an upper bound (the base is
     // >= 0, so the bound stays >= 0 and dividing by the block's smallest cost keeps it one).
     return std::min(base_ + improvementUpperBound(scheme_, p_, lo, hi, L_), credit_limit_) /
-           costAt(lo) *
-           kBoundMargin;
+           costAt(lo) * kBoundMargin;
   }
 
   size_t evaluations() const { return evaluations_; }
@@ -88,49 +86,23 @@ struct Block {
 };
 
 // Blocks over [1, m - 1]: whole packets when the model has them (cost is flat inside, so the
-// bound is tight), else runs of kBlock levels. T = m is a block of its own because at T = d the
-// codec drops the index section, so the size may fall there and no bound from below holds.
-std::vector<Block> makeBlocks(Evaluator& ev, uint32_t m, std::optional<size_t> packet_bytes) {
+// bound is tight), else runs of kBlock levels; packets shorter than a block would only
+// multiply the bounds to compute, so they get fixed runs too. T = m is a block of its own
+// because at T = d the codec drops the index section, so the size may fall there and no bound
+// from below holds.
+std::vector<Block> makeBlocks(Evaluator& ev, uint32_t m, const compression::Compressor& comp,
+                              uint32_t dim, std::optional<size_t> packet_bytes) {
   std::vector<Block> blocks;
   const uint32_t last = m - 1;
-  // Packets shorter than a block would only multiply the bounds to compute: use fixed runs.
-  bool follow_packets = packet_bytes && *packet_bytes > 0 && last >= 1;
-  if (follow_packets && last > 1) {
-    const double bytes_per_level =
-        (static_cast<double>(ev.bytesAt(last)) - static_cast<double>(ev.bytesAt(1))) /
-        static_cast<double>(last - 1);
-    follow_packets = static_cast<double>(*packet_bytes) >= kBlock * bytes_per_level;
-  }
-  if (follow_packets) {
-    const size_t P = *packet_bytes;
-    auto packetsAt = [&](uint32_t T) { return (ev.bytesAt(T) + P - 1) / P; };
+  const auto steps =
+      last >= 1 ? packetSteps(comp, dim, last, packet_bytes.value_or(0), kBlock) : std::nullopt;
+  if (steps) {
     uint32_t lo = 1;
-    while (lo <= last) {
-      const size_t packets = packetsAt(lo);
-      // Last level with the same packet count: gallop, then bisect.
-      uint32_t good = lo, step = 1;
-      uint32_t bad = last + 1;
-      while (true) {
-        const uint64_t probe = uint64_t{good} + step;
-        if (probe > last) break;
-        if (packetsAt(static_cast<uint32_t>(probe)) == packets) {
-          good = static_cast<uint32_t>(probe);
-          step *= 2;
-        } else {
-          bad = static_cast<uint32_t>(probe);
-          break;
-        }
-      }
-      while (bad - good > 1) {
-        const uint32_t mid = good + (bad - good) / 2;
-        if (packetsAt(mid) == packets)
-          good = mid;
-        else
-          bad = mid;
-      }
-      blocks.push_back({lo, good, 0.0});
-      lo = good + 1;
+    for (uint32_t s : *steps) {
+      blocks.push_back({lo, s, 0.0});
+      lo = s + 1;
     }
+    blocks.push_back({lo, last, 0.0});
   } else {
     for (uint32_t lo = 1; lo <= last; lo += kBlock) {
       const uint32_t hi =
@@ -156,7 +128,8 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
                       double credit_limit, double base_improvement) {
   checkArguments(p, L, max_level, credit_limit, base_improvement);
   Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
-  std::vector<Block> blocks = makeBlocks(ev, max_level, cost.packetBytes());
+  std::vector<Block> blocks =
+      makeBlocks(ev, max_level, comp, static_cast<uint32_t>(p.dim()), cost.packetBytes());
   size_t bounds = blocks.size();
   // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
   // with their own, tighter bounds before anything in it is evaluated. Once the best bound left
@@ -182,6 +155,46 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
     for (uint32_t T = b.lo; T <= b.hi; ++T) ev.consider(T, best);
   }
   return finish(best, ev.evaluations() + bounds);
+}
+
+std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& comp, uint32_t dim,
+                                                 uint32_t last, size_t packet_bytes,
+                                                 double min_levels_per_packet) {
+  if (packet_bytes == 0) return std::nullopt;
+  std::vector<uint32_t> steps;
+  if (last < 2) return steps;
+  auto bytesAt = [&](uint32_t T) { return comp.encodedBytes(dim, T); };
+  const double bytes_per_level =
+      (static_cast<double>(bytesAt(last)) - static_cast<double>(bytesAt(1))) /
+      static_cast<double>(last - 1);
+  if (static_cast<double>(packet_bytes) < min_levels_per_packet * bytes_per_level)
+    return std::nullopt;
+  auto packetsAt = [&](uint32_t T) { return (bytesAt(T) + packet_bytes - 1) / packet_bytes; };
+  const size_t packets_at_last = packetsAt(last);
+  for (uint32_t lo = 1; lo < last;) {
+    const size_t packets = packetsAt(lo);
+    if (packets == packets_at_last) break;
+    // Last level with the same packet count: gallop, then bisect.
+    uint32_t good = lo, bad = last, step = 1;
+    while (true) {
+      const uint64_t probe = uint64_t{good} + step;
+      if (probe >= last) break;
+      if (packetsAt(static_cast<uint32_t>(probe)) == packets) {
+        good = static_cast<uint32_t>(probe);
+        step *= 2;
+      } else {
+        bad = static_cast<uint32_t>(probe);
+        break;
+      }
+    }
+    while (bad - good > 1) {
+      const uint32_t mid = good + (bad - good) / 2;
+      (packetsAt(mid) == packets ? good : bad) = mid;
+    }
+    steps.push_back(good);
+    lo = good + 1;
+  }
+  return steps;
 }
 
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,

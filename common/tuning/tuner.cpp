@@ -111,9 +111,8 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
 // count (the level that fills the packets it pays for) and the cap when it cuts a bin, get an
 // upper bound from the bin's largest magnitude; those whose bound beats the best ratio found are
 // evaluated exactly, best bound first and at most kMaxExact of them, by a selection among that
-// bin's magnitudes only. No sort;
-// the improvement is exact for what the level keeps, only the choice among levels is coarser
-// than the full search's.
+// bin's magnitudes only. No sort; the improvement is exact for what the level keeps, only the
+// choice among levels is coarser than the full search's.
 class BinnedSearch {
  public:
   struct Scan {
@@ -249,23 +248,7 @@ class BinnedSearch {
     fills_dim_ = dim;
     fills_cap_ = cap;
     fills_compressor_ = comp.name();
-    if (P == 0 || cap < 2) return fills_;
-    const double bytes_per_level = (static_cast<double>(comp.encodedBytes(dim, cap)) -
-                                    static_cast<double>(comp.encodedBytes(dim, 1))) /
-                                   static_cast<double>(cap - 1);
-    if (static_cast<double>(P) < kMinLevelsPerPacket * bytes_per_level) return fills_;
-    auto packetsAt = [&](uint32_t T) { return (comp.encodedBytes(dim, T) + P - 1) / P; };
-    for (uint32_t lo = 1; lo < cap;) {
-      const size_t packets = packetsAt(lo);
-      if (packetsAt(cap) == packets) break;
-      uint32_t good = lo, bad = cap;  // packetsAt(good) == packets != packetsAt(bad)
-      while (bad - good > 1) {
-        const uint32_t mid = good + (bad - good) / 2;
-        (packetsAt(mid) == packets ? good : bad) = mid;
-      }
-      fills_.push_back(good);
-      lo = good + 1;
-    }
+    fills_ = packetSteps(comp, dim, cap, P, kMinLevelsPerPacket).value_or(std::vector<uint32_t>{});
     return fills_;
   }
 

@@ -73,7 +73,6 @@ void forEachSetting(Rng& rng, std::initializer_list<size_t> dims, Fn&& fn) {
   }
 }
 
-
 // Independent scan over every T of credited(improvement(T)) / C(T); ties to the smaller T.
 template <class Credit>
 std::pair<uint32_t, double> scanArgmax(const Setting& s, MagnitudeProfile& full, double L,
@@ -181,7 +180,8 @@ TEST_CASE("selection rejects an empty level range and a non-positive smoothness"
   CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 0.0, 2, *comp, model), std::invalid_argument);
 }
 
-TEST_CASE("with a credit limit or a base improvement the fast selection returns the exhaustive argmax") {
+TEST_CASE(
+    "with a credit limit or a base improvement the fast selection returns the exhaustive argmax") {
   Rng rng(20261201);
   const double inf = std::numeric_limits<double>::infinity();
   size_t binding = 0;
@@ -246,4 +246,32 @@ TEST_CASE("a base improvement must be finite and non-negative") {
     CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1.0, 3, *comp, model, inf, bad),
                     std::invalid_argument);
   }
+}
+
+TEST_CASE("packet steps are exactly the levels after which the packet count rises") {
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    const auto comp = compressorNamed(name);
+    for (const uint32_t dim : {300u, 5000u, 47236u}) {
+      for (const size_t packet : {size_t{200}, size_t{1448}}) {
+        for (const uint32_t last : {1u, 2u, dim / 3, dim - 1}) {
+          CAPTURE(name);
+          CAPTURE(dim);
+          CAPTURE(packet);
+          CAPTURE(last);
+          const auto steps = packetSteps(*comp, dim, last, packet, 1.0);
+          REQUIRE(steps.has_value());
+          std::vector<uint32_t> expected;
+          for (uint32_t T = 1; T < last; ++T)
+            if ((comp->encodedBytes(dim, T + 1) + packet - 1) / packet >
+                (comp->encodedBytes(dim, T) + packet - 1) / packet)
+              expected.push_back(T);
+          CHECK(*steps == expected);
+        }
+      }
+    }
+  }
+  const auto comp = compressorNamed("topk");
+  CHECK_FALSE(packetSteps(*comp, 5000, 4999, 0, 1.0).has_value());
+  // About 5 bytes a top-k level: some 40 levels in a 200-byte packet, fewer than 64.
+  CHECK_FALSE(packetSteps(*comp, 5000, 4999, 200, 64.0).has_value());
 }
