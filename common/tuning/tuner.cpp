@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compression/top_k_selection.hpp"
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/selection.hpp"
 
@@ -72,25 +73,29 @@ TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, do
 }
 
 // A decision at a level chosen beforehand (fixed, full under a cap). Top-T and S+Q need only
-// S1(T) and S2(T), sums over the T largest magnitudes, not their order: a selection (O(d)) into
-// a reused buffer replaces the profile's sort and prefix sums. Stochastic sparsification needs
-// the order (its saturated count) and goes through the profile.
+// S1(T) and S2(T), sums over the T largest magnitudes, not their order: the compressors' own
+// top-k selection (a fraction of nth_element's time) replaces the profile's sort and prefix
+// sums. Stochastic sparsification needs the order (its saturated count) and goes through the
+// profile, as does a vector whose top T holds a NaN (the profile counts NaN as zero).
+struct LevelScratch {
+  compression::TopKSelector selector;
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+};
+
 TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t level, double L,
                                const compression::Compressor& comp,
-                               const costmodel::CostModel& cost, std::vector<float>& scratch) {
-  if (scheme == Scheme::kStochastic || level >= v.size()) {
+                               const costmodel::CostModel& cost, LevelScratch& scratch) {
+  auto viaProfile = [&] {
     MagnitudeProfile p(v, level < v.size() ? level : 0);
     return decisionAt(scheme, p, level, L, comp, cost);
-  }
-  scratch.resize(v.size());
-  for (size_t j = 0; j < v.size(); ++j) {
-    const float a = std::fabs(v[j]);
-    scratch[j] = std::isnan(a) ? 0.0f : a;  // as MagnitudeProfile counts NaN
-  }
-  std::nth_element(scratch.begin(), scratch.begin() + level, scratch.end(), std::greater<>());
+  };
+  if (scheme == Scheme::kStochastic || level >= v.size()) return viaProfile();
+  scratch.selector.select(v, level, scratch.indices, scratch.values);
   double s1 = 0.0, s2 = 0.0;
-  for (uint32_t j = 0; j < level; ++j) {
-    const double a = scratch[j];
+  for (float x : scratch.values) {
+    const double a = std::fabs(static_cast<double>(x));
+    if (std::isnan(a)) return viaProfile();
     s1 += a;
     s2 += a * a;
   }
@@ -367,7 +372,7 @@ class FixedTuner final : public Tuner {
  private:
   uint32_t level_;
   double L_;
-  std::vector<float> scratch_;  // magnitudes, reused from push to push
+  LevelScratch scratch_;  // reused from push to push
 };
 
 class DynamicTuner final : public Tuner {
@@ -406,7 +411,7 @@ class FullTuner final : public Tuner {
 
  private:
   double L_;
-  std::vector<float> scratch_;
+  LevelScratch scratch_;
 };
 
 }  // namespace
