@@ -175,9 +175,10 @@ std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& 
     const size_t packets = packetsAt(lo);
     if (packets == packets_at_last) break;
     // Last level with the same packet count: gallop, then bisect.
-    uint32_t good = lo, bad = last, step = 1;
+    uint32_t good = lo, bad = last;
+    uint64_t step = 1;
     while (true) {
-      const uint64_t probe = uint64_t{good} + step;
+      const uint64_t probe = good + step;
       if (probe >= last) break;
       if (packetsAt(static_cast<uint32_t>(probe)) == packets) {
         good = static_cast<uint32_t>(probe);
