@@ -213,8 +213,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
 
   // received_at: when the message these answer was received (acks carry the time held since).
   auto dispatch = [&](std::vector<Outgoing> out, std::optional<double> received_at = {}) {
-    // The checkpoint goes to disk before the messages of the event that made it due: no worker
-    // is told of a round's result that a crash right after could lose.
+    // The closed rounds' metrics rows go out first and the checkpoint next, both before the
+    // messages of the event that made them due: no worker is told of a round's result that a
+    // crash right after could lose, and a crash between row and checkpoint redoes rounds whose
+    // rows exist rather than leaving a round without one.
+    reportClosedRounds();
     if (core.checkpointDue()) saveCheckpoint();
     for (auto& o : out) {
       if (received_at) server::stampAckHold(o.message, *received_at, steadySeconds());
@@ -222,7 +225,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
         spdlog::debug("could not send to a peer (gone or queue full)");
       }
     }
-    reportClosedRounds();
   };
   double last_reject_log = 0.0;
   uint64_t last_rejected = 0;
