@@ -67,16 +67,17 @@ prepare_pair() {
   setup_pair
 }
 
-# shape_worker add|change|replace RATE: token bucket on the worker's egress. The bucket holds four
-# full frames (4 x 1514 bytes), so a send after an idle link has its first four frames go at once
+# shape_worker add|change|replace RATE: token bucket on the worker's egress. The bucket holds two
+# full frames (2 x 1514 bytes), so a send after an idle link has its first two frames go at once
 # and every byte after them at RATE: a per-packet time b is unchanged, the fixed cost a is lower
-# by 4 b. A one-frame bucket is the more literal link, but the qdisc's timer then fires late
-# under virtualised clocks and every late tick is lost capacity (bulk transfers measured at
-# 0.99-1.19x the frame time, varying run to run, against 0.94-1.00x, i.e. 60-64 of 64 frames,
-# with four). The queue is long enough (4 MB) that tbf never drops: TCP's small-queue limit
-# keeps far less queued.
+# by 2 b. A one-frame bucket is the more literal link, but the qdisc's timer then fires late
+# under virtualised clocks and every late tick is lost capacity (64-frame bulk transfers took
+# 0.99-1.19x the frame time, varying from run to run; 0.97x, i.e. 62 of 64 frames, with two).
+# Two rather than more, so that a 4-packet exploration probe is never carried whole by the
+# bucket. The queue is long enough (4 MB) that tbf never drops: TCP's small-queue limit keeps
+# far less queued.
 shape_worker() {
-  ip netns exec "$NS_W" tc qdisc "$1" dev "$DEV_W" root tbf rate "$2" burst 6056 limit 4000000
+  ip netns exec "$NS_W" tc qdisc "$1" dev "$DEV_W" root tbf rate "$2" burst 3028 limit 4000000
 }
 
 # Bytes dropped by the worker's qdisc so far (0 expected: drops would mean retransmissions).
