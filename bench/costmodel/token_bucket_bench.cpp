@@ -1,0 +1,85 @@
+// The link estimator on token-bucket links, which are not affine in the packet count: a message
+// takes latency + b * max(0, packets - tokens), where the tokens (in packets) refill at one per b
+// seconds while the link is idle, up to the bucket's size, and a message empties them. A worker
+// idles 10 ms a round (compute), sends the probe the estimator asks for just before its push
+// (45 packets), and the link's rate changes after 30 rounds. Counts the seeds whose fitted b is
+// more than 15% off the true per-packet time before the change and 20 rounds after it. Prints a
+// table; asserts nothing.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "common/costmodel/link_estimator.hpp"
+#include "common/util/rng.hpp"
+
+namespace {
+
+using tern::costmodel::LinkEstimator;
+
+constexpr double kPacket = 1448.0;
+constexpr int kSeeds = 30;
+constexpr double kTolerance = 0.15;
+
+struct Outcome {
+  int off_before = 0;  // seeds with b off before the change
+  int off_after = 0;   // seeds on track before the change and off 20 rounds after it
+};
+
+Outcome run(double bucket_packets, double rate_before, double rate_after) {
+  Outcome out;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    tern::Rng rng(static_cast<uint64_t>(seed));
+    std::normal_distribution<double> jitter(0.0, 0.03);
+    const double latency = 0.0003;
+    double b = kPacket * 8.0 / rate_before;
+    double tokens = bucket_packets;
+    double now = 0.0;
+    LinkEstimator est;
+    auto send = [&](size_t bytes) {
+      const double packets = std::ceil(static_cast<double>(bytes) / kPacket);
+      const double t = (latency + b * std::max(0.0, packets - tokens)) * (1.0 + jitter(rng));
+      tokens = 0.0;
+      now += t;
+      est.addSample(bytes, t);
+    };
+    auto idle = [&](double seconds) {
+      now += seconds;
+      tokens = std::min(bucket_packets, tokens + seconds / b);
+    };
+    auto round = [&] {
+      idle(0.010);
+      if (auto probe = est.probeToSend(now)) send(*probe);
+      send(static_cast<size_t>(45 * kPacket));
+    };
+    idle(1.0);
+    for (size_t bytes : est.calibrationPlan()) send(bytes);
+    for (int i = 0; i < 30; ++i) round();
+    if (std::abs(est.fit().b / b - 1.0) > kTolerance) {
+      ++out.off_before;
+      continue;
+    }
+    b = kPacket * 8.0 / rate_after;
+    for (int i = 0; i < 20; ++i) round();
+    if (std::abs(est.fit().b / b - 1.0) > kTolerance) ++out.off_after;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main() {
+  std::printf("link estimator on token-bucket links: seeds (of %d) with b off by more than 15%%\n",
+              kSeeds);
+  std::printf("%-16s %-16s %-22s %-22s\n", "bucket, packets", "rate change", "off before change",
+              "off 20 rounds after");
+  for (double bucket : {1.0, 2.0, 4.0, 8.0, 16.0, 44.0}) {
+    for (const auto& [before, after] : {std::pair{2e6, 8e6}, std::pair{8e6, 2e6}}) {
+      const Outcome o = run(bucket, before, after);
+      char change[32];
+      std::snprintf(change, sizeof change, "%.0f -> %.0f Mbit/s", before / 1e6, after / 1e6);
+      std::printf("%-16.0f %-16s %-22d %-22d\n", bucket, change, o.off_before, o.off_after);
+    }
+  }
+  return 0;
+}
