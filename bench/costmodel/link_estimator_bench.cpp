@@ -70,6 +70,13 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+    std::printf(
+        "usage: %s [CSV]\nPer-push CPU cost of the link estimator; the table also goes to "
+        "CSV when given.\n",
+        argv[0]);
+    return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
+  }
   const std::vector<Sample> clean = makeSamples(0.0, 1);
   const std::vector<Sample> stalled = makeSamples(0.10, 2);
 

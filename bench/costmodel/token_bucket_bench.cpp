@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "common/costmodel/link_estimator.hpp"
 #include "common/util/rng.hpp"
@@ -68,7 +69,13 @@ Outcome run(double bucket_packets, double rate_before, double rate_after) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::printf(
+        "usage: %s\nThe link estimator on simulated token-bucket links (takes no options).\n",
+        argv[0]);
+    return std::string(argv[1]) == "--help" ? 0 : 2;
+  }
   std::printf("link estimator on token-bucket links: seeds (of %d) with b off by more than 15%%\n",
               kSeeds);
   std::printf("%-16s %-16s %-22s %-22s\n", "bucket, packets", "rate change", "off before change",
