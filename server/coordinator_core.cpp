@@ -65,9 +65,10 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
 namespace {
 
 // Why a worker's reported link model is not one a link could have, or nullptr. a may be
-// negative down to -b (a token bucket sends the first packet free) and is 0 with b while unfitted;
-// standard errors are +inf until they can be computed.
-const char* invalidLinkModel(const wire::LinkModel& l) {
+// negative (a token bucket sends the first packets after idle free: a ~ -b per packet it holds),
+// but no bucket carries more than the largest message, max_message_bytes; a is 0 with b while
+// unfitted; standard errors are +inf until they can be computed.
+const char* invalidLinkModel(const wire::LinkModel& l, size_t max_message_bytes) {
   for (double v : {l.a_seconds(), l.b_seconds_per_packet(), l.r2()}) {
     if (!std::isfinite(v)) return "non-finite value";
   }
@@ -76,15 +77,16 @@ const char* invalidLinkModel(const wire::LinkModel& l) {
   constexpr double kMaxSeconds = 86400.0;
   if (l.b_seconds_per_packet() < 0 || l.b_seconds_per_packet() > kMaxSeconds)
     return "b out of range";
-  const double slack = 1e-9 * l.b_seconds_per_packet() + 1e-15;  // rounding of a = -b
-  if (l.a_seconds() < -l.b_seconds_per_packet() - slack || l.a_seconds() > kMaxSeconds) {
-    return "a out of range";
-  }
-  if (l.a_stderr() < 0 || l.b_stderr() < 0) return "negative standard error";
-  if (l.r2() > 1.0 + 1e-9) return "r2 above 1";
   if (l.samples() > 0 && (l.packet_bytes() < 64 || l.packet_bytes() > 65536)) {
     return "packet size out of range";
   }
+  const double packet_bytes = l.samples() > 0 ? l.packet_bytes() : 1448.0;
+  const double max_packets = std::ceil(double(max_message_bytes) / packet_bytes);
+  const double floor_a = -l.b_seconds_per_packet() * std::max(1.0, max_packets);
+  const double slack = 1e-9 * std::abs(floor_a) + 1e-15;  // rounding of a = -b x
+  if (l.a_seconds() < floor_a - slack || l.a_seconds() > kMaxSeconds) return "a out of range";
+  if (l.a_stderr() < 0 || l.b_stderr() < 0) return "negative standard error";
+  if (l.r2() > 1.0 + 1e-9) return "r2 above 1";
   return nullptr;
 }
 
@@ -296,7 +298,7 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   w->last_seen = clock_();
   if (push.has_link()) {
     // The allocator plans with it: a model no link could have is refused with the push.
-    if (const char* why = invalidLinkModel(push.link())) {
+    if (const char* why = invalidLinkModel(push.link(), settings_.max_message_bytes)) {
       return {reject(peer, wire::Error::MALFORMED, "bad_link_model",
                      std::string("link model: ") + why)};
     }

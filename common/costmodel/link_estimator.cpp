@@ -70,10 +70,11 @@ double relativeResidual(double y, double prediction) {
 }
 
 // Robust line through a handful of samples (the join train, or the outliers that may announce a
-// link change), under the same a + b >= 0, b >= 0 constraints as the running fit. Theil-Sen: the
-// median of pairwise slopes ignores stalled samples that would drag an ordinary fit anywhere.
-// Each slope counts by its precision (size gap over the pair's time), so pairs of close sizes,
-// and pairs holding a stall, do not decide it. Returns (a, b).
+// link change), under the same b >= 0 and a + b * x_lo >= 0 constraints as the running fit (x_lo
+// here the fewest packets among these samples). Theil-Sen: the median of pairwise slopes ignores
+// stalled samples that would drag an ordinary fit anywhere. Each slope counts by its precision
+// (size gap over the pair's time), so pairs of close sizes, and pairs holding a stall, do not
+// decide it. Returns (a, b).
 template <typename Samples>
 std::pair<double, double> theilSenLine(const Samples& pts) {
   std::vector<std::pair<double, double>> slopes;  // (slope, weight)
@@ -92,12 +93,15 @@ std::pair<double, double> theilSenLine(const Samples& pts) {
   for (const auto& s : pts)
     intercepts.emplace_back(s.y - b * s.x, 1.0 / std::max(s.y, kMinPrediction));
   double a = weightedMedian(std::move(intercepts));
-  if (a + b < 0) {  // through (1 packet, 0 s) instead
+  double x_lo = kInf;  // the smallest message here costs no negative time
+  for (const auto& s : pts) x_lo = std::min(x_lo, s.x);
+  x_lo = std::max(1.0, x_lo);
+  if (a + b * x_lo < 0) {  // through (x_lo packets, 0 s) instead
     std::vector<double> per_packet;
     for (const auto& s : pts)
-      if (s.x > 1) per_packet.push_back(s.y / (s.x - 1));
+      if (s.x > x_lo) per_packet.push_back(s.y / (s.x - x_lo));
     b = per_packet.empty() ? 0.0 : std::max(0.0, median(std::move(per_packet)));
-    a = -b;
+    a = -b * x_lo;
   }
   return {a, b};
 }
@@ -187,22 +191,25 @@ LinkEstimator::Line LinkEstimator::currentLine(bool* identified) const {
   }
   const bool ok = slopeIdentified();
   // Weighted least squares under b >= b_min (a per-packet time is positive; b_min is tiny, see
-  // the spec) and a + b >= 0 (a one-packet message takes no negative time). a itself may be
-  // negative: a token-bucket shaper lets the first packet after idle through free, a ~ -b. The
-  // constrained optimum lies on the edge that binds: b = b_min with a = mean y - b_min mean x,
-  // or a = -b with the slope through (1 packet, 0 s).
+  // the spec) and a + b * x_lo >= 0 (no size in recent use takes negative time). a itself may
+  // be negative: a token-bucket shaper lets the first packets after idle through free, a ~ -b
+  // per packet its bucket holds; bounding it at one packet (a >= -b) made probes that a small
+  // bucket carries in part disagree with every line the fit allowed. The constrained optimum
+  // lies on the edge that binds: b = b_min with a = mean y - b_min mean x, or a = -b x_lo with
+  // the slope through (x_lo packets, 0 s).
   const double b_min = minSlope();
+  const double x_lo = smallestRecentSize();
   line.b = std::max(b_min, ok ? cxy_ / cxx_ : b_prior_);
   line.a = mean_y_ - line.b * mean_x_;
-  if (line.a + line.b < 0) {
-    const double u = mean_x_ - 1.0;  // mean of x - 1
+  if (line.a + line.b * x_lo < 0) {
+    const double u = mean_x_ - x_lo;  // mean of x - x_lo
     if (ok) {
       line.b = (cxy_ + w_sum_ * u * mean_y_) / (cxx_ + w_sum_ * u * u);
     } else if (u > 0) {
       line.b = mean_y_ / u;
     }
     line.b = std::max(b_min, line.b);
-    line.a = -line.b;
+    line.a = -line.b * x_lo;
   }
   if (identified) *identified = ok;
   return line;
@@ -407,7 +414,7 @@ void LinkEstimator::addFarSample(const Sample& s) {
   for (size_t i = 0; i + 1 < far_.size(); ++i) {
     const Sample& other = far_[i];
     const double b = 0.5 * (slopeThrough(s) + slopeThrough(other));
-    const Line line{std::max(-b, mean_y_ - b * mean_x_), b};
+    const Line line{std::max(-b * smallestRecentSize(), mean_y_ - b * mean_x_), b};
     if (std::abs(relativeResidual(s.y, line.at(s.x))) > tolerance ||
         std::abs(relativeResidual(other.y, line.at(other.x))) > tolerance)
       continue;
@@ -475,6 +482,11 @@ void LinkEstimator::handleRejected(const Sample& s, double relative_residual) {
   // Seen at one size only, the change leaves b unknown: probe at once.
   if (!slopeIdentified())
     samples_since_probe_ = std::max<uint64_t>(samples_since_probe_, spec_.exploration_window);
+}
+
+double LinkEstimator::smallestRecentSize() const {
+  if (recent_sizes_.empty()) return 1.0;
+  return std::max(1.0, *std::min_element(recent_sizes_.begin(), recent_sizes_.end()));
 }
 
 void LinkEstimator::noteSize(double x) {

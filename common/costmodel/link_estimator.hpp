@@ -74,12 +74,14 @@ class LinkEstimator {
   // - Later, when the samples still held (after forgetting) are too alike in size to identify b,
   //   b keeps its last identified value, a is refitted under it, and valid = false.
   // - b >= b_min = packet_bytes * 8 / max_bits_per_second (a per-packet time is positive, and
-  //   b = 0 would read as "unknown") and a + b >= 0 (a one-packet message takes no negative
-  //   time; a alone may be negative: a token bucket passes the first packet after idle free,
-  //   a ~ -b): the constrained weighted least-squares optimum, i.e. b = b_min with a refitted
-  //   under it when the free slope is below b_min, a = -b with the slope through (1 packet, 0 s)
-  //   when the free line would price one packet below zero. Standard errors are those of the
-  //   unconstrained fit. Readers that need a >= 0 (cost models) clamp it themselves.
+  //   b = 0 would read as "unknown") and a + b * x_lo >= 0, x_lo the fewest packets among the
+  //   last exploration_window samples (the sizes in use take no negative time; a alone may be
+  //   negative: a token bucket passes the first packets after idle free, a ~ -b per packet it
+  //   holds): the constrained weighted least-squares optimum, i.e. b = b_min with a refitted
+  //   under it when the free slope is below b_min, a = -b * x_lo with the slope through
+  //   (x_lo packets, 0 s) when the free line would price x_lo packets below zero. Standard
+  //   errors are those of the unconstrained fit. Readers that need a >= 0 (cost models) clamp
+  //   it themselves.
   // - r2 is weighted like the fit (relative error); stderrs are infinite while not computable.
   LinkFit fit() const;
   double predict(size_t bytes) const;
@@ -134,6 +136,9 @@ class LinkEstimator {
   void handleRejected(const Sample& s, double relative_residual);
   void addFarSample(const Sample& s);
   void noteSize(double x);
+  // The fewest packets among the recent samples (1 before any): the sizes in use cost no
+  // negative time, a + b * x >= 0 there.
+  double smallestRecentSize() const;
 
   LinkEstimatorSpec spec_;
 

@@ -217,7 +217,8 @@ TEST_CASE("a push whose link model no link could have is refused; a valid one is
       {"NaN a", withLink(nan, 1e-3, 0.9, 0, 0, 1448)},
       {"infinite b", withLink(1e-3, inf, 0.9, 0, 0, 1448)},
       {"negative b", withLink(1e-3, -1e-3, 0.9, 0, 0, 1448)},
-      {"a below -b", withLink(-2e-3, 1e-3, 0.9, 0, 0, 1448)},
+      // No bucket carries more than the largest message (64 MiB: 46,346 packets of 1448 bytes).
+      {"a below -b times the largest message", withLink(-50.0, 1e-3, 0.9, 0, 0, 1448)},
       {"a of a year", withLink(3.2e7, 1e-3, 0.9, 0, 0, 1448)},
       {"NaN stderr", withLink(1e-3, 1e-3, 0.9, 0, nan, 1448)},
       {"negative stderr", withLink(1e-3, 1e-3, 0.9, -1e-4, 0, 1448)},
@@ -231,9 +232,9 @@ TEST_CASE("a push whose link model no link could have is refused; a valid one is
   CHECK(h.core->rejections().at("bad_link_model") == bad.size());
   CHECK(h.core->parameters() == before);
 
-  // A token bucket's a = -b is a link's, standard errors not yet computable are +inf, and the
-  // push with them counts.
-  auto ok = withLink(-1e-3, 1e-3, 0.97, inf, inf, 1448);
+  // A token bucket holding four packets, a = -4b, is a link's, standard errors not yet
+  // computable are +inf, and the push with them counts.
+  auto ok = withLink(-4e-3, 1e-3, 0.97, inf, inf, 1448);
   auto out = h.core->onMessage("A", ok, 50, h.now);
   CHECK_FALSE(hasError(out, wire::Error::MALFORMED));
   bool acked = false;

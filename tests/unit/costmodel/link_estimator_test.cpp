@@ -478,6 +478,62 @@ TEST_CASE("a rate change seen at one push size is resolved by probes within 20 p
   }
 }
 
+// A token-bucket shaper: tokens (in packets) refill at one per b seconds while the link idles,
+// up to the bucket's size, and a message takes latency + b * (packets beyond the tokens), then
+// empties them. Not affine in the packet count: a small probe after idle is partly free.
+struct TokenBucketLink {
+  double bucket = 2.0;  // packets
+  double b = perPacketSeconds(8e6);
+  double latency = 0.0003;
+  double tokens = 2.0;
+  Rng rng{5};
+
+  double send(size_t bytes) {
+    const double packets = std::ceil(static_cast<double>(bytes) / kPacket);
+    std::normal_distribution<double> jitter(0.0, 0.03);
+    const double t = (latency + b * std::max(0.0, packets - tokens)) * (1.0 + jitter(rng));
+    tokens = 0.0;
+    return t;
+  }
+  void idle(double seconds) { tokens = std::min(bucket, tokens + seconds / b); }
+};
+
+TEST_CASE("on a token-bucket link a rate change seen at one push size is followed") {
+  // 45-packet pushes after 10 ms of compute, each probe just before its push. With a 2-packet
+  // bucket the 4-packet probes are half free at 8 Mbit/s and 30% free at 2 Mbit/s: the line
+  // through them and the pushes has a < -b, which the bound a + b >= 0 used to forbid, so two
+  // probes never agreed on the new slope and b stayed at the old rate's.
+  for (const auto& [r1, r2] : {std::pair{8e6, 2e6}, std::pair{2e6, 8e6}}) {
+    CAPTURE(r1);
+    TokenBucketLink link;
+    link.b = perPacketSeconds(r1);
+    LinkEstimator est;
+    double now = 0.0;
+    auto send = [&](size_t bytes) {
+      const double t = link.send(bytes);
+      now += t;
+      est.addSample(bytes, t);
+    };
+    auto round = [&] {
+      link.idle(0.010);
+      now += 0.010;
+      if (auto probe = est.probeToSend(now)) send(*probe);
+      send(45 * kPacket);
+    };
+    for (size_t bytes : est.calibrationPlan()) send(bytes);
+    for (int i = 0; i < 30; ++i) round();
+    REQUIRE(relativeError(est.fit().b, link.b) < 0.15);
+    link.b = perPacketSeconds(r2);
+    for (int i = 1; i <= 40; ++i) {
+      round();
+      if (i >= 20) {
+        CAPTURE(i);
+        CHECK(relativeError(est.fit().b, link.b) < 0.15);
+      }
+    }
+  }
+}
+
 TEST_CASE("while b is unknown one stalled probe cannot set it; two agreeing probes do") {
   const double a = 0.002, b = 0.004;
   auto t = [&](size_t packets) { return a + b * static_cast<double>(packets); };
