@@ -140,7 +140,7 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       w->rec.alive = false;
       w->pending.reset();
       reallocate();
-      if (phase_ == Phase::kRunning && allPushed()) return closeRound();
+      if (phase_ == Phase::kRunning && allAnswered()) return closeRound();
       return {};
     }
     default:
@@ -278,6 +278,7 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
     w.rec.pushed = false;
+    w.refused = false;
     w.pending.reset();
     out.push_back(send(w, roundStartFor(w)));
     w.synced_round = int64_t(round_);
@@ -296,14 +297,22 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     return {reject(peer, wire::Error::MALFORMED, "wrong_worker_id", "worker id does not match")};
   }
   w->last_seen = clock_();
+  // Sent after the ack: a notice that the push's link model was dropped.
+  std::optional<Outgoing> notice;
   if (push.has_link()) {
-    // The allocator plans with it: a model no link could have is refused with the push.
+    // The allocator plans with it: a model no link could have is dropped (the last good one
+    // stays) and counted, and the worker is told; the gradient beside it is still good work.
     if (const char* why = invalidLinkModel(push.link(), settings_.max_message_bytes)) {
-      return {reject(peer, wire::Error::MALFORMED, "bad_link_model",
-                     std::string("link model: ") + why)};
+      notice = reject(peer, wire::Error::MALFORMED, "bad_link_model",
+                      std::string("link model dropped: ") + why);
+    } else {
+      w->rec.link = push.link();
     }
-    w->rec.link = push.link();
   }
+  auto withNotice = [&](std::vector<Outgoing> out) {
+    if (notice) out.push_back(std::move(*notice));
+    return out;
+  };
 
   auto ack = [&](bool probe) {
     Message m;
@@ -322,21 +331,22 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     // upload traffic all the same, so it counts against the bytes sent.
     w->rec.upload_bytes += wire_bytes;
     upload_bytes_ += wire_bytes;
-    return {ack(true)};
+    return withNotice({ack(true)});
   }
   if (phase_ != Phase::kRunning || push.round() != round_) {
     ++late_pushes_;
-    return {reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
-                   "push for round " + std::to_string(push.round()) + ", current round is " +
-                       std::to_string(round_))};
+    return withNotice({reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
+                              "push for round " + std::to_string(push.round()) +
+                                  ", current round is " + std::to_string(round_))});
   }
   if (w->rec.pushed) {
     // Idempotent: a duplicate of an accepted push is acknowledged again but not applied twice.
     ++rejections_["duplicate"];
-    return {ack(false)};
+    return withNotice({ack(false)});
   }
   if (!std::isfinite(push.local_loss())) {
-    return {reject(peer, wire::Error::BAD_PAYLOAD, "non_finite_loss", "local loss is not finite")};
+    return withNotice(
+        refusePush(*w, wire::Error::BAD_PAYLOAD, "non_finite_loss", "local loss is not finite"));
   }
   compression::DecodeLimits limits;
   limits.expected_dim = uint32_t(params_.size());
@@ -344,8 +354,8 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   limits.max_bytes = settings_.max_message_bytes;
   auto decoded = compression::decode(msg.payload, limits);
   if (!decoded.value) {
-    return {reject(peer, wire::Error::BAD_PAYLOAD, "bad_payload",
-                   "gradient rejected: " + decoded.error)};
+    return withNotice(refusePush(*w, wire::Error::BAD_PAYLOAD, "bad_payload",
+                                 "gradient rejected: " + decoded.error));
   }
   w->pending = std::move(*decoded.value);
   w->loss = push.local_loss();
@@ -356,13 +366,30 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
 
   std::vector<Outgoing> out;
   out.push_back(ack(false));
-  if (allPushed()) {
+  if (notice) out.push_back(std::move(*notice));
+  if (allAnswered()) {
     auto closed = closeRound();
     out.insert(out.end(), std::make_move_iterator(closed.begin()),
                std::make_move_iterator(closed.end()));
     // The ack goes out first, but only after the round's work: its hold covers that work, or
     // the worker would count it as link time.
     stampAckHold(out.front().message, received_at, clock_());
+  }
+  return out;
+}
+
+std::vector<Outgoing> CoordinatorCore::refusePush(Worker& w, wire::Error::Code code,
+                                                  const std::string& reason,
+                                                  const std::string& text) {
+  // The worker waits for the next round start and does not resend on its own: it is asked
+  // again at the deadline unless the round can close without it.
+  w.refused = true;
+  std::vector<Outgoing> out;
+  out.push_back(reject(w.peer, code, reason, text));
+  if (allAnswered()) {
+    auto closed = closeRound();
+    out.insert(out.end(), std::make_move_iterator(closed.begin()),
+               std::make_move_iterator(closed.end()));
   }
   return out;
 }
@@ -380,6 +407,16 @@ bool CoordinatorCore::allPushed() const {
     any = true;
   }
   return any;
+}
+
+bool CoordinatorCore::allAnswered() const {
+  bool any = false;
+  for (const auto& [id, w] : workers_) {
+    if (!w.rec.alive) continue;
+    if (!w.rec.pushed && !w.refused) return false;
+    any = any || w.rec.pushed;
+  }
+  return any && (allPushed() || pushedShare() >= settings_.quorum_share);
 }
 
 double CoordinatorCore::pushedShare() const {
@@ -533,14 +570,24 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   if (phase_ != Phase::kRunning) return out;
   bool any_pushed = false;
   for (const auto& [id, w] : workers_) any_pushed = any_pushed || w.pending.has_value();
-  if (allPushed() ||
+  if (allAnswered() ||
       (now >= round_deadline_ && any_pushed && pushedShare() >= settings_.quorum_share)) {
     auto closed = closeRound();
     out.insert(out.end(), std::make_move_iterator(closed.begin()),
                std::make_move_iterator(closed.end()));
   } else if (now >= round_deadline_) {
-    // Nobody (or too little data) pushed in time: keep the round open for another period.
+    // Nobody (or too little data) pushed in time: keep the round open for another period, and
+    // ask each worker whose push was refused for this round again (a worker never resends on
+    // its own, so with one worker, or every push refused, the round would never close).
     round_deadline_ = now + settings_.round_deadline_seconds;
+    for (auto& [id, w] : workers_) {
+      if (!w.rec.alive || !w.refused || w.rec.pushed) continue;
+      w.refused = false;
+      ++reasked_;
+      spdlog::warn("round {}: asking worker {} ({}) again after its push was refused", round_, id,
+                   w.rec.name);
+      out.push_back(send(w, roundStartFor(w)));
+    }
     if (aliveWorkers() == 0) phase_ = Phase::kWaiting;
   }
   return out;

@@ -104,6 +104,8 @@ class CoordinatorCore {
   const RoundRecord& lastRecord() const { return last_record_; }
   const std::map<std::string, uint64_t>& rejections() const { return rejections_; }
   uint64_t rejectedTotal() const;
+  // Round starts sent again to a worker whose push was refused.
+  uint64_t reasked() const { return reasked_; }
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
   size_t aliveWorkers() const;
@@ -122,6 +124,7 @@ class CoordinatorCore {
     int64_t synced_round = -1;  // the model round this worker's replica holds
     std::optional<compression::SparseGradient> pending;
     double loss = 0.0;
+    bool refused = false;  // its push for this round was refused: asked again at the deadline
   };
 
   std::vector<Outgoing> handleJoin(const std::string& peer, const wire::Join& join);
@@ -136,6 +139,10 @@ class CoordinatorCore {
   std::vector<Outgoing> closeRound();
   std::vector<Outgoing> finishAll();
   bool allPushed() const;
+  // Every live worker has pushed or had its push refused, and the accepted ones may close.
+  bool allAnswered() const;
+  std::vector<Outgoing> refusePush(Worker& w, wire::Error::Code code, const std::string& reason,
+                                   const std::string& text);
   double pushedShare() const;
   Message roundStartFor(const Worker& w) const;
 
@@ -167,6 +174,7 @@ class CoordinatorCore {
   uint64_t download_bytes_ = 0;
   uint64_t full_bytes_ = 0;
   uint64_t late_pushes_ = 0;
+  uint64_t reasked_ = 0;  // round starts sent again after a refused push
   double last_accuracy_ = 0.0;
   RoundRecord last_record_;
   std::map<std::string, uint64_t> rejections_;

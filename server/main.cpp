@@ -58,8 +58,10 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
   st.alive_workers = uint32_t(core.aliveWorkers());
   st.late_pushes = r.late_pushes;
   st.rejected = core.rejections();
-  // Connections, not messages: refused before any message could be read.
-  st.counters = {{"connections_admitted", auth.admitted},
+  // Round starts sent again after a refused push; then connections, not messages (refused
+  // before any message could be read).
+  st.counters = {{"pushes_asked_again", core.reasked()},
+                 {"connections_admitted", auth.admitted},
                  {"connections_auth_refused", auth.refused},
                  {"connections_handshake_failed", auth.handshake_failed}};
   for (const auto& w : r.workers) {

@@ -42,6 +42,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
   st.counters = {{"probe_bytes", stats.probe_bytes},
                  {"rejoins", stats.rejoins},
+                 {"repushes", stats.repushes},
                  {"connections_auth_refused", auth_refused},
                  {"connections_handshake_failed", handshake_failed}};
   auto fit = core.link().fit();

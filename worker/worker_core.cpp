@@ -164,6 +164,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   policy_ =
       std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
   link_->reset();
+  pushed_round_ = -1;
   joined_ = true;
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
@@ -241,7 +242,15 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   // it arrives, because the worker has nothing left to do but wait (an ack arriving while the
   // worker computes would be read late and inflate the time). The push follows it and is timed
   // from the probe's ack (see LinkMonitor::acked).
-  Message push = makePush(rs.round());
+  // A round start for the round just pushed, with nothing to apply, asks again: that push was
+  // refused and never applied.
+  const bool again =
+      int64_t(rs.round()) == pushed_round_ && msg.payload.empty() && !rs.full_model();
+  if (again) {
+    ++stats_.repushes;
+    spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
+  }
+  Message push = makePush(rs.round(), again);
   std::vector<Message> out = nextProbe();
   link_->issued(LinkMonitor::pushKey(rs.round()), clock_());
   out.push_back(std::move(push));
@@ -284,18 +293,22 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   }
 }
 
-Message WorkerCore::makePush(uint64_t round) {
+Message WorkerCore::makePush(uint64_t round, bool again) {
   const double t0 = clock_();
   std::vector<float> grad;
   double loss = 0.0;
   uint64_t used = 0;
   computeGradient(round, grad, loss, used);
-  auto v = compressor_->corrected(grad);
+  // Asked again, the replica and the minibatch are the same, so the corrected vector is too: the
+  // kept one is compressed again, and the residual never counts the refused push as sent.
+  std::span<const float> v = again ? compressor_->rewind(grad.size()) : std::span<const float>();
+  if (v.empty()) v = compressor_->corrected(grad);
   uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
   auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit());
   uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
   auto compressed = compressor_->compressCorrected(level, rng_);
   stats_.last_level = level;
+  pushed_round_ = int64_t(round);
   stats_.last_loss = loss;
   ++stats_.rounds;
 

@@ -31,6 +31,7 @@ struct WorkerStats {
   uint64_t received_bytes = 0;  // every coordinator message, as it came off the wire
   uint64_t rejoins = 0;
   uint64_t rejected = 0;  // coordinator messages this worker refused
+  uint64_t repushes = 0;  // rounds the coordinator asked for again after refusing the push
   uint32_t last_level = 0;
   double last_loss = 0.0;
   double data_share = 0.0;  // p_i, as the coordinator last said
@@ -62,7 +63,8 @@ class WorkerCore {
   std::vector<Message> join();
   std::vector<Message> handleWelcome(const Message& msg);
   std::vector<Message> handleRoundStart(const Message& msg);
-  Message makePush(uint64_t round);
+  // again: the coordinator asked for this round once more; its last push was never applied.
+  Message makePush(uint64_t round, bool again);
   Message sendable(Message m);
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
@@ -83,6 +85,7 @@ class WorkerCore {
   uint32_t id_ = 0;
   uint64_t session_ = 0;
   uint64_t replica_round_ = 0;
+  int64_t pushed_round_ = -1;  // the round of the last gradient push
   uint32_t cap_ = 0;
   double threshold_ = 0.0;
   wire::TrainingSettings training_;

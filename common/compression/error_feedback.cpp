@@ -12,6 +12,7 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled)
 std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
   corrected_.assign(g.begin(), g.end());
   have_corrected_ = true;
+  can_rewind_ = false;
   if (!enabled_) return corrected_;
   // A different dimension means a different model (a re-join): the old residual is void.
   if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
@@ -36,7 +37,17 @@ Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
     }
   }
   have_corrected_ = false;
+  can_rewind_ = true;
   return c;
+}
+
+std::span<const float> ErrorFeedback::rewind(size_t d) {
+  if (!can_rewind_ || corrected_.size() != d) return {};
+  // v = e_prev + g was kept whole; the residual e = v - C(v) is rebuilt from it by the next
+  // compressCorrected(), so the refused C(v) is not counted as sent.
+  have_corrected_ = true;
+  can_rewind_ = false;
+  return corrected_;
 }
 
 Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng& rng) {
@@ -48,6 +59,7 @@ void ErrorFeedback::reset() {
   residual_.clear();
   corrected_.clear();
   have_corrected_ = false;
+  can_rewind_ = false;
 }
 
 }  // namespace tern::compression

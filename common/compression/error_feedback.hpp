@@ -17,6 +17,10 @@ class ErrorFeedback {
   // Compress the last corrected vector at `level` and update the residual.
   Compressed compressCorrected(uint32_t level, Rng& rng);
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng);
+  // The last corrected vector again, with the residual it was built from, when its compression
+  // was never applied (the push was refused); nothing changes when there is no
+  // such vector of dimension d (an empty span).
+  std::span<const float> rewind(size_t d);
   void reset();
   const std::vector<float>& residual() const { return residual_; }
   Compressor& inner() { return *inner_; }
@@ -28,6 +32,7 @@ class ErrorFeedback {
   std::vector<float> residual_;
   std::vector<float> corrected_;
   bool have_corrected_ = false;  // corrected() called since the last compressCorrected()
+  bool can_rewind_ = false;      // corrected_ holds the vector of the last compressCorrected()
 };
 
 }  // namespace tern::compression

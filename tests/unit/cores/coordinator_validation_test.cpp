@@ -187,18 +187,17 @@ TEST_CASE("a round closes at its deadline without a silent worker, which is late
   CHECK(h.core->aliveWorkers() == 1);
 }
 
-TEST_CASE("a push whose link model no link could have is refused; a valid one is kept") {
+TEST_CASE("a link model no link could have is dropped and counted; its gradient still counts") {
   Harness h;
   uint32_t a = idOf(h.join("A", "a", 100), "A");
-  idOf(h.join("B", "b", 300), "B");
+  uint32_t b = idOf(h.join("B", "b", 300), "B");
   const size_t d = h.core->parameters().size();
-  const auto before = h.core->parameters();
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
-  auto withLink = [&](double a_s, double b_s, double r2, double a_se, double b_se,
+  auto withLink = [&](uint64_t round, double a_s, double b_s, double r2, double a_se, double b_se,
                       uint32_t packet) {
-    auto m = h.push(a, 0, std::vector<float>(d, 1.0f));
+    auto m = h.push(a, round, std::vector<float>(d, 1.0f));
     auto* l = m.envelope.mutable_push()->mutable_link();
     l->set_a_seconds(a_s);
     l->set_b_seconds_per_packet(b_s);
@@ -209,36 +208,61 @@ TEST_CASE("a push whose link model no link could have is refused; a valid one is
     l->set_samples(12);
     return m;
   };
+  auto acked = [](const std::vector<Outgoing>& out) {
+    for (const auto& o : out) {
+      if (o.message.envelope.has_ack()) return true;
+    }
+    return false;
+  };
+  auto linkOfA = [&] {
+    for (const auto& w : h.core->lastRecord().workers) {
+      if (w.id == a) return w.link;
+    }
+    FAIL("worker a not in the record");
+    return wire::LinkModel();
+  };
+
+  // A token bucket holding four packets, a = -4b, is a link's, standard errors not yet
+  // computable are +inf: the model is kept.
+  auto out = h.core->onMessage("A", withLink(0, -4e-3, 1e-3, 0.97, inf, inf, 1448), 50, h.now);
+  CHECK_FALSE(hasError(out, wire::Error::MALFORMED));
+  CHECK(acked(out));
+  h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 1.0f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  CHECK(linkOfA().a_seconds() == -4e-3);
+  CHECK(linkOfA().b_seconds_per_packet() == 1e-3);
+
   struct Bad {
     const char* what;
     Message m;
   };
   std::vector<Bad> bad = {
-      {"NaN a", withLink(nan, 1e-3, 0.9, 0, 0, 1448)},
-      {"infinite b", withLink(1e-3, inf, 0.9, 0, 0, 1448)},
-      {"negative b", withLink(1e-3, -1e-3, 0.9, 0, 0, 1448)},
+      {"NaN a", withLink(1, nan, 1e-3, 0.9, 0, 0, 1448)},
+      {"infinite b", withLink(1, 1e-3, inf, 0.9, 0, 0, 1448)},
+      {"negative b", withLink(1, 1e-3, -1e-3, 0.9, 0, 0, 1448)},
       // No bucket carries more than the largest message (64 MiB: 46,346 packets of 1448 bytes).
-      {"a below -b times the largest message", withLink(-50.0, 1e-3, 0.9, 0, 0, 1448)},
-      {"a of a year", withLink(3.2e7, 1e-3, 0.9, 0, 0, 1448)},
-      {"NaN stderr", withLink(1e-3, 1e-3, 0.9, 0, nan, 1448)},
-      {"negative stderr", withLink(1e-3, 1e-3, 0.9, -1e-4, 0, 1448)},
-      {"r2 above 1", withLink(1e-3, 1e-3, 1.5, 0, 0, 1448)},
-      {"packet of 8 bytes", withLink(1e-3, 1e-3, 0.9, 0, 0, 8)},
+      {"a below -b times the largest message", withLink(1, -50.0, 1e-3, 0.9, 0, 0, 1448)},
+      {"a of a year", withLink(1, 3.2e7, 1e-3, 0.9, 0, 0, 1448)},
+      {"NaN stderr", withLink(1, 1e-3, 1e-3, 0.9, 0, nan, 1448)},
+      {"negative stderr", withLink(1, 1e-3, 1e-3, 0.9, -1e-4, 0, 1448)},
+      {"r2 above 1", withLink(1, 1e-3, 1e-3, 1.5, 0, 0, 1448)},
+      {"packet of 8 bytes", withLink(1, 1e-3, 1e-3, 0.9, 0, 0, 8)},
   };
   for (auto& c : bad) {
     CAPTURE(c.what);
-    CHECK(hasError(h.core->onMessage("A", c.m, 50, h.now), wire::Error::MALFORMED));
+    auto o = h.core->onMessage("A", c.m, 50, h.now);
+    CHECK(hasError(o, wire::Error::MALFORMED));
+    CHECK(acked(o));  // the first is the round's gradient, the others its duplicates
   }
   CHECK(h.core->rejections().at("bad_link_model") == bad.size());
-  CHECK(h.core->parameters() == before);
+  CHECK(h.core->rejections().at("duplicate") == bad.size() - 1);
 
-  // A token bucket holding four packets, a = -4b, is a link's, standard errors not yet
-  // computable are +inf, and the push with them counts.
-  auto ok = withLink(-4e-3, 1e-3, 0.97, inf, inf, 1448);
-  auto out = h.core->onMessage("A", ok, 50, h.now);
-  CHECK_FALSE(hasError(out, wire::Error::MALFORMED));
-  bool acked = false;
-  for (const auto& o : out) acked = acked || o.message.envelope.has_ack();
-  CHECK(acked);
-  CHECK(h.core->rejectedTotal() == bad.size());
+  // B's push closes round 1 with both gradients; A's last good model is the one kept.
+  const auto before = h.core->parameters();
+  h.core->onMessage("B", h.push(b, 1, std::vector<float>(d, 1.0f)), 50, h.now);
+  REQUIRE(h.core->round() == 2);
+  CHECK(h.core->lastRecord().participants == 2);
+  CHECK(h.core->parameters() != before);
+  CHECK(linkOfA().a_seconds() == -4e-3);
+  CHECK(linkOfA().b_seconds_per_packet() == 1e-3);
 }
