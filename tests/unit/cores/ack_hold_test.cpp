@@ -60,7 +60,7 @@ TEST_CASE("the ack of the push that closes a round holds the round's work in its
   CHECK(out.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.050));
 }
 
-TEST_CASE("a daemon re-stamps the hold right before the send; other messages are untouched") {
+TEST_CASE("a daemon re-stamps the hold right before the send, and leaves other messages untouched") {
   Message ack;
   ack.envelope = makeEnvelope();
   ack.envelope.mutable_ack()->set_hold_seconds(0.001);

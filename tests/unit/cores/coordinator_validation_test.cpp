@@ -187,7 +187,7 @@ TEST_CASE("a round closes at its deadline without a silent worker, which is late
   CHECK(h.core->aliveWorkers() == 1);
 }
 
-TEST_CASE("a link model no link could have is dropped and counted; its gradient still counts") {
+TEST_CASE("a link model no link could have is dropped and counted, and its gradient still counts") {
   Harness h;
   uint32_t a = idOf(h.join("A", "a", 100), "A");
   uint32_t b = idOf(h.join("B", "b", 300), "B");

@@ -285,7 +285,7 @@ TEST_CASE("link.alternate_rounds pauses timing and probes on every other block o
   CHECK(std::abs(rig.core->link().fit().b / rig.b - 1.0) < 0.05);
 }
 
-TEST_CASE("a welcome with batch size 0 is refused and counted; the worker stays unjoined") {
+TEST_CASE("a welcome with batch size 0 is refused and counted, and the worker stays unjoined") {
   Rig rig;
   rig.welcome(0);
   CHECK_FALSE(rig.core->joined());

@@ -534,7 +534,7 @@ TEST_CASE("on a token-bucket link a rate change seen at one push size is followe
   }
 }
 
-TEST_CASE("while b is unknown one stalled probe cannot set it; two agreeing probes do") {
+TEST_CASE("while b is unknown one stalled probe cannot set it, but two agreeing probes do") {
   const double a = 0.002, b = 0.004;
   auto t = [&](size_t packets) { return a + b * static_cast<double>(packets); };
   LinkEstimator est;

@@ -153,7 +153,7 @@ TEST_CASE("the keygen command reports the written files and fails cleanly on a b
   CHECK(err.str().find("cannot create") != std::string::npos);
 }
 
-TEST_CASE("a secret key file that everyone may read is refused; a group-readable one is not") {
+TEST_CASE("a secret key file that everyone may read is refused, a group-readable one is not") {
   TempDir dir;
   const std::string k = "HelloWorldHelloWorldHelloWorldHelloWorld";
   auto f = dir.write("s.key", k + "\n");
