@@ -125,6 +125,8 @@ void reloadAllowlist(transport::ZapHandler* zap) {
 }
 
 int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
+  // First: a stop requested while the data loads is honoured by the loop, not by a kill.
+  installSignalHandlers();
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   // libprotobuf logs a line for every hostile envelope it fails to parse (e.g. invalid UTF-8):
   // a flood of bad input would become a flood of log lines. Those messages are refused, counted
@@ -209,7 +211,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     std::ofstream(tmp) << endpoint << '\n';
     std::filesystem::rename(tmp, s.endpoint_file);
   }
-  installSignalHandlers();
   tel.ready("listening on " + endpoint);
   publish("waiting");
 
@@ -314,7 +315,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::cout << "rejections: total=" << core.rejectedTotal() << reasons << std::endl;
   std::cout << "connections: admitted=" << auth.admitted << " auth_refused=" << auth.refused
             << " handshake_failed=" << auth.handshake_failed << std::endl;
-  std::cout << server::finalLine(core.lastRecord()) << std::endl;
+  // Rounds closed (a resumed run counts the earlier part); bytes up to now, pushes of a round
+  // left open included.
+  std::cout << server::finalLine(core.round(), core.lastAccuracy(), core.uploadBytes(),
+                                 core.fullBytes())
+            << std::endl;
   return 0;
 }
 

@@ -32,14 +32,16 @@ std::string MetricsCsv::header() {
 std::string MetricsCsv::row(const RoundRecord& r) {
   return fmt::format(
       "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
-      r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes,
-      r.participants, r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
+      r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes, r.participants,
+      r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.alive ? w.cap : 0); }),
       joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6f}", w.share); }),
-      joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.link.a_seconds()); }),
-      joinWorkers(r, [](const WorkerRecord& w) {
-        return fmt::format("{:.6g}", w.link.b_seconds_per_packet());
-      }),
+      joinWorkers(r,
+                  [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.link.a_seconds()); }),
+      joinWorkers(r,
+                  [](const WorkerRecord& w) {
+                    return fmt::format("{:.6g}", w.link.b_seconds_per_packet());
+                  }),
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.link.samples()); }));
 }
 
@@ -50,23 +52,28 @@ void MetricsCsv::write(const RoundRecord& r) {
 
 std::string progressLine(const RoundRecord& r) {
   double pct = r.full_bytes ? 100.0 * double(r.upload_bytes) / double(r.full_bytes) : 0.0;
-  std::string caps = joinWorkers(r, [](const WorkerRecord& w) {
-    return w.alive ? std::to_string(w.cap) : std::string("-");
-  });
+  std::string caps = joinWorkers(
+      r, [](const WorkerRecord& w) { return w.alive ? std::to_string(w.cap) : std::string("-"); });
   std::string links = joinWorkers(r, [](const WorkerRecord& w) {
     if (w.link.samples() == 0) return std::string("?");
     return fmt::format("{:.2g}s+{:.2g}s/pkt(n={})", w.link.a_seconds(),
                        w.link.b_seconds_per_packet(), w.link.samples());
   });
-  return fmt::format("round {:>5} t={:7.2f}s loss={:.4f} acc={:.4f} up={} ({:.2f}% of full) "
-                     "workers={} caps=[{}] links=[{}]",
-                     r.round, r.time_s, r.train_loss, r.test_accuracy, r.upload_bytes, pct,
-                     r.participants, caps, links);
+  return fmt::format(
+      "round {:>5} t={:7.2f}s loss={:.4f} acc={:.4f} up={} ({:.2f}% of full) "
+      "workers={} caps=[{}] links=[{}]",
+      r.round, r.time_s, r.train_loss, r.test_accuracy, r.upload_bytes, pct, r.participants, caps,
+      links);
+}
+
+std::string finalLine(uint64_t rounds, double test_accuracy, uint64_t upload_bytes,
+                      uint64_t full_bytes) {
+  return fmt::format("final: rounds={} test_accuracy={:.4f} upload_bytes={} full_bytes={}", rounds,
+                     test_accuracy, upload_bytes, full_bytes);
 }
 
 std::string finalLine(const RoundRecord& r) {
-  return fmt::format("final: rounds={} test_accuracy={:.4f} upload_bytes={} full_bytes={}",
-                     r.round + 1, r.test_accuracy, r.upload_bytes, r.full_bytes);
+  return finalLine(r.round + 1, r.test_accuracy, r.upload_bytes, r.full_bytes);
 }
 
 }  // namespace tern::server

@@ -1,7 +1,7 @@
 // tern-sim: runs the coordinator and worker cores in one process on a virtual clock.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "common/config/yaml_reader.hpp"
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     std::cout << "simulated " << result.virtual_seconds << " s in " << result.events
               << " events; replicas differing from the coordinator: " << result.replica_mismatches
               << '\n';
+    if (csv) std::cout << "metrics CSV: " << s.metrics_csv << '\n';
     std::cout << server::finalLine(result.last) << std::endl;
     return result.replica_mismatches == 0 ? 0 : 3;
   } catch (const config::ConfigError& e) {

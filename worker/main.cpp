@@ -78,12 +78,12 @@ transport::CurveOptions curveClient(const config::SecuritySettings& sec) {
 }
 
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
+  // First: a stop requested while the data loads is honoured by the loop, not by a kill.
+  installSignalHandlers();
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
-  auto full = ml::loadDataset(s.data);
-  auto shard =
-      std::make_shared<ml::Dataset>(ml::loadShard(full, s.shard_index, s.shard_total, s.partition));
-  full = ml::Dataset();
+  auto shard = std::make_shared<ml::Dataset>(
+      ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition));
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
   worker::WorkerCore core(s, shard, steadySeconds);
@@ -104,7 +104,6 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   double retry_delay = 0.5;
   double retry_at = -1.0;
   bool reconnected = false;
-  installSignalHandlers();
   uint64_t malformed = 0;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
                                  workerStatus(s, core, malformed, 0, 0, 0.0, "starting"));

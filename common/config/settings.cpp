@@ -17,16 +17,22 @@ void readLogging(MapReader m, LoggingSettings& s) {
   m.done();
 }
 
-void readDataSource(MapReader& m, ml::DataSource& d) {
+void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split) {
+  d.split = split;
   d.format = m.oneOf("format", m.get<std::string>("format", d.format),
-                     {"idx", "libsvm", "csv", "synthetic"});
+                     {"idx", "libsvm", "csv", "synthetic", "synthetic_sparse"});
   d.images = m.get<std::string>("images", d.images);
   d.labels = m.get<std::string>("labels", d.labels);
   d.path = m.get<std::string>("path", d.path);
+  d.images_at = m.at("images");
+  d.labels_at = m.at("labels");
+  d.path_at = m.at("path");
   d.label_column = m.get<std::string>("label_column", d.label_column);
   d.features = m.inRange<size_t>("features", m.get<size_t>("features", d.features), 0, 1u << 28);
   d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, 1u << 28);
   d.classes = m.inRange<int32_t>("classes", m.get<int32_t>("classes", d.classes), 2, 1 << 16);
+  d.nnz_per_row =
+      m.inRange<size_t>("nnz_per_row", m.get<size_t>("nnz_per_row", d.nnz_per_row), 1, 1u << 20);
   d.seed = m.get<uint64_t>("seed", d.seed);
   d.test_fraction =
       m.inRange("test_fraction", m.get<double>("test_fraction", d.test_fraction), 0.0, 0.9);
@@ -36,8 +42,19 @@ void readDataSource(MapReader& m, ml::DataSource& d) {
   if ((d.format == "libsvm" || d.format == "csv") && d.path.empty()) {
     m.failHere(d.format + " data needs 'path'");
   }
-  if (d.format == "synthetic" && (d.rows == 0 || d.features == 0)) {
-    m.failHere("synthetic data needs 'rows' and 'features'");
+  const bool synthetic = d.format == "synthetic" || d.format == "synthetic_sparse";
+  if (synthetic && (d.rows == 0 || d.features == 0)) {
+    m.failHere(d.format + " data needs 'rows' and 'features'");
+  }
+  if (d.format == "synthetic_sparse" && d.nnz_per_row > d.features) {
+    m.fail("nnz_per_row", "'nnz_per_row' must not exceed 'features'");
+  }
+  if (synthetic && split != ml::DataSource::Split::kAll) {
+    const double test = std::round(double(d.rows) * d.test_fraction);
+    if (test < 1.0 || test >= double(d.rows)) {
+      m.fail(m.has("test_fraction") ? "test_fraction" : "rows",
+             "'test_fraction' of 'rows' must leave at least one test and one training row");
+    }
   }
 }
 
@@ -130,7 +147,7 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   readAllocation(m.child("allocation"), s.allocation);
   if (m.has("test_data")) {
     MapReader d = m.child("test_data");
-    readDataSource(d, s.test_data);
+    readDataSource(d, s.test_data, ml::DataSource::Split::kTest);
     d.done();
   } else {
     s.test_data.format = "";
@@ -174,7 +191,8 @@ void readTuning(MapReader m, TuningSettings& s) {
   s.recompute_every = m.inRange<uint32_t>(
       "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);
   s.recompute_drift = m.get<double>("recompute_drift", s.recompute_drift);
-  if (!(s.recompute_drift == 0.0 || (s.recompute_drift > 1.0 && std::isfinite(s.recompute_drift)))) {
+  if (!(s.recompute_drift == 0.0 ||
+        (s.recompute_drift > 1.0 && std::isfinite(s.recompute_drift)))) {
     m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
                                   std::to_string(s.recompute_drift));
   }
@@ -203,7 +221,7 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   s.coordinator = m.get<std::string>("coordinator", s.coordinator);
   if (with_data) {
     MapReader d = m.child("data");
-    readDataSource(d, s.data);
+    readDataSource(d, s.data, ml::DataSource::Split::kTrain);
     MapReader shard = d.child("shard");
     s.shard_total =
         shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, 100000);
@@ -321,7 +339,7 @@ SimSettings loadSimSettings(const std::string& file) {
   readPartition(part, s.worker.partition);
   w.done();
   MapReader d = m.child("train_data");
-  readDataSource(d, s.train_data);
+  readDataSource(d, s.train_data, ml::DataSource::Split::kTrain);
   d.done();
   for (auto& l : m.list("links")) {
     SimLink link;

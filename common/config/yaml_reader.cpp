@@ -1,6 +1,7 @@
 #include "common/config/yaml_reader.hpp"
 
 #include <filesystem>
+#include <map>
 
 namespace tern::config {
 
@@ -9,6 +10,25 @@ MapReader::MapReader(YAML::Node node, std::string file, std::string path)
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
     failHere("expected a mapping" + (path_.empty() ? std::string() : " for '" + path_ + "'"));
   }
+  if (!node_ || !node_.IsMap()) return;
+  // YAML keeps both of two equal keys, and a lookup would silently read the first.
+  std::map<std::string, YAML::Mark> first;
+  for (const auto& kv : node_) {
+    if (!kv.first.IsScalar()) {
+      throw ConfigError(where(kv.first.Mark()) + ": a key must be a plain name");
+    }
+    const std::string key = kv.first.Scalar();
+    auto [it, inserted] = first.emplace(key, kv.first.Mark());
+    if (!inserted) {
+      throw ConfigError(where(kv.first.Mark()) + ": duplicate key '" + path_ + key +
+                        "' (first at line " + std::to_string(it->second.line + 1) + ")");
+    }
+  }
+}
+
+std::string MapReader::at(const std::string& key) const {
+  if (!node_ || !node_.IsMap() || !node_[key]) return "";
+  return where(node_[key].Mark());
 }
 
 std::string MapReader::where(const YAML::Mark& mark) const {
@@ -25,6 +45,17 @@ bool MapReader::hasMap(const std::string& key) const { return has(key) && node_[
 void MapReader::fail(const std::string& key, const std::string& message) const {
   YAML::Node v = node_ && node_.IsMap() ? node_[key] : YAML::Node();
   throw ConfigError(where(v ? v.Mark() : node_.Mark()) + ": " + message);
+}
+
+void MapReader::failAtKey(const std::string& key, const std::string& message) const {
+  if (node_ && node_.IsMap()) {
+    for (const auto& kv : node_) {
+      if (kv.first.IsScalar() && kv.first.Scalar() == key) {
+        throw ConfigError(where(kv.first.Mark()) + ": " + message);
+      }
+    }
+  }
+  failHere(message);
 }
 
 void MapReader::failHere(const std::string& message) const {

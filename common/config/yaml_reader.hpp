@@ -34,13 +34,17 @@ class MapReader {
   std::vector<MapReader> list(const std::string& key);
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
   [[noreturn]] void failHere(const std::string& message) const;
+  // At the key itself rather than its value (an empty value has no position of its own).
+  [[noreturn]] void failAtKey(const std::string& key, const std::string& message) const;
   void done() const;
   const std::string& file() const { return file_; }
+  // "file:line:column" of key's value, or "" when the key is absent.
+  std::string at(const std::string& key) const;
 
   // Range checks that name the key's position on failure.
   template <typename T>
   T inRange(const std::string& key, T value, T lo, T hi) const {
-    if (value < lo || value > hi) {
+    if (!(value >= lo && value <= hi)) {  // NaN is in no range
       fail(key, "'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                     "], got " + std::to_string(value));
     }
@@ -62,6 +66,10 @@ YAML::Node loadYamlFile(const std::string& file);
 
 template <typename T>
 T MapReader::get(const std::string& key, T fallback) {
+  seen_.insert(key);
+  if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull()) {
+    failAtKey(key, "'" + path_ + key + "' has no value");
+  }
   if (!has(key)) return fallback;
   return require<T>(key);
 }

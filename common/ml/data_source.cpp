@@ -1,47 +1,106 @@
 #include "common/ml/data_source.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
 namespace tern::ml {
 namespace {
 
-void requireFile(const std::string& path, const char* what) {
-  if (path.empty()) throw std::runtime_error(std::string("no ") + what + " file configured");
+// The file's configuration position first, when known: "w.yaml:12:11: images file not found: x".
+std::string at(const std::string& where, const std::string& message) {
+  return where.empty() ? message : where + ": " + message;
+}
+
+void requireFile(const std::string& path, const char* what, const std::string& where) {
+  if (path.empty())
+    throw std::runtime_error(at(where, std::string("no ") + what + " file configured"));
   if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(path + ": " + what + " file not found");
+    throw std::runtime_error(at(where, std::string(what) + " file not found: " + path));
   }
+}
+
+// A reader's error (which names the file) with the configuration position in front.
+template <typename Read>
+Dataset read(const std::string& where, Read read) {
+  try {
+    return read();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(at(where, e.what()));
+  }
+}
+
+Dataset split(Dataset all, const DataSource& source) {
+  if (source.split == DataSource::Split::kAll) return all;
+  const size_t n = all.rows();
+  const size_t test = size_t(std::llround(double(n) * source.test_fraction));
+  if (test == 0 || test >= n) {
+    throw std::runtime_error("synthetic data: test_fraction " +
+                             std::to_string(source.test_fraction) + " of " + std::to_string(n) +
+                             " rows leaves no " + (test == 0 ? "test" : "training") + " rows");
+  }
+  std::vector<size_t> rows;
+  const size_t from = source.split == DataSource::Split::kTrain ? 0 : n - test;
+  const size_t to = source.split == DataSource::Split::kTrain ? n - test : n;
+  for (size_t i = from; i < to; ++i) rows.push_back(i);
+  return all.subset(rows);
 }
 
 }  // namespace
 
 Dataset loadDataset(const DataSource& source) {
   if (source.format == "idx") {
-    requireFile(source.images, "images");
-    requireFile(source.labels, "labels");
-    return readIdx(source.images, source.labels);
+    requireFile(source.images, "images", source.images_at);
+    requireFile(source.labels, "labels", source.labels_at);
+    return read(source.images_at, [&] { return readIdx(source.images, source.labels); });
   }
   if (source.format == "libsvm") {
-    requireFile(source.path, "libsvm");
-    return readLibsvm(source.path, source.features);
+    requireFile(source.path, "libsvm", source.path_at);
+    return read(source.path_at, [&] { return readLibsvm(source.path, source.features); });
   }
   if (source.format == "csv") {
-    requireFile(source.path, "csv");
-    return readCsv(source.path, source.label_column);
+    requireFile(source.path, "csv", source.path_at);
+    return read(source.path_at, [&] { return readCsv(source.path, source.label_column); });
   }
   if (source.format == "synthetic") {
-    return syntheticDense(source.rows, source.features, source.classes, source.seed);
+    return split(syntheticDense(source.rows, source.features, source.classes, source.seed), source);
+  }
+  if (source.format == "synthetic_sparse") {
+    return split(syntheticSparse(source.rows, source.features, source.nnz_per_row, source.seed),
+                 source);
   }
   throw std::runtime_error("unknown data format '" + source.format + "'");
 }
 
-Dataset loadShard(const Dataset& full, size_t index, size_t total, const PartitionSpec& spec) {
+namespace {
+
+void checkShard(size_t index, size_t total) {
   if (total == 0 || index >= total) {
     throw std::runtime_error("shard index " + std::to_string(index) + " out of range for " +
                              std::to_string(total) + " shards");
   }
+}
+
+}  // namespace
+
+Dataset loadShard(const Dataset& full, size_t index, size_t total, const PartitionSpec& spec) {
+  checkShard(index, total);
   auto parts = partition(full.labels, full.num_classes, total, spec);
   return full.subset(parts[index]);
+}
+
+Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
+                    const PartitionSpec& spec) {
+  checkShard(index, total);
+  if (source.format != "idx") return loadShard(loadDataset(source), index, total, spec);
+  requireFile(source.images, "images", source.images_at);
+  requireFile(source.labels, "labels", source.labels_at);
+  return read(source.images_at, [&] {
+    return readIdxRows(source.images, source.labels,
+                       [&](std::span<const int32_t> labels, int32_t classes) {
+                         return partition(labels, classes, total, spec)[index];
+                       });
+  });
 }
 
 }  // namespace tern::ml

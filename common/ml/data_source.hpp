@@ -11,7 +11,7 @@
 namespace tern::ml {
 
 struct DataSource {
-  std::string format = "idx";  // idx | libsvm | csv | synthetic
+  std::string format = "idx";  // idx | libsvm | csv | synthetic | synthetic_sparse
   std::string images;          // idx: images file
   std::string labels;          // idx: labels file
   std::string path;            // libsvm / csv
@@ -19,8 +19,17 @@ struct DataSource {
   size_t features = 0;         // libsvm: 0 = infer; synthetic: feature count
   size_t rows = 0;             // synthetic: rows
   int32_t classes = 10;        // synthetic: classes
-  uint64_t seed = 1;           // synthetic: generator seed
-  double test_fraction = 0.2;  // synthetic: rows kept aside as test set
+  size_t nnz_per_row = 74;     // synthetic_sparse: non-zeros per row
+  uint64_t seed = 1;           // synthetic: generator seed (the problem and its rows)
+  // synthetic: the last fraction of the generated rows is the held-out test set. Training data
+  // (Split::kTrain) gets the rows before it, the coordinator's test data (Split::kTest) the rows
+  // in it, so both sides name the same rows and seed and never share a row.
+  double test_fraction = 0.2;
+  enum class Split { kAll, kTrain, kTest };
+  Split split = Split::kAll;
+  // Where each file was named ("file:line:column" of the configuration key), prefixed to the
+  // error when that file is missing or malformed; empty when not from a configuration file.
+  std::string images_at, labels_at, path_at;
 };
 
 struct TrainTest {
@@ -33,5 +42,9 @@ Dataset loadDataset(const DataSource& source);
 
 // The rows of worker `index` out of `total` under the partition spec.
 Dataset loadShard(const Dataset& full, size_t index, size_t total, const PartitionSpec& spec);
+// loadShard(loadDataset(source), ...), the same rows in the same order; an IDX file is streamed
+// so that only the shard's rows are ever held (a worker on a small device never holds the rest).
+Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
+                    const PartitionSpec& spec);
 
 }  // namespace tern::ml

@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <Eigen/Sparse>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,13 @@ struct Dataset {
 // IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the
 // largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted.
 Dataset readIdx(const std::string& images_path, const std::string& labels_path);
+// Chooses rows from every label of a file (and the file's class count), e.g. one shard.
+using RowPicker =
+    std::function<std::vector<size_t>(std::span<const int32_t> labels, int32_t num_classes)>;
+// readIdx's rows `pick` chooses, in its order, as readIdx(...).subset(pick(...)) would hold them,
+// but the images stream through once and only the picked rows are ever in memory.
+Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,
+                    const RowPicker& pick);
 // LIBSVM text: "label idx:val idx:val ..." with 1-based indices. Labels in {-1,+1} or {0,1}
 // map to {0,1}; other integer labels are kept as class indices. features = 0 means infer.
 Dataset readLibsvm(const std::string& path, size_t features = 0);

@@ -102,36 +102,101 @@ class IdxStream {
 
 }  // namespace
 
-Dataset readIdx(const std::string& images_path, const std::string& labels_path) {
-  IdxStream labels_in(labels_path);
+namespace {
+
+struct IdxHeader {
+  size_t n = 0;
+  size_t features = 0;
+};
+
+// Opens both files, checks their headers agree, and reads every label.
+IdxHeader openIdx(IdxStream& images_in, IdxStream& labels_in, const std::string& images_path,
+                  const std::string& labels_path, std::vector<uint8_t>& label_bytes) {
   const auto label_dims = labels_in.readHeader(1);
-  IdxStream images_in(images_path);
   const auto image_dims = images_in.readHeader(3);
   if (image_dims[0] != label_dims[0]) {
     throw std::runtime_error("IDX files '" + images_path + "' and '" + labels_path +
                              "': count mismatch (" + std::to_string(image_dims[0]) + " images, " +
                              std::to_string(label_dims[0]) + " labels)");
   }
-  const size_t n = image_dims[0];
-  const size_t features = size_t{image_dims[1]} * image_dims[2];
-  if (features == 0) {
+  IdxHeader h;
+  h.n = image_dims[0];
+  h.features = size_t{image_dims[1]} * image_dims[2];
+  if (h.features == 0) {
     throw std::runtime_error("IDX file '" + images_path + "': images have zero pixels");
   }
-  std::vector<uint8_t> label_bytes(n);
+  label_bytes.resize(h.n);
   labels_in.readExact(label_bytes, "label data");
   labels_in.expectEnd();
+  return h;
+}
 
-  std::vector<uint8_t> pixels(n * features);
+int32_t classesOf(const std::vector<uint8_t>& label_bytes) {
+  return label_bytes.empty() ? 0 : 1 + *std::max_element(label_bytes.begin(), label_bytes.end());
+}
+
+}  // namespace
+
+Dataset readIdx(const std::string& images_path, const std::string& labels_path) {
+  IdxStream labels_in(labels_path);
+  IdxStream images_in(images_path);
+  std::vector<uint8_t> label_bytes;
+  const IdxHeader h = openIdx(images_in, labels_in, images_path, labels_path, label_bytes);
+
+  std::vector<uint8_t> pixels(h.n * h.features);
   images_in.readExact(pixels, "image data");
   images_in.expectEnd();
 
   Dataset out;
   out.is_sparse = false;
   out.labels.assign(label_bytes.begin(), label_bytes.end());
-  out.num_classes = n == 0 ? 0 : 1 + *std::max_element(label_bytes.begin(), label_bytes.end());
-  out.dense.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(features));
+  out.num_classes = classesOf(label_bytes);
+  out.dense.resize(static_cast<Eigen::Index>(h.n), static_cast<Eigen::Index>(h.features));
   float* dst = out.dense.data();
   for (size_t i = 0; i < pixels.size(); ++i) dst[i] = static_cast<float>(pixels[i]) * (1.0f / 255);
+  return out;
+}
+
+Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,
+                    const RowPicker& pick) {
+  IdxStream labels_in(labels_path);
+  IdxStream images_in(images_path);
+  std::vector<uint8_t> label_bytes;
+  const IdxHeader h = openIdx(images_in, labels_in, images_path, labels_path, label_bytes);
+  const int32_t classes = classesOf(label_bytes);
+  const std::vector<int32_t> labels(label_bytes.begin(), label_bytes.end());
+  const std::vector<size_t> rows = pick(labels, classes);
+
+  // Where each picked file row goes, in file order, so the images stream through once.
+  std::vector<std::pair<size_t, size_t>> wanted;  // (file row, output row)
+  wanted.reserve(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] >= h.n) {
+      throw std::out_of_range("IDX file '" + images_path + "': row " + std::to_string(rows[k]) +
+                              " out of range (" + std::to_string(h.n) + " rows)");
+    }
+    wanted.emplace_back(rows[k], k);
+  }
+  std::sort(wanted.begin(), wanted.end());
+
+  Dataset out;
+  out.is_sparse = false;
+  out.num_classes = classes;
+  out.labels.reserve(rows.size());
+  for (size_t r : rows) out.labels.push_back(labels[r]);
+  out.dense.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(h.features));
+  std::vector<uint8_t> pixels(h.features);
+  size_t next = 0;
+  for (size_t i = 0; i < h.n; ++i) {
+    images_in.readExact(pixels, "image data");
+    for (; next < wanted.size() && wanted[next].first == i; ++next) {
+      auto row = out.dense.row(static_cast<Eigen::Index>(wanted[next].second));
+      for (size_t j = 0; j < h.features; ++j) {
+        row[static_cast<Eigen::Index>(j)] = static_cast<float>(pixels[j]) * (1.0f / 255);
+      }
+    }
+  }
+  images_in.expectEnd();
   return out;
 }
 

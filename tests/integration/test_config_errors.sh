@@ -17,7 +17,9 @@ set +e
 "$BIN/tern-worker" --config "$WORK/m.yaml" > "$WORK/out2" 2>&1; rc=$?
 set -e
 [ $rc -ne 0 ] || fail "missing dataset accepted"
-grep -q "no-such-file.gz" "$WORK/out2" || { cat "$WORK/out2"; fail "message does not name the missing file"; }
+line=$(grep -n no-such-file.gz "$WORK/m.yaml" | cut -d: -f1)
+grep -q "$WORK/m.yaml:$line:[0-9]*: images file not found: .*/no-such-file.gz" "$WORK/out2" ||
+  { cat "$WORK/out2"; fail "message does not name the config file and line and the missing file"; }
 
 printf 'min_workers: "many"\n' > "$WORK/c.yaml"
 set +e

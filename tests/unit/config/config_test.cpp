@@ -219,13 +219,15 @@ TEST_CASE("the allocation's round overhead is read for the cost-aware deadline")
 }
 
 TEST_CASE("whole-packet pricing is read, and refused without a link-seconds budget") {
-  auto c = loadCoordinatorSettings(writeTemp(
-      "packets.yaml", "security: none\nallocation: {method: cost-aware, seconds_per_round: 0.06, "
-                      "whole_packets: true}\n"));
+  auto c = loadCoordinatorSettings(
+      writeTemp("packets.yaml",
+                "security: none\nallocation: {method: cost-aware, seconds_per_round: 0.06, "
+                "whole_packets: true}\n"));
   CHECK(c.allocation.budget.whole_packets);
   CHECK(c.allocation.budget.seconds_per_round == doctest::Approx(0.06));
-  auto bad = writeTemp("packets-bad.yaml",
-                       "security: none\nallocation:\n  method: cost-aware\n  whole_packets: true\n");
+  auto bad =
+      writeTemp("packets-bad.yaml",
+                "security: none\nallocation:\n  method: cost-aware\n  whole_packets: true\n");
   const std::string error = errorOf([&] { loadCoordinatorSettings(bad); });
   CHECK(error.find("packets-bad.yaml:4:") != std::string::npos);
   CHECK(error.find("needs 'seconds_per_round'") != std::string::npos);
@@ -238,9 +240,70 @@ TEST_CASE("the hybrid's drift factor is read, and refused between 0 and 1") {
   CHECK(w.tuning.recompute_drift == doctest::Approx(1.5));
   CHECK(loadWorkerSettings(writeTemp("drift-default.yaml", data + "tuning: {method: cat}\n"))
             .tuning.recompute_drift == doctest::Approx(1.25));
-  auto bad = writeTemp("drift-bad.yaml",
-                       data + "tuning:\n  method: cat\n  recompute_drift: 0.5\n");
+  auto bad = writeTemp("drift-bad.yaml", data + "tuning:\n  method: cat\n  recompute_drift: 0.5\n");
   const std::string error = errorOf([&] { loadWorkerSettings(bad); });
   CHECK(error.find("drift-bad.yaml:5:") != std::string::npos);
   CHECK(error.find("'recompute_drift' must be 0 (off) or a factor > 1") != std::string::npos);
+}
+
+TEST_CASE("a NaN or infinite number is out of every range, with its position") {
+  auto f = writeTemp("nan.yaml", "optimizer:\n  lr: .nan\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(f); }).rfind(f + ":2:7: 'lr' must be in [", 0) == 0);
+  auto g = writeTemp("inf.yaml", "optimizer:\n  momentum: .inf\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(g);
+        }).rfind(g + ":2:13: 'momentum' must be in [", 0) == 0);
+}
+
+TEST_CASE("a known key without a value is named as such, not as unknown") {
+  auto f = writeTemp("empty.yaml", "min_workers: 2\neval_every:\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(f); }) == f + ":2:1: 'eval_every' has no value");
+}
+
+TEST_CASE("a key given twice is refused at the second, naming the first line") {
+  auto f = writeTemp("dup.yaml", "optimizer: {lr: 0.1, lr: 0.2}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(f); }) ==
+        f + ":1:22: duplicate key 'optimizer.lr' (first at line 1)");
+  auto g = writeTemp("dup2.yaml", "max_rounds: 5\nmin_workers: 1\nmax_rounds: 6\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(g); }) ==
+        g + ":3:1: duplicate key 'max_rounds' (first at line 1)");
+}
+
+TEST_CASE("synthetic data: sparse is selectable and a test share that leaves no rows is refused") {
+  auto f = writeTemp("sparse.yaml",
+                     "data: {format: synthetic_sparse, rows: 50, features: 400, nnz_per_row: 9}\n"
+                     "security: none\n");
+  auto s = loadWorkerSettings(f);
+  CHECK(s.data.format == "synthetic_sparse");
+  CHECK(s.data.nnz_per_row == 9);
+  CHECK(s.data.split == tern::ml::DataSource::Split::kTrain);
+  auto g = writeTemp("nnz.yaml",
+                     "data: {format: synthetic_sparse, rows: 50, features: 4, nnz_per_row: 9}\n"
+                     "security: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(g); }).find("'nnz_per_row' must not exceed 'features'") !=
+        std::string::npos);
+  auto h = writeTemp("frac.yaml",
+                     "data: {format: synthetic, rows: 3, features: 4, test_fraction: 0.1}\n"
+                     "security: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(h); }) ==
+        h + ":1:64: 'test_fraction' of 'rows' must leave at least one test and one training row");
+  auto c = writeTemp("test_split.yaml",
+                     "test_data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n");
+  CHECK(loadCoordinatorSettings(c).test_data.split == tern::ml::DataSource::Split::kTest);
+}
+
+TEST_CASE("a data file's configuration position is kept for the loader's errors") {
+  auto f = writeTemp("datafile.yaml",
+                     "data:\n  format: idx\n  images: /nonexistent/img.gz\n  labels: /nonexistent/"
+                     "lab.gz\nsecurity: none\n");
+  auto s = loadWorkerSettings(f);
+  CHECK(s.data.images_at == f + ":3:11");
+  CHECK(s.data.labels_at == f + ":4:11");
+  std::string msg;
+  try {
+    tern::ml::loadDataset(s.data);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  CHECK(msg == f + ":3:11: images file not found: /nonexistent/img.gz");
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ml/data_source.hpp"
 #include "common/ml/dataset.hpp"
 #include "test_support.hpp"
 
@@ -267,4 +268,39 @@ TEST_CASE("CSV reader reports file, line and column of malformed input") {
   }
   const std::string missing = dir.file("missing.csv");
   CHECK(contains(runtimeErrorOf([&] { readCsv(missing); }), missing));
+}
+
+TEST_CASE(
+    "a worker's streamed IDX shard holds exactly the rows loadShard cuts from the whole file") {
+  // 300 random 4x5 images with labels 0..6, gzip: every shard of three partitions, read streamed,
+  // equals the same shard cut from the fully read file (rows, order, labels, class count).
+  ScratchDir dir("idx_shard");
+  const uint32_t n = 300;
+  std::string images = bigEndian32(0x00000803) + bigEndian32(n) + bigEndian32(4) + bigEndian32(5);
+  std::string labels = bigEndian32(0x00000801) + bigEndian32(n);
+  tern::Rng rng(21);
+  for (uint32_t i = 0; i < n; ++i) {
+    for (int j = 0; j < 20; ++j) images.push_back(char(rng() & 0xff));
+    labels.push_back(char(rng() % 7));
+  }
+  DataSource src;
+  src.format = "idx";
+  src.images = writeGzip(dir.file("img.gz"), images);
+  src.labels = writeGzip(dir.file("lbl.gz"), labels);
+  const Dataset full = loadDataset(src);
+  PartitionSpec iid, skew, volume;
+  skew.dirichlet_alpha = 0.3;
+  volume.volume_ratio = 8.0;
+  for (const auto& spec : {iid, skew, volume}) {
+    for (size_t i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      const Dataset want = loadShard(full, i, 4, spec);
+      const Dataset got = loadShardOf(src, i, 4, spec);
+      CHECK(got.num_classes == full.num_classes);
+      CHECK(got.labels == want.labels);
+      REQUIRE(got.dense.rows() == want.dense.rows());
+      CHECK(got.dense == want.dense);
+    }
+  }
+  CHECK(contains(runtimeErrorOf([&] { loadShardOf(src, 4, 4, iid); }), "out of range"));
 }

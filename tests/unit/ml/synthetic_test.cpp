@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/ml/data_source.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 
@@ -97,4 +98,44 @@ TEST_CASE("syntheticDense draws balanced classes around separate Gaussian means"
                     .squaredNorm();
   }
   CHECK(residual / (3000.0 * 8) == doctest::Approx(1.0).epsilon(0.05));
+}
+
+TEST_CASE("synthetic training and test splits are the generated rows cut once, disjoint") {
+  for (const char* format : {"synthetic", "synthetic_sparse"}) {
+    CAPTURE(format);
+    DataSource src;
+    src.format = format;
+    src.rows = 101;
+    src.features = 30;
+    src.classes = 3;
+    src.nnz_per_row = 5;
+    src.seed = 9;
+    src.test_fraction = 0.2;
+    const Dataset all = loadDataset(src);  // Split::kAll
+    src.split = DataSource::Split::kTrain;
+    const Dataset train = loadDataset(src);
+    src.split = DataSource::Split::kTest;
+    const Dataset test = loadDataset(src);
+    // round(101 * 0.2) = 20 test rows, the last ones generated.
+    REQUIRE(train.rows() == 81);
+    REQUIRE(test.rows() == 20);
+    auto row = [](const Dataset& d, size_t i) {
+      std::vector<float> r(d.features(), 0.0f);
+      if (d.is_sparse) {
+        for (SparseMatrix::InnerIterator it(d.sparse, Eigen::Index(i)); it; ++it) {
+          r[size_t(it.col())] = it.value();
+        }
+      } else {
+        for (size_t j = 0; j < r.size(); ++j) r[j] = d.dense(Eigen::Index(i), Eigen::Index(j));
+      }
+      return r;
+    };
+    for (size_t i = 0; i < all.rows(); ++i) {
+      const bool in_train = i < 81;
+      const Dataset& part = in_train ? train : test;
+      const size_t k = in_train ? i : i - 81;
+      CHECK(part.labels[k] == all.labels[i]);
+      CHECK(row(part, k) == row(all, i));
+    }
+  }
 }
