@@ -134,6 +134,9 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                   std::to_string(shard_->features()));
   }
   if (w.training().batch_size() == 0) return refuse("training settings have batch size 0");
+  if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
+    return refuse("the coordinator's model cannot train on this shard: " + why);
+  }
   std::unique_ptr<ml::Model> model;
   try {
     model = ml::makeModel(spec);

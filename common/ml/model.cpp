@@ -94,6 +94,18 @@ double maxAugmentedRowNorm2(const Dataset& data) {
 
 }  // namespace detail
 
+std::string labelsUnfit(const ModelSpec& spec, const Dataset& data) {
+  const int64_t outputs = spec.kind == "logistic" ? 2 : int64_t(spec.classes);
+  for (int32_t y : data.labels) {
+    if (y < 0 || y >= outputs) {
+      return "label " + std::to_string(y) + " has no output in a " + spec.kind + " model of " +
+             std::to_string(outputs) + " classes" +
+             (spec.kind == "logistic" ? " (labels must be 0 or 1)" : "");
+    }
+  }
+  return "";
+}
+
 std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
   if (spec.features == 0) throw std::invalid_argument("makeModel: features must be >= 1");
   if (spec.classes == 0) throw std::invalid_argument("makeModel: classes must be >= 1");

@@ -48,5 +48,8 @@ class Model {
 
 // Throws std::invalid_argument on an unknown kind or zero features/classes.
 std::unique_ptr<Model> makeModel(const ModelSpec& spec);
+// Why `data` cannot train or test a model of `spec` (a label the model has no output for; a
+// logistic model takes labels 0 and 1 only), or "" when it can.
+std::string labelsUnfit(const ModelSpec& spec, const Dataset& data);
 
 }  // namespace tern::ml

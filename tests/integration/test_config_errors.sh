@@ -27,4 +27,13 @@ set +e
 set -e
 [ $rc -ne 0 ] || fail "wrong type accepted"
 grep -q "$WORK/c.yaml:1:14: 'min_workers' has the wrong type" "$WORK/out3" || { cat "$WORK/out3"; fail "bad type message"; }
+# A logistic (two-class) model cannot be tested on ten classes: said at start, not at round 1.
+write_coordinator "$WORK/l.yaml" 5 1
+sed -i "s|model: {kind: softmax, classes: 10}|model: {kind: logistic}|" "$WORK/l.yaml"
+set +e
+"$BIN/tern-coordinator" --config "$WORK/l.yaml" > "$WORK/out4" 2>&1; rc=$?
+set -e
+[ $rc -ne 0 ] || fail "a logistic model on ten classes accepted"
+grep -q "test_data does not fit the model: label [2-9] has no output in a logistic model" "$WORK/out4" ||
+  { cat "$WORK/out4"; fail "no clear message for labels the model cannot take"; }
 echo "PASS: configuration errors name file:line:column"

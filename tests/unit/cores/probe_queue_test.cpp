@@ -55,7 +55,8 @@ struct Rig {
   size_t probes_sent_while_unacked = 0;  // must stay 0
   size_t probes_sent_behind_push = 0;    // probes later than a push in one batch: must stay 0
 
-  explicit Rig(uint32_t alternate_rounds = 0) {
+  explicit Rig(uint32_t alternate_rounds = 0, int32_t shard_classes = 2) {
+    shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, shard_classes, 1));
     settings.link.alternate_rounds = alternate_rounds;
     settings.compressor.name = "identity";
     settings.coordinator_patience_seconds = 30.0;
@@ -64,20 +65,20 @@ struct Rig {
     core->start();
   }
 
-  void welcome(uint32_t batch_size = 8) {
+  void welcome(uint32_t batch_size = 8, const std::string& kind = "softmax", uint32_t classes = 2) {
     ml::ModelSpec spec;
-    spec.kind = "softmax";
+    spec.kind = kind;
     spec.features = 3;
-    spec.classes = 2;
+    spec.classes = classes;
     auto model = ml::makeModel(spec);
     Message m;
     m.envelope = makeEnvelope();
     auto* w = m.envelope.mutable_welcome();
     w->set_worker_id(1);
     w->set_session(session);
-    w->mutable_model()->set_kind("softmax");
+    w->mutable_model()->set_kind(kind);
     w->mutable_model()->set_features(3);
-    w->mutable_model()->set_classes(2);
+    w->mutable_model()->set_classes(classes);
     w->mutable_training()->set_batch_size(batch_size);
     w->mutable_training()->set_seed(3);
     w->set_cap(uint32_t(model->numParams()));
@@ -291,5 +292,16 @@ TEST_CASE("a welcome with batch size 0 is refused and counted, and the worker st
   CHECK_FALSE(rig.core->joined());
   CHECK(rig.core->stats().rejected == 1);
   rig.welcome(8);
+  CHECK(rig.core->joined());
+}
+
+TEST_CASE("a welcome whose model has no output for a label of the shard is refused and counted") {
+  Rig rig(0, 3);  // labels 0, 1, 2
+  rig.welcome(8, "logistic", 2);
+  CHECK_FALSE(rig.core->joined());
+  rig.welcome(8, "softmax", 2);
+  CHECK_FALSE(rig.core->joined());
+  CHECK(rig.core->stats().rejected == 2);
+  rig.welcome(8, "softmax", 3);
   CHECK(rig.core->joined());
 }
