@@ -335,9 +335,12 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   }
   if (phase_ != Phase::kRunning || push.round() != round_) {
     ++late_pushes_;
-    return withNotice({reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
+    Outgoing refused = reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
                               "push for round " + std::to_string(push.round()) +
-                                  ", current round is " + std::to_string(round_))});
+                                  ", current round is " + std::to_string(round_));
+    refused.message.envelope.mutable_error()->set_round(push.round());
+    refused.message.envelope.mutable_error()->set_about_push(true);
+    return withNotice({std::move(refused)});
   }
   if (w->rec.pushed) {
     // Idempotent: a duplicate of an accepted push is acknowledged again but not applied twice.

@@ -41,6 +41,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   st.alive_workers = core.joined() ? 1 : 0;
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
   st.counters = {{"probe_bytes", stats.probe_bytes},
+                 {"pushes_taken_back", stats.taken_back},
                  {"rejoins", stats.rejoins},
                  {"repushes", stats.repushes},
                  {"connections_auth_refused", auth_refused},

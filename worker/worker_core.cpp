@@ -114,6 +114,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         return join();
       }
       if (e.code() == wire::Error::SHUTTING_DOWN) finished_ = true;
+      if (e.code() == wire::Error::BAD_ROUND && e.about_push()) takeBack(e.round());
       return {};
     }
     default:
@@ -168,6 +169,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
   link_->reset();
   pushed_round_ = -1;
+  sent_.clear();
   joined_ = true;
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
@@ -312,6 +314,11 @@ Message WorkerCore::makePush(uint64_t round, bool again) {
   auto compressed = compressor_->compressCorrected(level, rng_);
   stats_.last_level = level;
   pushed_round_ = int64_t(round);
+  if (compressor_->enabled()) {
+    std::erase_if(sent_, [round](const auto& s) { return s.first == round; });
+    sent_.emplace_back(round, compressed.decoded);
+    while (sent_.size() > 2) sent_.pop_front();
+  }
   stats_.last_loss = loss;
   ++stats_.rounds;
 
@@ -330,6 +337,25 @@ Message WorkerCore::makePush(uint64_t round, bool again) {
   p->set_predicted_improvement(decision.predicted_improvement);
   m.payload = std::move(compressed.bytes);
   return sendable(std::move(m));
+}
+
+const std::vector<float>& WorkerCore::residual() const {
+  static const std::vector<float> none;
+  return compressor_ ? compressor_->residual() : none;
+}
+
+void WorkerCore::takeBack(uint64_t round) {
+  for (auto it = sent_.begin(); it != sent_.end(); ++it) {
+    if (it->first != round) continue;
+    // Never applied: what it carried is still owed, so the residual holds it again.
+    if (compressor_->takeBack(it->second)) {
+      ++stats_.taken_back;
+      spdlog::info("push for round {} was refused as late: its content goes out with a later one",
+                   round);
+    }
+    sent_.erase(it);
+    return;
+  }
 }
 
 void WorkerCore::onSent(const Message& msg, size_t wire_bytes) {

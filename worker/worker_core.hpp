@@ -5,6 +5,7 @@
 // gradient on its shard, adds its error-feedback residual, lets the tuner pick the level under
 // the coordinator's cap, compresses and pushes. Push-to-ack times feed its link model.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,8 +31,9 @@ struct WorkerStats {
   uint64_t probe_bytes = 0;
   uint64_t received_bytes = 0;  // every coordinator message, as it came off the wire
   uint64_t rejoins = 0;
-  uint64_t rejected = 0;  // coordinator messages this worker refused
-  uint64_t repushes = 0;  // rounds the coordinator asked for again after refusing the push
+  uint64_t rejected = 0;    // coordinator messages this worker refused
+  uint64_t repushes = 0;    // rounds the coordinator asked for again after refusing the push
+  uint64_t taken_back = 0;  // pushes refused as late whose content went back into the residual
   uint32_t last_level = 0;
   double last_loss = 0.0;
   double data_share = 0.0;  // p_i, as the coordinator last said
@@ -58,6 +60,8 @@ class WorkerCore {
   const std::vector<float>& parameters() const { return params_; }
   const WorkerStats& stats() const { return stats_; }
   const LinkMonitor& link() const { return *link_; }
+  // The error-feedback residual (empty before the first push or with feedback off).
+  const std::vector<float>& residual() const;
 
  private:
   std::vector<Message> join();
@@ -65,6 +69,8 @@ class WorkerCore {
   std::vector<Message> handleRoundStart(const Message& msg);
   // again: the coordinator asked for this round once more; its last push was never applied.
   Message makePush(uint64_t round, bool again);
+  // The push of `round` was refused as late: its content goes back into the residual.
+  void takeBack(uint64_t round);
   Message sendable(Message m);
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
@@ -86,6 +92,9 @@ class WorkerCore {
   uint64_t session_ = 0;
   uint64_t replica_round_ = 0;
   int64_t pushed_round_ = -1;  // the round of the last gradient push
+  // What the last two gradient pushes carried, by round, until they are known applied or not:
+  // a push refused as late arrives back after the next push was made.
+  std::deque<std::pair<uint64_t, compression::SparseGradient>> sent_;
   uint32_t cap_ = 0;
   double threshold_ = 0.0;
   wire::TrainingSettings training_;

@@ -41,6 +41,21 @@ Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
   return c;
 }
 
+bool ErrorFeedback::takeBack(const SparseGradient& unsent) {
+  if (!enabled_ || residual_.size() != unsent.dim) return false;
+  if (unsent.isDense()) {
+    if (unsent.values.size() != residual_.size()) return false;
+    for (size_t j = 0; j < residual_.size(); ++j) residual_[j] += unsent.values[j];
+  } else {
+    for (size_t i = 0; i < unsent.indices.size(); ++i) {
+      residual_[unsent.indices[i]] += unsent.values[i];
+    }
+  }
+  // The kept corrected vector no longer matches the residual it was built from.
+  can_rewind_ = false;
+  return true;
+}
+
 std::span<const float> ErrorFeedback::rewind(size_t d) {
   if (!can_rewind_ || corrected_.size() != d) return {};
   // v = e_prev + g was kept whole; the residual e = v - C(v) is rebuilt from it by the next

@@ -21,6 +21,9 @@ class ErrorFeedback {
   // was never applied (the push was refused); nothing changes when there is no
   // such vector of dimension d (an empty span).
   std::span<const float> rewind(size_t d);
+  // A message that was sent but never applied (refused as late): what it carried goes back into
+  // the residual, to be sent later. False, changing nothing, when the dimension differs.
+  bool takeBack(const SparseGradient& unsent);
   void reset();
   const std::vector<float>& residual() const { return residual_; }
   Compressor& inner() { return *inner_; }

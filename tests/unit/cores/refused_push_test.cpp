@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "common/compression/codec.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "common/util/checksum.hpp"
@@ -28,6 +29,9 @@ struct Cluster {
   std::map<std::string, size_t> by_peer;
   // Called on every gradient push before the coordinator sees it; may spoil it.
   std::function<void(size_t worker, Message&)> tamper;
+  // Returns true for a gradient push the link should hold back (delivered later by the test).
+  std::function<bool(size_t worker, const Message&)> hold;
+  std::vector<std::pair<size_t, Message>> held;
 
   explicit Cluster(size_t n) {
     cs.min_workers = uint32_t(n);
@@ -69,6 +73,10 @@ struct Cluster {
       const size_t bytes = m.envelope.ByteSizeLong() + m.payload.size();
       workers[i]->onSent(m, bytes);
       if (tamper && m.envelope.has_push() && !m.envelope.push().probe()) tamper(i, m);
+      if (hold && m.envelope.has_push() && !m.envelope.push().probe() && hold(i, m)) {
+        held.emplace_back(i, std::move(m));
+        continue;
+      }
       deliver(coordinator->onMessage("w" + std::to_string(i), m, bytes, now), to_coordinator);
     }
   }
@@ -94,6 +102,9 @@ struct Cluster {
   // Runs to the end, stepping the clock past each deadline when the cluster is quiet.
   void run() {
     start();
+    finish();
+  }
+  void finish() {
     for (int guard = 0; guard < 1000 && !coordinator->finished(); ++guard) {
       now += cs.round_deadline_seconds + 0.01;
       tick();
@@ -144,7 +155,7 @@ TEST_CASE("a round closes as soon as every worker has pushed or been refused") {
   CHECK(c.coordinator->round() >= 1);
   CHECK(c.coordinator->rejections().at("non_finite_loss") == 1);
   CHECK(c.coordinator->reasked() == 0);
-  c.run();
+  c.finish();
   CHECK(c.coordinator->finished());
   for (const auto& w : c.workers) {
     CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
@@ -171,10 +182,63 @@ TEST_CASE("when every push of a round is refused, the workers are asked again at
   c.tick();
   CHECK(c.coordinator->reasked() == 2);
   CHECK(c.coordinator->round() > 2);
-  c.run();
+  c.finish();
   CHECK(c.coordinator->finished());
   for (const auto& w : c.workers) {
     CHECK(w->stats().repushes == 1);
+    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
+  }
+}
+
+TEST_CASE("a push refused as late goes back into its worker's residual, exactly what it carried") {
+  Cluster c(2);
+  bool held_once = false;
+  // Worker 1's push of round 1 is held back; round 2's pushes wait too, so the late one
+  // arrives while round 2 is open.
+  c.hold = [&](size_t i, const Message& m) {
+    const uint64_t r = m.envelope.push().round();
+    if (i == 1 && r == 1 && !held_once) return held_once = true;
+    return r == 2;
+  };
+  c.start();
+  REQUIRE(c.held.size() == 1);
+  CHECK(c.coordinator->round() == 1);
+  // Round 1 closes at its deadline with worker 0 alone; round 2 starts and both push it.
+  c.now += c.cs.round_deadline_seconds + 0.01;
+  c.tick();
+  REQUIRE(c.coordinator->round() == 2);
+  REQUIRE(c.held.size() == 3);
+  const std::vector<float> before = c.workers[1]->residual();
+  REQUIRE(!before.empty());
+
+  // The late push arrives: refused (late), and the worker takes back what it carried, as the
+  // coordinator's own decoder reads it.
+  auto [i, late] = std::move(c.held.front());
+  REQUIRE(i == 1);
+  REQUIRE(late.envelope.push().round() == 1);
+  c.held.erase(c.held.begin());
+  compression::DecodeLimits limits;
+  limits.expected_dim = uint32_t(before.size());
+  limits.max_dim = uint32_t(before.size());
+  auto carried = compression::decode(late.payload, limits);
+  REQUIRE(carried.value);
+  std::vector<float> expected = before;
+  compression::addScaled(*carried.value, 1.0f, expected);
+  CHECK(c.coordinator->rejections().count("late_or_future_round") == 0);
+  c.pump(i, {std::move(late)});
+  CHECK(c.coordinator->rejections().at("late_or_future_round") == 1);
+  CHECK(c.workers[1]->stats().taken_back == 1);
+  CHECK(c.workers[1]->residual() == expected);
+  CHECK(c.workers[0]->stats().taken_back == 0);
+  // Round 2's pushes go through and the run ends with every replica on the model.
+  c.hold = nullptr;
+  auto round2 = std::move(c.held);
+  c.held.clear();
+  for (auto& [k, m] : round2) c.pump(k, {std::move(m)});
+  CHECK(c.coordinator->round() > 2);
+  c.finish();
+  CHECK(c.coordinator->finished());
+  for (const auto& w : c.workers) {
     CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
   }
 }
