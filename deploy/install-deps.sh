@@ -8,7 +8,7 @@ packages=(
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libboost-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
   zlib1g-dev doctest-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format
   prometheus-cpp-dev libsystemd-dev systemd python3 dpkg-dev
   dataset-fashion-mnist
   gnuplot-nox

@@ -2,7 +2,6 @@
 // `tern-coordinator allocate`: print an allocation plan as JSON so operators can inspect it
 // before they deploy it.
 #include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
 
@@ -10,7 +9,7 @@ namespace tern::server {
 
 struct AllocateOptions {
   std::vector<double> shares;
-  std::vector<double> costs;  // seconds per packet of each worker's link (cost-aware)
+  std::vector<double> costs;        // seconds per packet of each worker's link (cost-aware)
   std::vector<double> fixed_costs;  // fixed seconds per upload of each worker's link
   double mean_ratio = 0.01;
   double bytes_per_round = 0.0;

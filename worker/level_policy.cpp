@@ -28,9 +28,8 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
       std::isfinite(link.b)) {
     // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
     // to nothing, which the model must still accept.
-    return std::make_unique<costmodel::PacketCostModel>(std::max(link.a, 0.0),
-                                                        std::max(link.b, kMinPacketSeconds),
-                                                        link.packet_bytes);
+    return std::make_unique<costmodel::PacketCostModel>(
+        std::max(link.a, 0.0), std::max(link.b, kMinPacketSeconds), link.packet_bytes);
   }
   // Packet model with configured constants; also "measured" until the first valid fit.
   return std::make_unique<costmodel::PacketCostModel>(settings_.c_fixed, settings_.c_packet,

@@ -48,10 +48,9 @@ void LinkMonitor::issued(uint64_t key, double now) {
   p.issued_at = now;
   pending_[key] = p;
   while (pending_.size() > kMaxPending) {
-    auto oldest = std::min_element(pending_.begin(), pending_.end(), [](const auto& x,
-                                                                        const auto& y) {
-      return x.second.order < y.second.order;
-    });
+    auto oldest = std::min_element(
+        pending_.begin(), pending_.end(),
+        [](const auto& x, const auto& y) { return x.second.order < y.second.order; });
     drop(oldest);
   }
 }

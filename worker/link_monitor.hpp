@@ -79,11 +79,11 @@ class LinkMonitor {
 
  private:
   struct Pending {
-    uint64_t order = 0;               // issue order
+    uint64_t order = 0;  // issue order
     double issued_at = 0.0;
-    std::optional<double> sent_at;    // handed to the socket
+    std::optional<double> sent_at;  // handed to the socket
     size_t bytes = 0;
-    bool untimed = false;             // queued behind a message that was never acked
+    bool untimed = false;  // queued behind a message that was never acked
   };
   void drop(std::map<uint64_t, Pending>::iterator it);
   void expire(double now);

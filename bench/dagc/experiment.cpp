@@ -11,10 +11,13 @@ namespace tern::bench::dagc {
 
 const std::vector<Method>& allMethods() {
   static const std::vector<Method> methods = {
-      {"uniform", "uniform", "topk"},         {"dagc-r", "dagc-r", "topk"},
-      {"dagc-opt", "dagc-opt", "topk"},       {"cost-aware", "cost-aware", "topk"},
+      {"uniform", "uniform", "topk"},
+      {"dagc-r", "dagc-r", "topk"},
+      {"dagc-opt", "dagc-opt", "topk"},
+      {"cost-aware", "cost-aware", "topk"},
       {"cost-aware-packets", "cost-aware", "topk"},
-      {"uniform-ht", "uniform", "threshold"}, {"dagc-a", "dagc-a", "threshold"},
+      {"uniform-ht", "uniform", "threshold"},
+      {"dagc-a", "dagc-a", "threshold"},
   };
   return methods;
 }
@@ -98,9 +101,10 @@ uint32_t modelDimension() {
 
 double uniformLinkSeconds(const RunSpec& run) {
   const allocation::Budget budget;  // bytes per coordinate and packet size as the coordinator's
-  const auto cap = static_cast<uint64_t>(std::max(1.0, std::floor(run.mean_ratio * modelDimension())));
-  const uint64_t packets = (cap * budget.bytes_per_coordinate + budget.packet_bytes - 1) /
-                           budget.packet_bytes;
+  const auto cap =
+      static_cast<uint64_t>(std::max(1.0, std::floor(run.mean_ratio * modelDimension())));
+  const uint64_t packets =
+      (cap * budget.bytes_per_coordinate + budget.packet_bytes - 1) / budget.packet_bytes;
   double seconds = 0.0;
   for (const auto& link : run.links) {
     seconds += double(packets) * budget.packet_bytes * 8.0 / (link.rate_mbps * 1e6);

@@ -43,7 +43,7 @@ struct RunSpec {
   double download_rate_mbps = 100.0;
   bool measure_links = false;  // probes and link fits; only cost-aware uses the fits
   uint64_t reallocate_every = 10;
-  double mean_threshold = 0.0;     // lambda_bar, threshold methods
+  double mean_threshold = 0.0;  // lambda_bar, threshold methods
   // cost-aware: the part of a round no allocation changes (see roundOverheadSeconds); 0 = none.
   double round_overhead_seconds = 0.0;
   // cost-aware-packets: a link-seconds budget priced in whole packets (0 / false = volume budget).

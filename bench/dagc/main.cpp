@@ -172,9 +172,7 @@ using RefKey = std::tuple<std::string, uint32_t, double, double>;  // setup, wor
 using CalKey = std::tuple<std::string, uint32_t, double, double, std::string>;
 
 RefKey refKey(const RunSpec& r) { return {r.setup, r.workers, r.sr, r.mean_ratio}; }
-CalKey calKey(const RunSpec& r) {
-  return {r.setup, r.workers, r.sr, r.mean_ratio, r.method.label};
-}
+CalKey calKey(const RunSpec& r) { return {r.setup, r.workers, r.sr, r.mean_ratio, r.method.label}; }
 
 // lambda_bar for every threshold method in the plan, matched to top-k uniform's traffic.
 std::map<CalKey, double> calibrate(const std::vector<RunSpec>& runs, const Options& o) {

@@ -252,8 +252,8 @@ bool writePlot(const std::string& png, const std::vector<RunResult>& runs, std::
     (g.setup == "hetero" ? time_groups : rounds_groups).push_back(g);
   // One colour per method in both panels; a panel lists only the methods it has runs of
   // (gnuplot rejects a histogram column without a single value).
-  static const char* kColours[] = {"#4c72b0", "#dd8452", "#55a868",
-                                   "#c44e52", "#8172b3", "#937860", "#da8bc3"};
+  static const char* kColours[] = {"#4c72b0", "#dd8452", "#55a868", "#c44e52",
+                                   "#8172b3", "#937860", "#da8bc3"};
   auto panel = [&](const std::string& name, const std::vector<GroupKey>& groups, bool seconds,
                    const std::string& title, const std::string& ylabel) {
     std::vector<std::pair<std::string, size_t>> methods;  // label, colour index

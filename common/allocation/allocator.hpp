@@ -16,11 +16,11 @@ struct WorkerLoad {
 };
 
 struct Budget {
-  double mean_ratio = 0.01;           // sum_i delta_i = n * mean_ratio
-  double bytes_per_round = 0.0;       // alternative budget (0 = unused)
-  double seconds_per_round = 0.0;     // alternative budget for cost-aware (0 = unused)
-  double mean_threshold = 0.0;        // lambda_bar for dagc-a / uniform threshold
-  double deadline_seconds = 0.0;      // cost-aware: no worker's upload may exceed it (0 = none)
+  double mean_ratio = 0.01;        // sum_i delta_i = n * mean_ratio
+  double bytes_per_round = 0.0;    // alternative budget (0 = unused)
+  double seconds_per_round = 0.0;  // alternative budget for cost-aware (0 = unused)
+  double mean_threshold = 0.0;     // lambda_bar for dagc-a / uniform threshold
+  double deadline_seconds = 0.0;   // cost-aware: no worker's upload may exceed it (0 = none)
   // cost-aware with fitted links and no fixed deadline: the part of a round no allocation
   // changes (compute, broadcast, downlink latency). When > 0, cost-aware chooses the deadline
   // itself, minimising Phi * (round_overhead_seconds + slowest upload a_i + b_i * k_i), the

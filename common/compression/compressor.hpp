@@ -34,8 +34,9 @@ struct Compressed {
 };
 
 struct CompressorSpec {
-  std::string name = "topk";  // identity | fp16 | topk | randomk | threshold | sq | stochastic | qsgd
-  double threshold = 0.0;     // hard threshold lambda (threshold)
+  std::string name =
+      "topk";              // identity | fp16 | topk | randomk | threshold | sq | stochastic | qsgd
+  double threshold = 0.0;  // hard threshold lambda (threshold)
   uint32_t qsgd_levels = 16;  // s (qsgd)
 };
 

@@ -11,8 +11,8 @@ namespace tern::ml {
 struct OptimizerSpec {
   double lr = 0.1;
   double momentum = 0.0;
-  double decay = 1.0;          // multiply lr by decay every decay_every rounds
-  uint64_t decay_every = 0;    // 0 = constant learning rate
+  double decay = 1.0;        // multiply lr by decay every decay_every rounds
+  uint64_t decay_every = 0;  // 0 = constant learning rate
 };
 
 class SgdOptimizer {

@@ -4,6 +4,8 @@
 // (joined workers, rounds closing, deadlines) and still send anything at all. Checked after every
 // operation: no crash or UB, parameters stay finite, the round never goes back, and the model
 // moves only when a round closes (a rejected message never touches it).
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "common/compression/compressor.hpp"
 #include "common/transport/framing.hpp"
@@ -90,8 +90,9 @@ void checkOutgoing(const std::vector<Outgoing>& out) {
 
 void checkRestored(const std::string& bytes, Fixture& f) {
   try {
-    auto r = server::CoordinatorCore::restore(f.settings, ml::makeModel(f.settings.model), nullptr,
-                                              f.session + 1, [&f] { return f.now; }, bytes);
+    auto r = server::CoordinatorCore::restore(
+        f.settings, ml::makeModel(f.settings.model), nullptr, f.session + 1, [&f] { return f.now; },
+        bytes);
     require(r->parameters().size() == f.core->parameters().size());
     require(r->round() <= f.settings.max_rounds);
     for (float x : r->parameters()) require(std::isfinite(x));

@@ -3,8 +3,8 @@
 // reach the interesting states (rounds closing, deadlines, checkpoints, each message type).
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   const size_t d = 8;
   const uint64_t session = 0x5e55;
   Rng rng(1);
-  auto valid = str(compression::makeCompressor({"identity"})->compress(gradient(d, 3), 0, rng).bytes);
+  auto valid =
+      str(compression::makeCompressor({"identity"})->compress(gradient(d, 3), 0, rng).bytes);
   auto sparse = str(compression::makeCompressor({"topk"})->compress(gradient(d, 4), 3, rng).bytes);
   const std::filesystem::path cm = root / "coordinator_messages";
   const char A = 0x00, B = 0x10, Z = 0x20;

@@ -6,8 +6,6 @@
 // allocating, which the sender observes as its connection being dropped. The tool never sends a
 // well-formed Join, so it can never become a member and cannot influence training.
 #include <CLI/CLI.hpp>
-#include <zmq.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -17,6 +15,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/compression/compressor.hpp"
 #include "message.hpp"
@@ -41,10 +40,10 @@ enum class Kind {
 };
 constexpr int kKinds = 11;
 const char* kindName(Kind k) {
-  static const char* names[] = {"random_bytes",     "truncated",         "mutated",
-                                "too_many_frames",  "oversized_payload", "wrong_version",
-                                "nan_payload",      "foreign_session",   "unexpected_type",
-                                "bad_join",         "oversized_frame"};
+  static const char* names[] = {"random_bytes",    "truncated",         "mutated",
+                                "too_many_frames", "oversized_payload", "wrong_version",
+                                "nan_payload",     "foreign_session",   "unexpected_type",
+                                "bad_join",        "oversized_frame"};
   return names[int(k)];
 }
 
@@ -155,7 +154,8 @@ struct Generator {
       }
       case Kind::kOversizedPayload: {
         wire::Envelope e = plausible();
-        return {e.SerializeAsString(), randomBytes(std::min(max_message_bytes - 64, size_t(dim) * 8))};
+        return {e.SerializeAsString(),
+                randomBytes(std::min(max_message_bytes - 64, size_t(dim) * 8))};
       }
       case Kind::kWrongVersion: {
         wire::Envelope e = plausible();
@@ -177,11 +177,20 @@ struct Generator {
       case Kind::kUnexpectedType: {
         wire::Envelope e = makeEnvelope();
         switch (below(5)) {
-          case 0: e.mutable_welcome()->set_worker_id(1); break;
-          case 1: e.mutable_round_start()->set_round(below(100)); break;
-          case 2: e.mutable_ack()->set_round(below(100)); break;
-          case 3: e.mutable_error()->set_text("barrage"); break;
-          default: break;  // no body at all
+          case 0:
+            e.mutable_welcome()->set_worker_id(1);
+            break;
+          case 1:
+            e.mutable_round_start()->set_round(below(100));
+            break;
+          case 2:
+            e.mutable_ack()->set_round(below(100));
+            break;
+          case 3:
+            e.mutable_error()->set_text("barrage");
+            break;
+          default:
+            break;  // no body at all
         }
         return {e.SerializeAsString()};
       }
@@ -189,10 +198,17 @@ struct Generator {
         wire::Envelope e = makeEnvelope();
         auto* j = e.mutable_join();
         switch (below(4)) {
-          case 0: j->set_worker_name("intruder"); break;                     // zero samples
-          case 1: j->set_sample_count(100); break;                           // no name
-          case 2: j->set_worker_name(Bytes(300, 'x')); j->set_sample_count(1); break;
-          default:                                                            // a payload
+          case 0:
+            j->set_worker_name("intruder");
+            break;  // zero samples
+          case 1:
+            j->set_sample_count(100);
+            break;  // no name
+          case 2:
+            j->set_worker_name(Bytes(300, 'x'));
+            j->set_sample_count(1);
+            break;
+          default:  // a payload
             j->set_worker_name("intruder");
             j->set_sample_count(100);
             return {e.SerializeAsString(), randomBytes(1 + below(100))};
@@ -217,7 +233,8 @@ bool sendFrames(zmq::socket_t& s, const std::vector<Bytes>& frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tern-barrage: malformed-message barrage against a tern coordinator (loopback tests)"};
+  CLI::App app{
+      "tern-barrage: malformed-message barrage against a tern coordinator (loopback tests)"};
   std::string endpoint;
   uint64_t count = 10000, seed = 1;
   uint32_t dim = 7850, sockets = 4, window = 64;
@@ -227,7 +244,8 @@ int main(int argc, char** argv) {
   app.add_option("--count", count, "messages to send");
   app.add_option("--seed", seed, "random seed");
   app.add_option("--dim", dim, "model parameters (sizes the gradients)");
-  app.add_option("--sockets", sockets, "connections the barrage is spread over")->check(CLI::Range(1, 64));
+  app.add_option("--sockets", sockets, "connections the barrage is spread over")
+      ->check(CLI::Range(1, 64));
   app.add_option("--window", window, "unanswered messages allowed per connection");
   app.add_option("--max-message-bytes", max_message_bytes, "the coordinator's max_message_bytes");
   app.add_option("--timeout", timeout_s, "give up waiting for replies after this many seconds");

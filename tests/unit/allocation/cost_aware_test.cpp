@@ -214,7 +214,8 @@ TEST_CASE("with a round overhead cost-aware picks the deadline minimising Phi ti
     const Allocation opt = makeAllocator("dagc-opt")->allocate(loads(p), dim, free);
     CHECK(cost <= roundCostOf(opt, p, spp, fixed, budget) * (1 + 1e-12));
     // ... the budget holds ...
-    CHECK(sum(chosen.caps) <= static_cast<uint64_t>(std::floor(n * budget.mean_ratio * dim + 1e-6)));
+    CHECK(sum(chosen.caps) <=
+          static_cast<uint64_t>(std::floor(n * budget.mean_ratio * dim + 1e-6)));
     // ... and a brute-force scan over 3000 fixed deadlines finds nothing clearly better.
     double brute = cost;
     for (int j = 0; j <= 3000; ++j) {
@@ -248,10 +249,10 @@ TEST_CASE("a fixed cost clamped to zero takes the median of the measured ones") 
   budget.round_overhead_seconds = 0.015;
   const std::vector<double> p = {0.5, 0.3, 0.2};
   const std::vector<double> spp = {0.012, 0.0006, 0.012};
-  const Allocation clamped = makeAllocator("cost-aware")
-                                 ->allocate(loads(p, spp, {0.0, 0.009, 0.011}), 7850, budget);
-  const Allocation median = makeAllocator("cost-aware")
-                                ->allocate(loads(p, spp, {0.010, 0.009, 0.011}), 7850, budget);
+  const Allocation clamped =
+      makeAllocator("cost-aware")->allocate(loads(p, spp, {0.0, 0.009, 0.011}), 7850, budget);
+  const Allocation median =
+      makeAllocator("cost-aware")->allocate(loads(p, spp, {0.010, 0.009, 0.011}), 7850, budget);
   for (std::size_t i = 0; i < 3; ++i) CHECK(clamped.caps[i] == median.caps[i]);
 }
 
@@ -292,7 +293,7 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   Budget budget;
   budget.whole_packets = true;
-  const uint32_t per_packet = 1448 / 8;  // 181 coordinates of 8 bytes in a 1448-byte packet
+  const uint32_t per_packet = 1448 / 8;       // 181 coordinates of 8 bytes in a 1448-byte packet
   const uint32_t dim = per_packet * 11 + 37;  // 12 packets, the last one partly filled
   int exact = 0;
   double worst = 1.0;
@@ -315,7 +316,7 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
       const uint32_t k = a.caps[i];
       CAPTURE(k);
       CHECK((k % per_packet == 0 || k == dim));  // every packet paid for is full
-      CHECK(k >= per_packet);                     // at least one packet
+      CHECK(k >= per_packet);                    // at least one packet
       const double packets = std::ceil(double(k) / per_packet);
       spent += spp[i] * packets;
       CHECK(a.ratios[i] == doctest::Approx(double(k) / dim));  // the ratio is what it sends
@@ -332,8 +333,8 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
     if (a.phi <= brute * (1 + 1e-9)) ++exact;
     worst = std::max(worst, a.phi / brute);
   }
-  MESSAGE("whole-packet plans at the exhaustive optimum: " << exact << " of 200, worst "
-                                                           << worst << "x");
+  MESSAGE("whole-packet plans at the exhaustive optimum: " << exact << " of 200, worst " << worst
+                                                           << "x");
   CHECK(exact >= 180);
 }
 
@@ -342,13 +343,13 @@ TEST_CASE("whole packets on equal links fill one packet each when the budget buy
   budget.whole_packets = true;
   budget.seconds_per_round = 4 * 0.0116;  // four 1 Mbit/s links, one packet each
   const std::vector<double> p = {0.7, 0.2, 0.05, 0.05};
-  const Allocation a = makeAllocator("cost-aware")
-                           ->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
+  const Allocation a =
+      makeAllocator("cost-aware")->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
   for (uint32_t k : a.caps) CHECK(k == 181);
   // Priced per coordinate, the same seconds buy the same volume spread as dagc-opt does it.
   budget.whole_packets = false;
-  const Allocation linear = makeAllocator("cost-aware")
-                                ->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
+  const Allocation linear =
+      makeAllocator("cost-aware")->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
   CHECK(sum(linear.caps) <= 4 * 181);
   CHECK(linear.caps[3] < 181);
 }

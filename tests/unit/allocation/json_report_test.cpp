@@ -104,7 +104,8 @@ TEST_CASE("the JSON report of a whole-packet plan prices uploads and the even sp
   CHECK(tree.get<double>("phi_uniform") == doctest::Approx(1.0 / even));
   CHECK(tree.get<double>("phi") <= 1.0 / even);
   std::vector<double> seconds;
-  for (const auto& v : tree.get_child("upload_seconds")) seconds.push_back(v.second.get_value<double>());
+  for (const auto& v : tree.get_child("upload_seconds"))
+    seconds.push_back(v.second.get_value<double>());
   REQUIRE(seconds.size() == 2);
   for (std::size_t i = 0; i < 2; ++i) {
     const double packets = std::ceil(a.caps[i] / 181.0);

@@ -46,13 +46,15 @@ TEST_CASE("the ack of the push that closes a round holds the round's work in its
   const size_t dim = core.parameters().size();
 
   // A's push does not close the round: acked at once, held for the 2 ms since it arrived.
-  auto out = core.onMessage("A", testing::identityPush(session, a, 0, std::vector<float>(dim, 0.1f)), 100, now - 0.002);
+  auto out = core.onMessage(
+      "A", testing::identityPush(session, a, 0, std::vector<float>(dim, 0.1f)), 100, now - 0.002);
   REQUIRE(!out.empty());
   REQUIRE(out.front().message.envelope.has_ack());
   CHECK(out.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.002));
 
   // B's push closes it: the ack still goes first, with the round's 50 ms in its hold.
-  out = core.onMessage("B", testing::identityPush(session, b, 0, std::vector<float>(dim, 0.1f)), 100, now);
+  out = core.onMessage("B", testing::identityPush(session, b, 0, std::vector<float>(dim, 0.1f)),
+                       100, now);
   REQUIRE(core.round() == 1);
   REQUIRE(out.size() > 1);
   REQUIRE(out.front().message.envelope.has_ack());
@@ -60,7 +62,8 @@ TEST_CASE("the ack of the push that closes a round holds the round's work in its
   CHECK(out.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.050));
 }
 
-TEST_CASE("a daemon re-stamps the hold right before the send, and leaves other messages untouched") {
+TEST_CASE(
+    "a daemon re-stamps the hold right before the send, and leaves other messages untouched") {
   Message ack;
   ack.envelope = makeEnvelope();
   ack.envelope.mutable_ack()->set_hold_seconds(0.001);

@@ -43,8 +43,8 @@ struct Cluster {
   }
 
   std::unique_ptr<server::CoordinatorCore> restored(const std::string& bytes, uint64_t s) {
-    return server::CoordinatorCore::restore(settings, ml::makeModel(settings.model), nullptr, s,
-                                            [this] { return now; }, bytes);
+    return server::CoordinatorCore::restore(
+        settings, ml::makeModel(settings.model), nullptr, s, [this] { return now; }, bytes);
   }
 };
 
@@ -256,11 +256,11 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   };
   // A flipped bit in the parameters fails the checksum.
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) {
-                    std::string p = v.parameters();
-                    p[5] ^= 0x10;
-                    v.set_parameters(p);
-                  }),
-                  1),
+                               std::string p = v.parameters();
+                               p[5] ^= 0x10;
+                               v.set_parameters(p);
+                             }),
+                             1),
                   std::runtime_error);
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_format(2); }), 1),
                   std::runtime_error);
@@ -271,9 +271,9 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
                   std::runtime_error);
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_round(1000); }), 1),
                   std::runtime_error);
-  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.mutable_workers(1)->set_id(0); }),
-                             1),
-                  std::runtime_error);
+  CHECK_THROWS_AS(
+      c.restored(variant([](wire::Checkpoint& v) { v.mutable_workers(1)->set_id(0); }), 1),
+      std::runtime_error);
 }
 
 TEST_CASE("a worker answers a burst of unknown-session errors from a restarted coordinator once") {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "common/compression/codec.hpp"
 #include "common/ml/dataset.hpp"
@@ -20,6 +21,13 @@
 using namespace tern;
 
 namespace {
+
+// Worker i's name and ROUTER identity.
+std::string peerOf(size_t i) {
+  std::string peer = "w";
+  peer += std::to_string(i);
+  return peer;
+}
 
 struct Cluster {
   double now = 0.0;
@@ -56,10 +64,10 @@ struct Cluster {
     ws.heartbeat_seconds = 1000.0;
     ws.link.measure = false;
     for (size_t i = 0; i < n; ++i) {
-      ws.name = "w" + std::to_string(i);
+      ws.name = peerOf(i);
       auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(80, 6, 3, 11 + i));
       workers.push_back(std::make_unique<worker::WorkerCore>(ws, shard, [this] { return now; }));
-      by_peer["w" + std::to_string(i)] = i;
+      by_peer[peerOf(i)] = i;
     }
   }
 
@@ -77,7 +85,7 @@ struct Cluster {
         held.emplace_back(i, std::move(m));
         continue;
       }
-      deliver(coordinator->onMessage("w" + std::to_string(i), m, bytes, now), to_coordinator);
+      deliver(coordinator->onMessage(peerOf(i), m, bytes, now), to_coordinator);
     }
   }
 
