@@ -175,6 +175,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   w->samples = join.sample_count();
   w->rec.alive = true;
   w->rec.pushed = false;
+  w->refused = false;
   w->pending.reset();
   w->last_seen = clock_();
   reallocate();

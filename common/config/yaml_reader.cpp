@@ -37,7 +37,13 @@ std::string MapReader::where(const YAML::Mark& mark) const {
 }
 
 bool MapReader::has(const std::string& key) const {
-  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+  if (!node_ || !node_.IsMap() || !node_[key]) return false;
+  if (node_[key].IsNull()) {
+    // Asked for, so known: done() names it as empty rather than unknown.
+    asked_empty_.insert(key);
+    return false;
+  }
+  return true;
 }
 
 bool MapReader::hasMap(const std::string& key) const { return has(key) && node_[key].IsMap(); }
@@ -86,6 +92,9 @@ void MapReader::done() const {
   if (!node_ || !node_.IsMap()) return;
   for (const auto& kv : node_) {
     const std::string key = kv.first.as<std::string>();
+    if (asked_empty_.count(key) && !seen_.count(key)) {
+      throw ConfigError(where(kv.first.Mark()) + ": '" + path_ + key + "' has no value");
+    }
     if (!seen_.count(key)) {
       throw ConfigError(where(kv.first.Mark()) + ": unknown key '" + path_ + key + "'");
     }

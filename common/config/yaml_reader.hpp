@@ -59,6 +59,7 @@ class MapReader {
   std::string file_;
   std::string path_;
   mutable std::set<std::string> seen_;
+  mutable std::set<std::string> asked_empty_;  // keys has() found present without a value
 };
 
 // Loads a YAML file; a missing file or a syntax error becomes a ConfigError with position.

@@ -258,6 +258,9 @@ TEST_CASE("a NaN or infinite number is out of every range, with its position") {
 TEST_CASE("a known key without a value is named as such, not as unknown") {
   auto f = writeTemp("empty.yaml", "min_workers: 2\neval_every:\n");
   CHECK(errorOf([&] { loadCoordinatorSettings(f); }) == f + ":2:1: 'eval_every' has no value");
+  // A section looked up before it is read, too.
+  auto g = writeTemp("empty_section.yaml", "min_workers: 2\ntest_data:\nsecurity: none\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(g); }) == g + ":2:1: 'test_data' has no value");
 }
 
 TEST_CASE("a key given twice is refused at the second, naming the first line") {
