@@ -124,6 +124,17 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
 
 std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   const auto& w = msg.envelope.welcome();
+  // A welcome this worker cannot train under is refused, and the coordinator is told so it does
+  // not wait for pushes that will never come (it will be welcomed again after a re-join).
+  auto refuseWelcome = [&](const std::string& why) {
+    refuse(why);
+    Message leave;
+    leave.envelope = makeEnvelope();
+    leave.envelope.mutable_leave()->set_worker_id(w.worker_id());
+    leave.envelope.mutable_leave()->set_session(w.session());
+    leave.envelope.mutable_leave()->set_reason("cannot train: " + why);
+    return std::vector<Message>{sendable(std::move(leave))};
+  };
   ml::ModelSpec spec;
   spec.kind = w.model().kind();
   spec.features = w.model().features();
@@ -131,21 +142,22 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   spec.hidden = w.model().hidden();
   spec.l2 = w.model().l2();
   if (spec.features != shard_->features()) {
-    return refuse("model expects " + std::to_string(spec.features) + " features, shard has " +
-                  std::to_string(shard_->features()));
+    return refuseWelcome("model expects " + std::to_string(spec.features) +
+                         " features, shard has " + std::to_string(shard_->features()));
   }
-  if (w.training().batch_size() == 0) return refuse("training settings have batch size 0");
+  if (w.training().batch_size() == 0) return refuseWelcome("training settings have batch size 0");
   if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
-    return refuse("the coordinator's model cannot train on this shard: " + why);
+    return refuseWelcome("the coordinator's model cannot train on this shard: " + why);
   }
   std::unique_ptr<ml::Model> model;
   try {
     model = ml::makeModel(spec);
   } catch (const std::exception& e) {
-    return refuse(std::string("bad model spec: ") + e.what());
+    return refuseWelcome(std::string("bad model spec: ") + e.what());
   }
   std::vector<float> params(model->numParams());
-  if (!bytesToFloats(msg.payload, params)) return refuse("welcome payload has the wrong size");
+  if (!bytesToFloats(msg.payload, params))
+    return refuseWelcome("welcome payload has the wrong size");
   model_ = std::move(model);
   params_ = std::move(params);
   id_ = w.worker_id();
