@@ -390,6 +390,9 @@ std::vector<Outgoing> CoordinatorCore::refusePush(Worker& w, wire::Error::Code c
   w.refused = true;
   std::vector<Outgoing> out;
   out.push_back(reject(w.peer, code, reason, text));
+  // Named so that the worker takes back what the push carried (error feedback).
+  out.back().message.envelope.mutable_error()->set_round(round_);
+  out.back().message.envelope.mutable_error()->set_about_push(true);
   if (allAnswered()) {
     auto closed = closeRound();
     out.insert(out.end(), std::make_move_iterator(closed.begin()),

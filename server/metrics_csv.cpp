@@ -72,8 +72,4 @@ std::string finalLine(uint64_t rounds, double test_accuracy, uint64_t upload_byt
                      test_accuracy, upload_bytes, full_bytes);
 }
 
-std::string finalLine(const RoundRecord& r) {
-  return finalLine(r.round + 1, r.test_accuracy, r.upload_bytes, r.full_bytes);
-}
-
 }  // namespace tern::server

@@ -23,7 +23,5 @@ class MetricsCsv {
 std::string progressLine(const RoundRecord& r);
 std::string finalLine(uint64_t rounds, double test_accuracy, uint64_t upload_bytes,
                       uint64_t full_bytes);
-// The summary after `r`, the last round closed.
-std::string finalLine(const RoundRecord& r);
 
 }  // namespace tern::server

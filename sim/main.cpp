@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
               << " events; replicas differing from the coordinator: " << result.replica_mismatches
               << '\n';
     if (csv) std::cout << "metrics CSV: " << s.metrics_csv << '\n';
-    std::cout << server::finalLine(result.last) << std::endl;
+    std::cout << server::finalLine(result.rounds, result.last.test_accuracy,
+                                   result.last.upload_bytes, result.last.full_bytes)
+              << std::endl;
     return result.replica_mismatches == 0 ? 0 : 3;
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-sim: " << e.what() << '\n';

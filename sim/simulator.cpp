@@ -57,6 +57,15 @@ struct Simulator::Impl {
     auto cset = s.coordinator;
     cset.min_workers = s.workers;
     if (cset.model.features == 0) cset.model.features = uint32_t(full.features());
+    // Said before any round, as the daemons do (the coordinator for its test set, a worker at
+    // the welcome for its shard).
+    for (const ml::Dataset* d : {static_cast<const ml::Dataset*>(&full), test.get()}) {
+      if (!d) continue;
+      if (std::string why = ml::labelsUnfit(cset.model, *d); !why.empty()) {
+        throw std::runtime_error(std::string(d == &full ? "train_data" : "test_data") +
+                                 " does not fit the model: " + why);
+      }
+    }
     auto clock = [this] { return now; };
     coordinator = std::make_unique<server::CoordinatorCore>(
         cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL),
@@ -146,6 +155,10 @@ struct Simulator::Impl {
           break;
         case EventKind::kToWorker:
           workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes));
+          if (!workers[e.worker]->fatalError().empty()) {
+            throw std::runtime_error("sim-worker-" + std::to_string(e.worker) +
+                                     " gave up: " + workers[e.worker]->fatalError());
+          }
           break;
         case EventKind::kWorkerTick:
           if (e.generation == worker_tick_gen[e.worker]) {
@@ -169,6 +182,7 @@ struct Simulator::Impl {
       if (checksum(w->parameters()) != reference) ++result.replica_mismatches;
     }
     result.last = coordinator->lastRecord();
+    result.rounds = coordinator->round();
     result.virtual_seconds = now;
     result.sent_to_worker = sent_to_worker;
     for (const auto& w : workers) result.workers.push_back(w->stats());

@@ -15,6 +15,7 @@ namespace tern::sim {
 
 struct SimResult {
   server::RoundRecord last;
+  uint64_t rounds = 0;              // rounds closed
   uint64_t replica_mismatches = 0;  // workers whose replica differs from the coordinator's model
   double virtual_seconds = 0.0;
   uint64_t events = 0;

@@ -208,6 +208,10 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
                fit.samples);
   std::cout << "replica: round=" << core.replicaRound() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
+  if (!core.fatalError().empty()) {
+    std::cerr << "tern-worker: " << core.fatalError() << '\n';
+    return 1;
+  }
   return 0;
 }
 

@@ -114,7 +114,8 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         return join();
       }
       if (e.code() == wire::Error::SHUTTING_DOWN) finished_ = true;
-      if (e.code() == wire::Error::BAD_ROUND && e.about_push()) takeBack(e.round());
+      // A push refused (late, or with a bad payload): what it carried is owed again.
+      if (e.about_push()) takeBack(e.round());
       return {};
     }
     default:
@@ -126,8 +127,13 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   const auto& w = msg.envelope.welcome();
   // A welcome this worker cannot train under is refused, and the coordinator is told so it does
   // not wait for pushes that will never come (it will be welcomed again after a re-join).
-  auto refuseWelcome = [&](const std::string& why) {
+  // A shard that cannot train the model (features, labels) will not change: the worker gives up.
+  auto refuseWelcome = [&](const std::string& why, bool give_up = false) {
     refuse(why);
+    if (give_up) {
+      fatal_ = why;
+      finished_ = true;
+    }
     Message leave;
     leave.envelope = makeEnvelope();
     leave.envelope.mutable_leave()->set_worker_id(w.worker_id());
@@ -143,11 +149,12 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   spec.l2 = w.model().l2();
   if (spec.features != shard_->features()) {
     return refuseWelcome("model expects " + std::to_string(spec.features) +
-                         " features, shard has " + std::to_string(shard_->features()));
+                             " features, shard has " + std::to_string(shard_->features()),
+                         true);
   }
   if (w.training().batch_size() == 0) return refuseWelcome("training settings have batch size 0");
   if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
-    return refuseWelcome("the coordinator's model cannot train on this shard: " + why);
+    return refuseWelcome("the coordinator's model cannot train on this shard: " + why, true);
   }
   std::unique_ptr<ml::Model> model;
   try {
@@ -317,8 +324,20 @@ Message WorkerCore::makePush(uint64_t round, bool again) {
   uint64_t used = 0;
   computeGradient(round, grad, loss, used);
   // Asked again, the replica and the minibatch are the same, so the corrected vector is too: the
-  // kept one is compressed again, and the residual never counts the refused push as sent.
-  std::span<const float> v = again ? compressor_->rewind(grad.size()) : std::span<const float>();
+  // kept one is compressed again (nothing else touched the residual since), or else the refused
+  // push is taken back (if its error has not done so) and the residual, which then holds this
+  // gradient and everything still owed, is what goes out. Either way the residual never counts
+  // the refused push as sent, and the gradient is not added twice.
+  std::span<const float> v;
+  if (again) {
+    v = compressor_->rewind(grad.size());
+    if (!v.empty()) {
+      std::erase_if(sent_, [round](const auto& s) { return s.first == round; });
+    } else {
+      takeBack(round);
+      v = compressor_->resendResidual(grad.size());
+    }
+  }
   if (v.empty()) v = compressor_->corrected(grad);
   uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
   auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit());
@@ -362,8 +381,7 @@ void WorkerCore::takeBack(uint64_t round) {
     // Never applied: what it carried is still owed, so the residual holds it again.
     if (compressor_->takeBack(it->second)) {
       ++stats_.taken_back;
-      spdlog::info("push for round {} was refused as late: its content goes out with a later one",
-                   round);
+      spdlog::info("push for round {} was refused: its content goes out with a later one", round);
     }
     sent_.erase(it);
     return;

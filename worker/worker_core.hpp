@@ -53,6 +53,8 @@ class WorkerCore {
   double nextWakeup() const;
 
   bool finished() const { return finished_; }
+  // Why this worker gave up (its shard cannot train the coordinator's model), or "".
+  const std::string& fatalError() const { return fatal_; }
   bool joined() const { return joined_; }
   uint32_t id() const { return id_; }
   uint64_t session() const { return session_; }
@@ -88,6 +90,7 @@ class WorkerCore {
 
   bool joined_ = false;
   bool finished_ = false;
+  std::string fatal_;
   uint32_t id_ = 0;
   uint64_t session_ = 0;
   uint64_t replica_round_ = 0;

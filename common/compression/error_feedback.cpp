@@ -56,6 +56,14 @@ bool ErrorFeedback::takeBack(const SparseGradient& unsent) {
   return true;
 }
 
+std::span<const float> ErrorFeedback::resendResidual(size_t d) {
+  if (!enabled_ || residual_.size() != d) return {};
+  corrected_ = residual_;
+  have_corrected_ = true;
+  can_rewind_ = false;
+  return corrected_;
+}
+
 std::span<const float> ErrorFeedback::rewind(size_t d) {
   if (!can_rewind_ || corrected_.size() != d) return {};
   // v = e_prev + g was kept whole; the residual e = v - C(v) is rebuilt from it by the next

@@ -24,6 +24,10 @@ class ErrorFeedback {
   // A message that was sent but never applied (refused as late): what it carried goes back into
   // the residual, to be sent later. False, changing nothing, when the dimension differs.
   bool takeBack(const SparseGradient& unsent);
+  // The residual itself as the next corrected vector (no new gradient added): for a push asked
+  // again after its content was taken back, the residual already holds that gradient. An empty
+  // span, changing nothing, when feedback is off or the dimension differs.
+  std::span<const float> resendResidual(size_t d);
   void reset();
   const std::vector<float>& residual() const { return residual_; }
   Compressor& inner() { return *inner_; }

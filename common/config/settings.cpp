@@ -50,10 +50,14 @@ void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split
     m.fail("nnz_per_row", "'nnz_per_row' must not exceed 'features'");
   }
   if (synthetic && split != ml::DataSource::Split::kAll) {
+    // Training data may keep every row (test_fraction 0); test data needs one at least.
     const double test = std::round(double(d.rows) * d.test_fraction);
-    if (test < 1.0 || test >= double(d.rows)) {
+    const bool is_test = split == ml::DataSource::Split::kTest;
+    if ((is_test && test < 1.0) || test >= double(d.rows)) {
       m.fail(m.has("test_fraction") ? "test_fraction" : "rows",
-             "'test_fraction' of 'rows' must leave at least one test and one training row");
+             is_test ? "'test_fraction' of 'rows' must leave at least one test and one "
+                       "training row"
+                     : "'test_fraction' of 'rows' must leave at least one training row");
     }
   }
 }

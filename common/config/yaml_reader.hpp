@@ -3,11 +3,13 @@
 // unknown keys, wrong types and out-of-range values fail with "file:line:column: message".
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tern::config {
@@ -44,7 +46,9 @@ class MapReader {
   // Range checks that name the key's position on failure.
   template <typename T>
   T inRange(const std::string& key, T value, T lo, T hi) const {
-    if (!(value >= lo && value <= hi)) {  // NaN is in no range
+    bool in = value >= lo && value <= hi;  // NaN is in no range
+    if constexpr (std::is_floating_point_v<T>) in = in && std::isfinite(value);  // nor infinity
+    if (!in) {
       fail(key, "'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                     "], got " + std::to_string(value));
     }
@@ -91,6 +95,9 @@ T MapReader::require(const std::string& key) {
 template <typename T>
 std::vector<T> MapReader::getVector(const std::string& key, std::vector<T> fallback) {
   seen_.insert(key);
+  if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull()) {
+    failAtKey(key, "'" + path_ + key + "' has no value");
+  }
   if (!has(key)) return fallback;
   YAML::Node v = node_[key];
   if (!v.IsSequence()) fail(key, "'" + path_ + key + "' must be a list");

@@ -34,6 +34,7 @@ Dataset split(Dataset all, const DataSource& source) {
   if (source.split == DataSource::Split::kAll) return all;
   const size_t n = all.rows();
   const size_t test = size_t(std::llround(double(n) * source.test_fraction));
+  if (source.split == DataSource::Split::kTrain && test == 0) return all;
   if (test == 0 || test >= n) {
     throw std::runtime_error("synthetic data: test_fraction " +
                              std::to_string(source.test_fraction) + " of " + std::to_string(n) +

@@ -36,4 +36,12 @@ set -e
 [ $rc -ne 0 ] || fail "a logistic model on ten classes accepted"
 grep -q "test_data does not fit the model: label [2-9] has no output in a logistic model" "$WORK/out4" ||
   { cat "$WORK/out4"; fail "no clear message for labels the model cannot take"; }
+sed "s|    kind: softmax|    kind: logistic|" "$SRC/deploy/config/sim-quick.yaml" > "$WORK/s.yaml"
+grep -q "kind: logistic" "$WORK/s.yaml" || fail "could not write the logistic sim config"
+set +e
+(cd "$WORK" && timeout 60 "$BIN/tern-sim" --config "$WORK/s.yaml" > "$WORK/out5" 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] || { cat "$WORK/out5"; fail "sim with a logistic model on ten classes: exit $rc"; }
+grep -q "train_data does not fit the model: label [2-9] has no output" "$WORK/out5" ||
+  { cat "$WORK/out5"; fail "sim: no clear message for labels the model cannot take"; }
 echo "PASS: configuration errors name file:line:column"

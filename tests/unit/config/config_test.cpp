@@ -255,6 +255,14 @@ TEST_CASE("a NaN or infinite number is out of every range, with its position") {
         }).rfind(g + ":2:13: 'momentum' must be in [", 0) == 0);
 }
 
+TEST_CASE("an infinite value is refused even where the range is unbounded") {
+  auto f = writeTemp("inf_threshold.yaml",
+                     "data: {format: synthetic, rows: 10, features: 3}\n"
+                     "compression: {name: threshold, threshold: .inf}\nsecurity: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(f); }).rfind(f + ":2:43: 'threshold' must be in [", 0) ==
+        0);
+}
+
 TEST_CASE("a known key without a value is named as such, not as unknown") {
   auto f = writeTemp("empty.yaml", "min_workers: 2\neval_every:\n");
   CHECK(errorOf([&] { loadCoordinatorSettings(f); }) == f + ":2:1: 'eval_every' has no value");
@@ -286,10 +294,19 @@ TEST_CASE("synthetic data: sparse is selectable and a test share that leaves no 
   CHECK(errorOf([&] { loadWorkerSettings(g); }).find("'nnz_per_row' must not exceed 'features'") !=
         std::string::npos);
   auto h = writeTemp("frac.yaml",
-                     "data: {format: synthetic, rows: 3, features: 4, test_fraction: 0.1}\n"
+                     "data: {format: synthetic, rows: 1, features: 4, test_fraction: 0.9}\n"
                      "security: none\n");
   CHECK(errorOf([&] { loadWorkerSettings(h); }) ==
-        h + ":1:64: 'test_fraction' of 'rows' must leave at least one test and one training row");
+        h + ":1:64: 'test_fraction' of 'rows' must leave at least one training row");
+  auto t = writeTemp("test_frac.yaml",
+                     "test_data: {format: synthetic, rows: 3, features: 4, test_fraction: 0.1}\n"
+                     "security: none\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(t); }) ==
+        t + ":1:69: 'test_fraction' of 'rows' must leave at least one test and one training row");
+  auto all = writeTemp("all_rows.yaml",
+                       "data: {format: synthetic, rows: 3, features: 4, test_fraction: 0}\n"
+                       "security: none\n");
+  CHECK(loadWorkerSettings(all).data.test_fraction == 0.0);
   auto c = writeTemp("test_split.yaml",
                      "test_data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n");
   CHECK(loadCoordinatorSettings(c).test_data.split == tern::ml::DataSource::Split::kTest);

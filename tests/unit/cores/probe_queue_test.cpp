@@ -303,13 +303,20 @@ TEST_CASE("a welcome with batch size 0 is refused and counted, and the worker st
   CHECK(rig.core->joined());
 }
 
-TEST_CASE("a welcome whose model has no output for a label of the shard is refused and counted") {
-  Rig rig(0, 3);  // labels 0, 1, 2
-  rig.welcome(8, "logistic", 2);
-  CHECK_FALSE(rig.core->joined());
-  rig.welcome(8, "softmax", 2);
-  CHECK_FALSE(rig.core->joined());
-  CHECK(rig.core->stats().rejected == 2);
-  rig.welcome(8, "softmax", 3);
-  CHECK(rig.core->joined());
+TEST_CASE("a worker whose shard has a label the model has no output for gives up, saying why") {
+  for (const auto& [kind, classes] : {std::pair<std::string, uint32_t>{"logistic", 2},
+                                      std::pair<std::string, uint32_t>{"softmax", 2}}) {
+    CAPTURE(kind);
+    Rig rig(0, 3);  // labels 0, 1, 2
+    CHECK_FALSE(rig.core->finished());
+    rig.welcome(8, kind, classes);
+    CHECK_FALSE(rig.core->joined());
+    CHECK(rig.core->stats().rejected == 1);
+    CHECK(rig.core->finished());
+    CHECK(rig.core->fatalError().find("label 2 has no output") != std::string::npos);
+  }
+  Rig fits(0, 3);
+  fits.welcome(8, "softmax", 3);
+  CHECK(fits.core->joined());
+  CHECK(fits.core->fatalError().empty());
 }

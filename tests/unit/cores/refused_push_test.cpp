@@ -153,16 +153,99 @@ TEST_CASE("one worker whose push is refused is asked again and the run ends as i
   CHECK(checksum(c.workers[0]->parameters()) == checksum(c.coordinator->parameters()));
 }
 
+// What a push message carries, as the coordinator's decoder reads it.
+compression::SparseGradient carriedBy(const Message& m, size_t d) {
+  compression::DecodeLimits limits;
+  limits.expected_dim = uint32_t(d);
+  limits.max_dim = uint32_t(d);
+  auto r = compression::decode(m.payload, limits);
+  REQUIRE(r.value);
+  return *r.value;
+}
+
+std::vector<float> plus(std::vector<float> a, const compression::SparseGradient& g) {
+  compression::addScaled(g, 1.0f, a);
+  return a;
+}
+
 TEST_CASE("a round closes as soon as every worker has pushed or been refused") {
   Cluster c(2);
+  std::vector<float> owed;  // worker 1's residual plus what its refused push carried
   c.tamper = [&](size_t i, Message& m) {
-    if (i == 1 && m.envelope.push().round() == 0) spoilLoss(m);
+    if (i == 1 && m.envelope.push().round() == 0) {
+      owed = plus(c.workers[1]->residual(), carriedBy(m, c.workers[1]->residual().size()));
+      spoilLoss(m);
+    }
+  };
+  // Worker 0's first push waits on its link, so the round is still open after the refusal.
+  c.hold = [&](size_t i, const Message& m) { return i == 0 && m.envelope.push().round() == 0; };
+  c.start();
+  REQUIRE(c.held.size() == 1);
+  CHECK(c.coordinator->round() == 0);
+  CHECK(c.coordinator->rejections().at("non_finite_loss") == 1);
+  // On the refusal worker 1 took back what its push carried.
+  CHECK(c.workers[1]->stats().taken_back == 1);
+  CHECK(c.workers[1]->residual() == owed);
+  // Worker 0's push arrives: everyone has answered, the round closes at once (no clock step),
+  // and worker 1 is not asked again.
+  c.hold = nullptr;
+  auto [i, m] = std::move(c.held.front());
+  c.held.clear();
+  c.pump(i, {std::move(m)});
+  CHECK(c.coordinator->round() >= 1);
+  CHECK(c.coordinator->reasked() == 0);
+  CHECK(c.workers[1]->stats().repushes == 0);
+  c.finish();
+  CHECK(c.coordinator->finished());
+  for (const auto& w : c.workers) {
+    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
+  }
+}
+
+TEST_CASE("taken back as late, then refused and asked again: nothing counted twice or lost") {
+  // Worker 1's round-1 push is late; its round-2 push is refused (and worker 0's too, so both
+  // are asked again). The re-push must carry, with the residual it leaves, exactly what the
+  // residual owed: the round-2 corrected vector plus the late push's content.
+  Cluster c(2);
+  const size_t d = c.coordinator->parameters().size();
+  std::vector<float> owed;
+  int round2_pushes = 0;
+  bool checked = false;
+  c.hold = [&](size_t i, const Message& m) { return i == 1 && m.envelope.push().round() == 1; };
+  c.tamper = [&](size_t i, Message& m) {
+    if (m.envelope.push().round() != 2) return;
+    if (i == 1 && round2_pushes == 0) {
+      // The round-2 corrected vector: its residual plus what it carries.
+      owed = plus(c.workers[1]->residual(), carriedBy(m, d));
+    }
+    if (i == 1 && round2_pushes == 1) {
+      // The re-push: its residual plus what it carries is everything owed.
+      CHECK(plus(c.workers[1]->residual(), carriedBy(m, d)) == owed);
+      checked = true;
+    }
+    if (i == 1) ++round2_pushes;
+    if (round2_pushes <= 1) spoilLoss(m);
   };
   c.start();
-  // No clock step: worker 1's refusal was its answer, worker 0's push closes round 0 alone.
-  CHECK(c.coordinator->round() >= 1);
-  CHECK(c.coordinator->rejections().at("non_finite_loss") == 1);
-  CHECK(c.coordinator->reasked() == 0);
+  REQUIRE(c.held.size() == 1);
+  c.now += c.cs.round_deadline_seconds + 0.01;
+  c.tick();  // round 1 closes with worker 0 alone; both round-2 pushes are refused
+  REQUIRE(c.coordinator->round() == 2);
+  CHECK(c.coordinator->rejections().at("non_finite_loss") == 2);
+  CHECK(c.workers[1]->stats().taken_back == 1);
+  // The late push arrives and is taken back too: owed grows by what it carried.
+  c.hold = nullptr;
+  auto [i, late] = std::move(c.held.front());
+  c.held.clear();
+  owed = plus(owed, carriedBy(late, d));
+  c.pump(i, {std::move(late)});
+  CHECK(c.workers[1]->stats().taken_back == 2);
+  // At the deadline both are asked again.
+  c.now += c.cs.round_deadline_seconds + 0.01;
+  c.tick();
+  CHECK(c.coordinator->reasked() == 2);
+  CHECK(checked);
+  CHECK(c.workers[1]->stats().repushes == 1);
   c.finish();
   CHECK(c.coordinator->finished());
   for (const auto& w : c.workers) {
