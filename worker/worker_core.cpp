@@ -323,20 +323,14 @@ Message WorkerCore::makePush(uint64_t round, bool again) {
   double loss = 0.0;
   uint64_t used = 0;
   computeGradient(round, grad, loss, used);
-  // Asked again, the replica and the minibatch are the same, so the corrected vector is too: the
-  // kept one is compressed again (nothing else touched the residual since), or else the refused
-  // push is taken back (if its error has not done so) and the residual, which then holds this
-  // gradient and everything still owed, is what goes out. Either way the residual never counts
-  // the refused push as sent, and the gradient is not added twice.
+  // Asked again, the refused push is taken back (if its error has not done so already): the
+  // residual then holds this round's gradient (the replica and the minibatch are the same) and
+  // everything else still owed, and it goes out as it is, so the gradient is never added twice.
+  // Without feedback the gradient is simply computed again.
   std::span<const float> v;
   if (again) {
-    v = compressor_->rewind(grad.size());
-    if (!v.empty()) {
-      std::erase_if(sent_, [round](const auto& s) { return s.first == round; });
-    } else {
-      takeBack(round);
-      v = compressor_->resendResidual(grad.size());
-    }
+    takeBack(round);
+    v = compressor_->resendResidual(grad.size());
   }
   if (v.empty()) v = compressor_->corrected(grad);
   uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));

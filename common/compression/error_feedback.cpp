@@ -12,7 +12,6 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled)
 std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
   corrected_.assign(g.begin(), g.end());
   have_corrected_ = true;
-  can_rewind_ = false;
   if (!enabled_) return corrected_;
   // A different dimension means a different model (a re-join): the old residual is void.
   if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
@@ -37,7 +36,6 @@ Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
     }
   }
   have_corrected_ = false;
-  can_rewind_ = true;
   return c;
 }
 
@@ -51,8 +49,6 @@ bool ErrorFeedback::takeBack(const SparseGradient& unsent) {
       residual_[unsent.indices[i]] += unsent.values[i];
     }
   }
-  // The kept corrected vector no longer matches the residual it was built from.
-  can_rewind_ = false;
   return true;
 }
 
@@ -60,16 +56,6 @@ std::span<const float> ErrorFeedback::resendResidual(size_t d) {
   if (!enabled_ || residual_.size() != d) return {};
   corrected_ = residual_;
   have_corrected_ = true;
-  can_rewind_ = false;
-  return corrected_;
-}
-
-std::span<const float> ErrorFeedback::rewind(size_t d) {
-  if (!can_rewind_ || corrected_.size() != d) return {};
-  // v = e_prev + g was kept whole; the residual e = v - C(v) is rebuilt from it by the next
-  // compressCorrected(), so the refused C(v) is not counted as sent.
-  have_corrected_ = true;
-  can_rewind_ = false;
   return corrected_;
 }
 
@@ -82,7 +68,6 @@ void ErrorFeedback::reset() {
   residual_.clear();
   corrected_.clear();
   have_corrected_ = false;
-  can_rewind_ = false;
 }
 
 }  // namespace tern::compression

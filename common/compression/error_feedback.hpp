@@ -17,12 +17,9 @@ class ErrorFeedback {
   // Compress the last corrected vector at `level` and update the residual.
   Compressed compressCorrected(uint32_t level, Rng& rng);
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng);
-  // The last corrected vector again, with the residual it was built from, when its compression
-  // was never applied (the push was refused); nothing changes when there is no
-  // such vector of dimension d (an empty span).
-  std::span<const float> rewind(size_t d);
-  // A message that was sent but never applied (refused as late): what it carried goes back into
-  // the residual, to be sent later. False, changing nothing, when the dimension differs.
+  // A message that was sent but never applied (refused): what it carried goes back into the
+  // residual, to be sent later. False, changing nothing, when feedback is off or the dimension
+  // differs.
   bool takeBack(const SparseGradient& unsent);
   // The residual itself as the next corrected vector (no new gradient added): for a push asked
   // again after its content was taken back, the residual already holds that gradient. An empty
@@ -39,7 +36,6 @@ class ErrorFeedback {
   std::vector<float> residual_;
   std::vector<float> corrected_;
   bool have_corrected_ = false;  // corrected() called since the last compressCorrected()
-  bool can_rewind_ = false;      // corrected_ holds the vector of the last compressCorrected()
 };
 
 }  // namespace tern::compression

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -138,23 +139,11 @@ int32_t classesOf(const std::vector<uint8_t>& label_bytes) {
 }  // namespace
 
 Dataset readIdx(const std::string& images_path, const std::string& labels_path) {
-  IdxStream labels_in(labels_path);
-  IdxStream images_in(images_path);
-  std::vector<uint8_t> label_bytes;
-  const IdxHeader h = openIdx(images_in, labels_in, images_path, labels_path, label_bytes);
-
-  std::vector<uint8_t> pixels(h.n * h.features);
-  images_in.readExact(pixels, "image data");
-  images_in.expectEnd();
-
-  Dataset out;
-  out.is_sparse = false;
-  out.labels.assign(label_bytes.begin(), label_bytes.end());
-  out.num_classes = classesOf(label_bytes);
-  out.dense.resize(static_cast<Eigen::Index>(h.n), static_cast<Eigen::Index>(h.features));
-  float* dst = out.dense.data();
-  for (size_t i = 0; i < pixels.size(); ++i) dst[i] = static_cast<float>(pixels[i]) * (1.0f / 255);
-  return out;
+  return readIdxRows(images_path, labels_path, [](std::span<const int32_t> labels, int32_t) {
+    std::vector<size_t> all(labels.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    return all;
+  });
 }
 
 Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,

@@ -1,8 +1,9 @@
 // A push the coordinator refuses is never resent by the worker on its own. The coordinator closes
 // the round as soon as every worker has answered (pushed or been refused), or asks the refused
-// worker again at the deadline; the worker then compresses the same corrected vector again, so
-// the refused push leaves no trace in its error-feedback residual. The cores are driven directly:
-// messages are handed from one to the other by the test, the clock is the test's.
+// worker again at the deadline. The worker takes back what a refused push carried into its
+// error-feedback residual and, asked again, sends that residual, so a refused push is neither
+// lost nor counted twice. The cores are driven directly: messages are handed from one to the
+// other by the test, the clock is the test's.
 #include <doctest/doctest.h>
 
 #include <cmath>
