@@ -113,6 +113,14 @@ struct Cluster {
     start();
     finish();
   }
+  // Runs to the end; every worker's replica must then be the coordinator's model.
+  void finishAndCheckReplicas() {
+    finish();
+    CHECK(coordinator->finished());
+    for (const auto& w : workers) {
+      CHECK(checksum(w->parameters()) == checksum(coordinator->parameters()));
+    }
+  }
   void finish() {
     for (int guard = 0; guard < 1000 && !coordinator->finished(); ++guard) {
       now += cs.round_deadline_seconds + 0.01;
@@ -196,11 +204,7 @@ TEST_CASE("a round closes as soon as every worker has pushed or been refused") {
   CHECK(c.coordinator->round() >= 1);
   CHECK(c.coordinator->reasked() == 0);
   CHECK(c.workers[1]->stats().repushes == 0);
-  c.finish();
-  CHECK(c.coordinator->finished());
-  for (const auto& w : c.workers) {
-    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
-  }
+  c.finishAndCheckReplicas();
 }
 
 TEST_CASE("taken back as late, then refused and asked again: nothing counted twice or lost") {
@@ -247,11 +251,7 @@ TEST_CASE("taken back as late, then refused and asked again: nothing counted twi
   CHECK(c.coordinator->reasked() == 2);
   CHECK(checked);
   CHECK(c.workers[1]->stats().repushes == 1);
-  c.finish();
-  CHECK(c.coordinator->finished());
-  for (const auto& w : c.workers) {
-    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
-  }
+  c.finishAndCheckReplicas();
 }
 
 TEST_CASE("when every push of a round is refused, the workers are asked again at the deadline") {
@@ -328,9 +328,5 @@ TEST_CASE("a push refused as late goes back into its worker's residual, exactly 
   c.held.clear();
   for (auto& [k, m] : round2) c.pump(k, {std::move(m)});
   CHECK(c.coordinator->round() > 2);
-  c.finish();
-  CHECK(c.coordinator->finished());
-  for (const auto& w : c.workers) {
-    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
-  }
+  c.finishAndCheckReplicas();
 }
