@@ -154,8 +154,10 @@ int main(int argc, char** argv) {
                  "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
                  "with error feedback; an experiment, see README); virtual: with error feedback, "
                  "the descent the virtual iterate keeps, the residual priced by the data's "
-                 "curvature (an experiment, see README)")
-      ->check(CLI::IsMember({"gradient", "uncapped", "virtual"}));
+                 "curvature (an experiment, see README); virtual-oracle: the same for the sum "
+                 "of every worker's residual with the global gradient (a diagnostic: no worker "
+                 "knows these)")
+      ->check(CLI::IsMember({"gradient", "uncapped", "virtual", "virtual-oracle"}));
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see README");
@@ -221,7 +223,7 @@ int main(int argc, char** argv) {
     }
     if (!o.libsvm.empty()) problems.push_back(libsvmProblem(o.libsvm));
     for (const auto& p : problems)
-      if (o.credit == "virtual" && p.data.is_sparse)
+      if (o.credit.starts_with("virtual") && p.data.is_sparse)
         throw std::invalid_argument("--credit virtual needs dense data; " + p.name + " is sparse");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
@@ -288,7 +290,8 @@ int main(int argc, char** argv) {
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.diagonal_noise = o.noise_price == "diagonal";
       limits.gradient_credit = o.credit == "gradient";
-      limits.virtual_credit = o.credit == "virtual";
+      limits.virtual_credit = o.credit.starts_with("virtual");
+      limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;

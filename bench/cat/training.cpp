@@ -77,11 +77,13 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
 
 // cat with error feedback under RunLimits::virtual_credit: a scan of every T. The residual's
 // e_T^T H e_T goes through the data (H = X~^T D X~ / n + lambda I at x, D = sigma'(z)), with
-// X~ e_T kept as coordinates join: O(n) per level.
+// X~ e_T kept as coordinates join: O(n) per level. With `others` (RunLimits::virtual_oracle)
+// the residual priced is the sum's, others + w e_T, and the credit is w times the sum's descent.
 tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const float> g,
                                      const Eigen::MatrixXd& X, std::span<const float> x, double l2,
                                      double L, bool sign_scale, const compression::Compressor& comp,
-                                     const costmodel::CostModel& cost) {
+                                     const costmodel::CostModel& cost,
+                                     std::span<const float> others = {}, double w = 1.0) {
   const auto d = static_cast<uint32_t>(v.size());
   const Eigen::Index n = X.rows(), f = X.cols() - 1;
   Eigen::VectorXd xx(d), vv(d), gg(d);
@@ -99,7 +101,12 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   auto wnorm = [&](const Eigen::VectorXd& u) { return u.head(f).squaredNorm(); };
   const Eigen::VectorXd Xg = X * gg;
   const double gHg = (D.array() * Xg.array().square()).sum() + l2 * wnorm(gg);
-  const Eigen::VectorXd Xv = X * vv;
+  Eigen::VectorXd Xv = w * (X * vv);
+  Eigen::VectorXd E0 = Eigen::VectorXd::Zero(d);
+  for (size_t j = 0; j < others.size(); ++j) E0[j] = others[j];
+  Xv += X * E0;
+  const double e0w = wnorm(E0), e0v = E0.head(f).dot(vv.head(f));
+  double e0q = 0.0;
   std::vector<uint32_t> order(d);
   for (uint32_t j = 0; j < d; ++j) order[j] = j;
   std::sort(order.begin(), order.end(),
@@ -118,11 +125,13 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
     if (j < uint32_t(f)) {
       qv += a * v[j];
       qq += a * a;
+      e0q += a * E0[j];
     }
     const double sc = sign_scale ? s1 / T : 1.0;
-    const double ew2 = std::max(0.0, vw2 - 2.0 * sc * qv + sc * sc * qq);
-    const double eHe = (D.array() * (Xv - sc * Xq).array().square()).sum() + l2 * ew2;
-    const double credit = g2 / (2.0 * L) - std::sqrt(eHe * gHg) / (L * L);
+    const double ew2 = std::max(
+        0.0, e0w + 2.0 * w * (e0v - sc * e0q) + w * w * (vw2 - 2.0 * sc * qv + sc * sc * qq));
+    const double eHe = (D.array() * (Xv - w * sc * Xq).array().square()).sum() + l2 * ew2;
+    const double credit = w * (g2 / (2.0 * L) - std::sqrt(eHe * gHg) / (L * L));
     const double c = cost.cost(comp.encodedBytes(d, T));
     if (credit > best_credit) {
       best_credit = credit;
@@ -205,6 +214,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       augmented.push_back(std::move(A));
     }
   }
+  Eigen::MatrixXd whole;  // every row with a 1 appended (RunLimits::virtual_oracle)
+  if (virtual_credit && limits.virtual_oracle) {
+    const auto& X = problem.data.dense;
+    whole.resize(X.rows(), X.cols() + 1);
+    whole.leftCols(X.cols()) = X.cast<double>();
+    whole.col(X.cols()).setOnes();
+  }
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -260,7 +276,22 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         for (float a : v) v_sq += static_cast<double>(a) * a;
         prices[i].prepare(v);
       }
-      if (virtual_credit && method.tuner == "cat") {
+      if (virtual_credit && method.tuner == "cat" && limits.virtual_oracle && workers > 1) {
+        // What no worker knows: the global gradient, and the other workers' residuals as they
+        // stand when worker i chooses (this round's for those that pushed before it).
+        std::vector<float> global(d, 0.0f), others(d, 0.0f);
+        for (size_t k = 0; k < workers; ++k) {
+          const auto p = static_cast<float>(shards.shares[k]);
+          const auto& r = memories[k].residual();
+          for (size_t j = 0; j < d; ++j) {
+            global[j] += p * grads[k][j];
+            if (k != i && r.size() == d) others[j] += p * r[j];
+          }
+        }
+        decision =
+            chooseVirtual(v, global, whole, x, problem.l2, problem.L, method.compressor == "sq",
+                          memories[i].inner(), tuner_cost, others, shards.shares[i]);
+      } else if (virtual_credit && method.tuner == "cat") {
         decision = chooseVirtual(v, grads[i], augmented[i], x, problem.l2, problem.L,
                                  method.compressor == "sq", memories[i].inner(), tuner_cost);
       } else if (priced && method.tuner == "cat") {

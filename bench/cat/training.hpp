@@ -90,6 +90,11 @@ struct RunLimits {
   // as the next gradient; the best ratio to C(T) among positive credits, else the largest
   // credit. Dense data only; each push costs O(n d) (bench only).
   bool virtual_credit = false;
+  // With virtual_credit on several workers, a diagnostic no deployment can run: worker i prices
+  // the residual of the sum, E_T = sum_{k != i} p_k e_k + p_i e_T (the other workers' residuals
+  // as they stand), with the global gradient and the Hessian of every row, and takes its share
+  // p_i of the sum's descent. It measures how far the criterion gets with perfect information.
+  bool virtual_oracle = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
   // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies
