@@ -147,24 +147,24 @@ int main(int argc, char** argv) {
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
          "aggregate: stochastic on several workers, one step for the sum from its "
          "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
-         "computed exactly); an experiment, see README")
+         "computed exactly); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle"}));
   app.add_option("--credit", o.credit,
-                 "uncapped (default, the paper's): the improvement of g + e; gradient: cat credits "
-                 "a level with at most ||g||^2 / (2L), the gradient step's decrease (binds only "
-                 "with error feedback; an experiment, see README); virtual: with error feedback, "
-                 "the descent the virtual iterate keeps, the residual priced by the data's "
-                 "curvature (an experiment, see README); virtual-oracle: the same for the sum "
-                 "of every worker's residual with the global gradient (a diagnostic: no worker "
-                 "knows these)")
+                 "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
+                 "credits a level with at most ||g||^2 / (2L), the gradient step's decrease "
+                 "(binds only with error feedback; an experiment, see docs/cat.md); virtual: "
+                 "with error feedback, the descent the virtual iterate keeps, the residual "
+                 "priced by the data's curvature (an experiment, see docs/cat.md); "
+                 "virtual-oracle: the same for the sum of every worker's residual with the "
+                 "global gradient (a diagnostic: no worker knows these)")
       ->check(CLI::IsMember({"gradient", "uncapped", "virtual", "virtual-oracle"}));
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
-               "(DIANA), fixed and CAT alike; an experiment, see README");
+               "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
-                 "bound there); an experiment, see README")
+                 "bound there); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"smoothness", "diagonal"}));
   app.add_option("--shift-credit", o.shift_credit,
                  "with --shifts: on (cat credits the decrease the shift step earns at every T) "

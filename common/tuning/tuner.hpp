@@ -58,7 +58,7 @@ class Tuner {
   // decrease, while with error feedback S2(T) of g + e can exceed ||g||^2. Without error
   // feedback v = g and the cap never binds. The worker does not pass it: in tern-bench-cat
   // (--credit gradient) it made CAT with error feedback cheaper under payload but dearer under
-  // packets and stalled it on 4 workers (README, CAT).
+  // packets and stalled it on 4 workers (docs/cat.md).
   // base_improvement: a decrease the step earns whatever T is sent (>= 0; 0 = the paper's CAT).
   // cat maximises (base_improvement + improvement(T)) / C(T) and reports the sum. With learned
   // shifts h (DIANA: the worker compresses v = g - h, the receiver applies h with step 1/L and
