@@ -22,14 +22,18 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
   tuner_ = tuning::makeTuner(spec);
 }
 
-std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link) const {
+std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link) {
   if (settings_.cost_model == "payload") return std::make_unique<costmodel::PayloadCostModel>();
-  if (settings_.cost_model == "measured" && link.valid && std::isfinite(link.a) &&
-      std::isfinite(link.b)) {
-    // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
-    // to nothing, which the model must still accept.
-    return std::make_unique<costmodel::PacketCostModel>(
-        std::max(link.a, 0.0), std::max(link.b, kMinPacketSeconds), link.packet_bytes);
+  if (settings_.cost_model == "measured") {
+    if (link.valid && std::isfinite(link.a) && std::isfinite(link.b) && link.packet_bytes > 0)
+      last_fit_ = link;
+    if (last_fit_) {
+      // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
+      // to nothing, which the model must still accept.
+      return std::make_unique<costmodel::PacketCostModel>(std::max(last_fit_->a, 0.0),
+                                                          std::max(last_fit_->b, kMinPacketSeconds),
+                                                          last_fit_->packet_bytes);
+    }
   }
   // Packet model with configured constants; also "measured" until the first valid fit.
   return std::make_unique<costmodel::PacketCostModel>(settings_.c_fixed, settings_.c_packet,

@@ -3,6 +3,7 @@
 // the coordinator's cap, with the cost model chosen in config (payload, packet with configured
 // constants, or the live fit of this worker's own link).
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "common/compression/compressor.hpp"
@@ -21,8 +22,11 @@ class LevelPolicy {
                                 const costmodel::LinkFit& link);
 
  private:
-  std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link) const;
+  std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link);
   config::TuningSettings settings_;
+  // The last usable fit: the estimator withdraws its fit when recent sizes are too alike to
+  // separate a and b, yet the link has not changed.
+  std::optional<costmodel::LinkFit> last_fit_;
   uint32_t packet_bytes_;
   std::unique_ptr<tuning::Tuner> tuner_;
 };

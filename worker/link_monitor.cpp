@@ -107,6 +107,8 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
   // is timed from the earlier one's (ack - hold) instead, which is the packet-pair dispersion:
   // its own bytes only, short of the path latency (unknown here, and not taken from the fit,
   // whose a would otherwise confirm itself).
+  // A hold that is no time (negative, NaN, infinite) says nothing of when the bytes arrived.
+  if (!std::isfinite(hold_seconds) || hold_seconds < 0.0) return std::nullopt;
   const double done = now - hold_seconds;
   const std::optional<double> previous = last_done_;
   last_done_ = std::max(done, last_done_.value_or(done));

@@ -77,6 +77,8 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       uint64_t key =
           a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
       const double now = clock_();
+      if (!std::isfinite(a.hold_seconds()) || a.hold_seconds() < 0.0)
+        refuse("ack with hold time " + std::to_string(a.hold_seconds()));  // not timed
       link_->acked(key, a.hold_seconds(), now);
       // Exploration is decided on the push's ack, with that push's time in the fit; the probe
       // goes out ahead of the next push.
@@ -165,6 +167,27 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   std::vector<float> params(model->numParams());
   if (!bytesToFloats(msg.payload, params))
     return refuseWelcome("welcome payload has the wrong size");
+  if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
+    return refuseWelcome("welcome threshold must be finite and >= 0, got " +
+                         std::to_string(w.threshold()));
+  const double smoothness = model->smoothness(*shard_).value_or(1.0);
+  if (!std::isfinite(smoothness) || !(smoothness > 0.0)) {
+    return refuseWelcome("the shard's smoothness bound is " + std::to_string(smoothness) +
+                             " (a feature too large for its type?)",
+                         true);
+  }
+  compression::CompressorSpec cspec = settings_.compressor;
+  if (w.threshold() > 0.0) cspec.threshold = w.threshold();
+  std::unique_ptr<compression::ErrorFeedback> compressor;
+  std::unique_ptr<LevelPolicy> policy;
+  try {
+    compressor = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
+                                                              errorFeedbackOn());
+    policy =
+        std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
+  } catch (const std::exception& e) {
+    return refuseWelcome(std::string("cannot compress as welcomed: ") + e.what());
+  }
   model_ = std::move(model);
   params_ = std::move(params);
   id_ = w.worker_id();
@@ -176,16 +199,10 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   training_ = w.training();
   rng_.seed(deriveSeed(training_.seed(), 0x776f726b6572ULL + id_));
 
-  compression::CompressorSpec cspec = settings_.compressor;
-  if (threshold_ > 0.0) cspec.threshold = threshold_;
-  compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                             errorFeedbackOn());
-  // The residual is reset on every (re-)join: it belongs to a model the coordinator may no
+  // The residual starts empty on every (re-)join: it belonged to a model the coordinator may no
   // longer hold.
-  compressor_->reset();
-  double smoothness = model_->smoothness(*shard_).value_or(1.0);
-  policy_ =
-      std::make_unique<LevelPolicy>(settings_.tuning, settings_.link.packet_bytes, smoothness);
+  compressor_ = std::move(compressor);
+  policy_ = std::move(policy);
   link_->reset();
   pushed_round_ = -1;
   sent_.clear();
@@ -254,12 +271,17 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   cap_ = rs.cap();
   stats_.data_share = rs.data_share();
   if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {
-    threshold_ = rs.threshold();
     compression::CompressorSpec cspec = settings_.compressor;
-    cspec.threshold = threshold_;
-    // A new threshold starts a new residual: the old one was shaped by the old threshold.
-    compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                               errorFeedbackOn());
+    cspec.threshold = rs.threshold();
+    try {
+      // A new threshold starts a new residual: the old one was shaped by the old threshold.
+      compressor_ = std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
+                                                                 errorFeedbackOn());
+      threshold_ = rs.threshold();
+    } catch (const std::exception& e) {
+      // The push goes out under the threshold in force.
+      refuse(std::string("bad threshold in round start: ") + e.what());
+    }
   }
   // A queued probe goes out right before the push, once the push is computed, and only when
   // nothing else is unacknowledged: it then starts on an idle link and its ack is read as soon as

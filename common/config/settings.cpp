@@ -203,7 +203,9 @@ void readTuning(MapReader m, TuningSettings& s) {
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
                          {"payload", "packet", "measured"});
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
-  s.c_packet = m.inRange("c_packet", m.get<double>("c_packet", s.c_packet), 0.0, kInf);
+  // A packet that costs nothing would make every level past the first free: the packet cost
+  // model refuses it, so it is refused here, at its line.
+  s.c_packet = m.inRange("c_packet", m.get<double>("c_packet", s.c_packet), 1e-12, kInf);
   m.done();
 }
 

@@ -327,3 +327,11 @@ TEST_CASE("a data file's configuration position is kept for the loader's errors"
   }
   CHECK(msg == f + ":3:11: images file not found: /nonexistent/img.gz");
 }
+
+TEST_CASE("a packet that costs nothing is refused at its line") {
+  auto f = writeTemp("free_packet.yaml",
+                     "data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\n"
+                     "tuning:\n  cost_model: packet\n  c_packet: 0\n");
+  CHECK(errorOf([&] { loadWorkerSettings(f); }).rfind(f + ":5:13: 'c_packet' must be in [", 0) ==
+        0);
+}

@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 
+#include "common/compression/codec.hpp"
+#include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "worker/worker_core.hpp"
@@ -55,20 +59,26 @@ struct Rig {
   size_t probes_sent_while_unacked = 0;  // must stay 0
   size_t probes_sent_behind_push = 0;    // probes later than a push in one batch: must stay 0
 
-  explicit Rig(uint32_t alternate_rounds = 0, int32_t shard_classes = 2) {
-    shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, shard_classes, 1));
+  uint32_t features = 3;
+
+  explicit Rig(uint32_t alternate_rounds = 0, int32_t shard_classes = 2, uint32_t features_ = 3,
+               const std::function<void(config::WorkerSettings&)>& configure = {})
+      : features(features_) {
+    shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, features, shard_classes, 1));
     settings.link.alternate_rounds = alternate_rounds;
     settings.compressor.name = "identity";
     settings.coordinator_patience_seconds = 30.0;
     settings.link.packet_bytes = kPacket;
+    if (configure) configure(settings);
     core = std::make_unique<worker::WorkerCore>(settings, shard, [this] { return now; });
     core->start();
   }
 
-  void welcome(uint32_t batch_size = 8, const std::string& kind = "softmax", uint32_t classes = 2) {
+  void welcome(uint32_t batch_size = 8, const std::string& kind = "softmax", uint32_t classes = 2,
+               double threshold = 0.0) {
     ml::ModelSpec spec;
     spec.kind = kind;
-    spec.features = 3;
+    spec.features = features;
     spec.classes = classes;
     auto model = ml::makeModel(spec);
     Message m;
@@ -77,11 +87,12 @@ struct Rig {
     w->set_worker_id(1);
     w->set_session(session);
     w->mutable_model()->set_kind(kind);
-    w->mutable_model()->set_features(3);
+    w->mutable_model()->set_features(features);
     w->mutable_model()->set_classes(classes);
     w->mutable_training()->set_batch_size(batch_size);
     w->mutable_training()->set_seed(3);
     w->set_cap(uint32_t(model->numParams()));
+    w->set_threshold(threshold);
     w->set_round(0);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
     // No probe at the welcome: the train waits for the first push to ride ahead of. A refused
@@ -98,12 +109,13 @@ struct Rig {
   }
 
   // The round starts with the full model, so the test need not encode updates.
-  std::vector<Message> roundStart(uint64_t round) {
+  std::vector<Message> roundStart(uint64_t round, double threshold = 0.0) {
     Message m;
     m.envelope = makeEnvelope();
     auto* rs = m.envelope.mutable_round_start();
     rs->set_round(round);
     rs->set_session(session);
+    rs->set_threshold(threshold);
     rs->set_full_model(true);
     rs->set_cap(uint32_t(core->parameters().size()));
     m.payload = floatsToBytes(core->parameters());
@@ -319,4 +331,107 @@ TEST_CASE("a worker whose shard has a label the model has no output for gives up
   fits.welcome(8, "softmax", 3);
   CHECK(fits.core->joined());
   CHECK(fits.core->fatalError().empty());
+}
+
+TEST_CASE("a threshold no compressor can use is refused and counted, at the welcome and later") {
+  Rig rig(0, 2, 3, [](config::WorkerSettings& s) { s.compressor.name = "threshold"; });
+  rig.welcome(8, "softmax", 2, std::numeric_limits<double>::infinity());
+  CHECK_FALSE(rig.core->joined());
+  CHECK_FALSE(rig.core->finished());  // a coordinator may send a usable one next time
+  CHECK(rig.core->stats().rejected == 1);
+  rig.welcome(8, "softmax", 2, 0.01);
+  REQUIRE(rig.core->joined());
+  // A round start with an infinite threshold: refused, and the push goes out under the old one.
+  const auto out = rig.roundStart(0, std::numeric_limits<double>::infinity());
+  CHECK(rig.core->stats().rejected == 2);
+  CHECK(std::count_if(out.begin(), out.end(), isPush) == 1);
+}
+
+TEST_CASE("a shard whose smoothness bound is not finite is refused at the welcome, saying why") {
+  Rig rig;
+  rig.shard->dense(0, 0) = std::numeric_limits<float>::infinity();
+  rig.welcome();
+  CHECK_FALSE(rig.core->joined());
+  CHECK(rig.core->stats().rejected == 1);
+  CHECK(rig.core->finished());
+  CHECK(rig.core->fatalError().find("smoothness") != std::string::npos);
+}
+
+TEST_CASE("an ack whose hold is no time is refused and counted, and later sends are still timed") {
+  for (double bad :
+       {-1e6, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    Rig rig;
+    rig.welcome();
+    for (uint64_t r = 0; r < 6; ++r) rig.round(r);
+    const uint64_t before = rig.core->link().fit().samples;
+    REQUIRE(before > 0);
+    // Round 6's push is answered with the bad hold.
+    rig.send(rig.roundStart(6));
+    for (auto& f : rig.in_flight) {
+      rig.now = std::max(rig.now, f.acked_at);
+      --rig.unacked;
+      rig.core->onMessage(rig.ackFor(f.msg, isPush(f.msg) ? bad : 0.0), 0);
+    }
+    rig.in_flight.clear();
+    CHECK(rig.core->stats().rejected == 1);
+    const uint64_t after_bad = rig.core->link().fit().samples;
+    for (uint64_t r = 7; r < 13; ++r) rig.round(r);
+    CHECK(rig.core->link().fit().samples >= after_bad + 6);  // every later push timed again
+    CHECK(std::abs(rig.core->link().fit().b / rig.b - 1.0) < 0.05);
+  }
+}
+
+TEST_CASE("a worker with cat sends the level a scan of every level picks, and reports it") {
+  // Top-k with error feedback under the payload model: after the first push the residual holds
+  // everything the push left out, so the vector cat chose from is residual + what was sent.
+  Rig rig(0, 2, 40, [](config::WorkerSettings& s) {
+    s.compressor.name = "topk";
+    s.error_feedback = true;
+    s.error_feedback_auto = false;
+    s.tuning.method = "cat";
+    s.tuning.cost_model = "payload";
+    s.link.measure = false;
+  });
+  rig.welcome(16);
+  REQUIRE(rig.core->joined());
+  const auto out = rig.roundStart(0);
+  const auto push = std::find_if(out.begin(), out.end(), isPush);
+  REQUIRE(push != out.end());
+  const auto d = uint32_t(rig.core->parameters().size());
+  compression::DecodeLimits limits;
+  limits.expected_dim = d;
+  const auto sent = compression::decode(push->payload, limits);
+  REQUIRE(sent.value);
+  std::vector<double> v(rig.core->residual().begin(), rig.core->residual().end());
+  REQUIRE(v.size() == d);
+  std::vector<float> dense(d, 0.0f);
+  compression::addScaled(*sent.value, 1.0f, dense);
+  for (uint32_t j = 0; j < d; ++j) v[j] += dense[j];
+
+  ml::ModelSpec spec;
+  spec.kind = "softmax";
+  spec.features = 40;
+  spec.classes = 2;
+  const double L = ml::makeModel(spec)->smoothness(*rig.shard).value_or(1.0);
+  auto topk = compression::makeCompressor(compression::CompressorSpec{});
+  std::vector<double> mags;
+  for (double x : v) mags.push_back(x * x);
+  std::sort(mags.begin(), mags.end(), std::greater<>());
+  double s2 = 0.0, best = -1.0;
+  std::vector<double> ratio(d + 1, 0.0), gain(d + 1, 0.0);
+  for (uint32_t T = 1; T <= d; ++T) {
+    s2 += mags[T - 1];
+    gain[T] = s2 / (2.0 * L);
+    ratio[T] = gain[T] / (8.0 * double(topk->encodedBytes(d, T)));
+    best = std::max(best, ratio[T]);
+  }
+  const auto& p = push->envelope.push();
+  REQUIRE(p.level() >= 1);
+  REQUIRE(p.level() <= d);
+  CHECK(sent.value->indices.size() == p.level());
+  CHECK(ratio[p.level()] >= best * (1.0 - 1e-12));
+  CHECK(p.predicted_improvement() == doctest::Approx(gain[p.level()]).epsilon(1e-9));
+  CHECK(p.predicted_cost() == 8.0 * double(topk->encodedBytes(d, p.level())));
+  CHECK(p.level() < d);  // the scan's best here is a real choice, not everything
 }
