@@ -8,8 +8,8 @@
 namespace tern::tuning {
 
 std::optional<Scheme> schemeOf(const std::string& compressor_name) {
-  if (compressor_name == "topk" || compressor_name == "randomk" || compressor_name == "threshold")
-    return Scheme::kTopT;
+  if (compressor_name == "topk" || compressor_name == "threshold") return Scheme::kTopT;
+  if (compressor_name == "randomk") return Scheme::kUniform;
   if (compressor_name == "sq") return Scheme::kSignScale;
   if (compressor_name == "stochastic") return Scheme::kStochastic;
   return std::nullopt;
@@ -23,6 +23,8 @@ std::string schemeName(Scheme scheme) {
       return "S+Q";
     case Scheme::kStochastic:
       return "stochastic";
+    case Scheme::kUniform:
+      return "random-T";
   }
   return "?";
 }
@@ -118,6 +120,19 @@ double stochasticStep(const MagnitudeProfile& p, size_t T, double L) {
   return stochasticOmega(p, T) / L;
 }
 
+namespace {
+double keptFraction(const MagnitudeProfile& p, size_t T) {
+  return p.dim() > 0 ? static_cast<double>(std::min(T, p.dim())) / static_cast<double>(p.dim())
+                     : 0.0;
+}
+}  // namespace
+
+double uniformImprovement(const MagnitudeProfile& p, size_t T, double L) {
+  return keptFraction(p, T) * p.totalL2sq() / (2.0 * L);
+}
+
+double uniformStep(const MagnitudeProfile& p, size_t T, double L) { return keptFraction(p, T) / L; }
+
 double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
   switch (scheme) {
     case Scheme::kTopT:
@@ -126,6 +141,8 @@ double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L)
       return signScaleImprovement(p, T, L);
     case Scheme::kStochastic:
       return stochasticImprovement(p, T, L);
+    case Scheme::kUniform:
+      return uniformImprovement(p, T, L);
   }
   return 0.0;
 }
@@ -138,6 +155,8 @@ double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
       return signScaleStep(p, T, L, signScaleOf(p, T));
     case Scheme::kStochastic:
       return stochasticStep(p, T, L);
+    case Scheme::kUniform:
+      return uniformStep(p, T, L);
   }
   return 0.0;
 }
@@ -166,6 +185,8 @@ double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo
           std::min(1.0, static_cast<double>(hi) * p.totalL2sq() / (total1 * total1));
       return omega * p.totalL2sq() / (2.0 * L);
     }
+    case Scheme::kUniform:  // non-decreasing in T, and needs nothing sorted
+      return uniformImprovement(p, hi, L);
   }
   return 0.0;
 }
@@ -174,6 +195,7 @@ double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L) {
   const double d = static_cast<double>(p.dim());
   switch (scheme) {
     case Scheme::kTopT:
+    case Scheme::kUniform:
     case Scheme::kStochastic:  // omega(d) = 1: every non-zero is sent exactly
       return p.totalL2sq() / (2.0 * L);
     case Scheme::kSignScale:

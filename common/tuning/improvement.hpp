@@ -6,7 +6,11 @@
 //                for Q_T(g)_j = s * sign(g_j) on the top-T set;
 //  - stochastic: improvement(T) = omega(T) ||g||^2 / (2L), step omega(T) / L            (eq. 15)
 //                with p_j = min(1, lambda |g_j|), sum_j p_j = T, omega = ||g||^2 / sum g_j^2 / p_j
-//                (Wangni et al. 2018); an expected improvement.
+//                (Wangni et al. 2018); an expected improvement;
+//  - random-T:   improvement(T) = (T/d) ||g||^2 / (2L),   step T / (d L)   [derived]
+//                for T coordinates drawn uniformly and sent as (d/T) g_j, unbiased with
+//                E||Q||^2 = (d/T) ||g||^2: the descent lemma's bound at its best step (stochastic
+//                sparsification with every p_j = T/d, so omega = T/d); an expected improvement.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -16,10 +20,11 @@
 
 namespace tern::tuning {
 
-enum class Scheme { kTopT, kSignScale, kStochastic };
+enum class Scheme { kTopT, kSignScale, kStochastic, kUniform };
 
-// The improvement function a compressor obeys: topk, randomk and threshold use the top-T form,
-// sq the S+Q form, stochastic the omega form; nullopt for compressors without a level.
+// The improvement function a compressor obeys: topk and threshold use the top-T form, sq the S+Q
+// form, stochastic the omega form, randomk the random-T form; nullopt for compressors without a
+// level.
 std::optional<Scheme> schemeOf(const std::string& compressor_name);
 std::string schemeName(Scheme scheme);
 
@@ -40,6 +45,9 @@ double stochasticOmega(const MagnitudeProfile& p, size_t T);
 double stochasticOmegaUnsorted(std::span<const float> v, double T);
 double stochasticImprovement(const MagnitudeProfile& p, size_t T, double L);
 double stochasticStep(const MagnitudeProfile& p, size_t T, double L);
+// Random-T: needs only ||g||^2 and d, no sorting.
+double uniformImprovement(const MagnitudeProfile& p, size_t T, double L);
+double uniformStep(const MagnitudeProfile& p, size_t T, double L);
 
 // Dispatch on the scheme; T <= p.sortedCount() (or, for stochastic, T >= nonZeros()).
 // For S+Q the step assumes the scale the sq compressor sends.

@@ -40,9 +40,11 @@ double effectiveSparsity(std::span<const float> v) {
   return l2 > 0.0 ? l1 * l1 / l2 : 0.0;
 }
 
+// Non-finite entries count as zero, as in MagnitudeProfile.
 double squaredNorm(std::span<const float> v) {
   double s = 0.0;
-  for (float x : v) s += static_cast<double>(x) * x;
+  for (float x : v)
+    if (std::isfinite(x)) s += static_cast<double>(x) * x;
   return s;
 }
 
@@ -90,6 +92,12 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
     MagnitudeProfile p(v, level < v.size() ? level : 0);
     return decisionAt(scheme, p, level, L, comp, cost);
   };
+  if (scheme == Scheme::kUniform) {
+    // Random-T needs only ||v||^2: nothing to select.
+    const MagnitudeProfile p(v, 0);
+    return {level, predictedCost(comp, cost, v.size(), level), uniformImprovement(p, level, L),
+            uniformStep(p, level, L), true};
+  }
   if (scheme == Scheme::kStochastic || level >= v.size()) return viaProfile();
   scratch.selector.select(v, level, scratch.indices, scratch.values);
   double s1 = 0.0, s2 = 0.0;
@@ -321,6 +329,9 @@ class CatTuner final : public Tuner {
         const double omega = stochasticOmegaUnsorted(v, d.level);
         d.step = omega / L_;
         d.predicted_improvement = base_improvement + omega * squaredNorm(v) / (2.0 * L_);
+      } else if (*scheme == Scheme::kUniform) {
+        const double kept = double(d.level) / double(v.size());
+        d.predicted_improvement = base_improvement + kept * squaredNorm(v) / (2.0 * L_);
       }
       return d;
     }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -282,10 +283,47 @@ TEST_CASE("growing the sorted prefix gives bit-identical prefix sums to sorting 
 
 TEST_CASE("compressor names map to their improvement functions") {
   CHECK(schemeOf("topk") == Scheme::kTopT);
-  CHECK(schemeOf("randomk") == Scheme::kTopT);
+  CHECK(schemeOf("randomk") == Scheme::kUniform);
   CHECK(schemeOf("threshold") == Scheme::kTopT);
   CHECK(schemeOf("sq") == Scheme::kSignScale);
   CHECK(schemeOf("stochastic") == Scheme::kStochastic);
   CHECK_FALSE(schemeOf("identity").has_value());
   CHECK_FALSE(schemeOf("qsgd").has_value());
+}
+
+TEST_CASE(
+    "random-T improvement is the expected decrease over every T-subset on an isotropic "
+    "quadratic, at its best step") {
+  // Expectation taken exactly: every T-subset S of the d coordinates, each equally likely, with
+  // Q = (d/T) g on S, as the randomk compressor sends.
+  Rng rng(29);
+  const size_t d = 10;
+  const double L = 2.5;
+  const std::vector<float> g = randomVector(d, Shape::kHeavyTailed, rng);
+  Quadratic iso{std::vector<double>(d, L)};
+  const auto x = pointWithGradient(iso, g);
+  const MagnitudeProfile p(g, 0);  // random-T needs nothing sorted
+  for (uint32_t T = 1; T <= d; ++T) {
+    CAPTURE(T);
+    const double gamma = uniformStep(p, T, L);
+    auto expected = [&](double step) {
+      double sum = 0.0;
+      size_t subsets = 0;
+      for (uint32_t mask = 0; mask < (1u << d); ++mask) {
+        if (uint32_t(std::popcount(mask)) != T) continue;
+        std::vector<float> q(d, 0.0f);
+        for (size_t j = 0; j < d; ++j)
+          if (mask >> j & 1u) q[j] = float(double(d) / T) * g[j];
+        sum += decrease(iso, x, q, step);
+        ++subsets;
+      }
+      return sum / double(subsets);
+    };
+    const double at_best = expected(gamma);
+    CHECK(at_best == doctest::Approx(uniformImprovement(p, T, L)).epsilon(1e-5));
+    CHECK(expected(0.8 * gamma) < at_best);
+    CHECK(expected(1.25 * gamma) < at_best);
+    CHECK(improvement(Scheme::kUniform, p, T, L) == uniformImprovement(p, T, L));
+  }
+  CHECK(uniformImprovement(p, d, L) == doctest::Approx(improvementOfWhole(Scheme::kUniform, p, L)));
 }

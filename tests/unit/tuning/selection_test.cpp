@@ -59,7 +59,7 @@ struct Setting {
 template <class Fn>
 void forEachSetting(Rng& rng, std::initializer_list<size_t> dims, Fn&& fn) {
   const auto models = costModels();
-  for (const std::string name : {"topk", "sq", "stochastic"}) {
+  for (const std::string name : {"topk", "sq", "stochastic", "randomk"}) {
     const auto comp = compressorNamed(name);
     const Scheme scheme = *schemeOf(name);
     for (const auto& model : models) {
@@ -122,7 +122,7 @@ TEST_CASE(
       ++cases;
     }
   });
-  CHECK(cases == 3 * 7 * 4 * 7 * 3);
+  CHECK(cases == 4 * 7 * 4 * 7 * 3);
 }
 
 TEST_CASE("the fast selection evaluates a small fraction of the levels on a gradient-like vector") {
