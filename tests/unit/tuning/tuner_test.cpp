@@ -467,3 +467,36 @@ TEST_CASE("with shifts, cat's improvement is the expected decrease of the shifte
   CHECK(with.predicted_improvement - base > 0.1 * with.predicted_improvement);
   CHECK(with.level < d);  // a sample, not everything
 }
+
+TEST_CASE("a NaN in the vector counts as zero in what a reused level reports") {
+  // Between recomputes, stochastic and random-T report an improvement from ||v||^2; a NaN entry
+  // must count as zero there, as it does in the sorted profile, not poison the report.
+  Rng rng(41);
+  std::vector<float> v = randomVector(500, Shape::kGaussian, rng);
+  const costmodel::PayloadCostModel payload;
+  for (const std::string name : {"stochastic", "randomk"}) {
+    CAPTURE(name);
+    compression::CompressorSpec spec;
+    spec.name = name;
+    const auto comp = compression::makeCompressor(spec);
+    TunerSpec ts;
+    ts.name = "cat";
+    ts.recompute_every = 10;
+    ts.recompute_drift = 0.0;
+    auto tuner = makeTuner(ts);
+    const TuningDecision first = tuner->choose(v, 0, *comp, payload);
+    std::vector<float> with_nan = v;
+    with_nan[3] = std::nanf("");
+    const TuningDecision reused = tuner->choose(with_nan, 0, *comp, payload);
+    CHECK_FALSE(reused.recomputed);
+    CHECK(std::isfinite(reused.predicted_improvement));
+    CHECK(std::isfinite(reused.step));
+    if (name == "randomk") {
+      double norm2 = 0.0;
+      for (size_t j = 0; j < v.size(); ++j)
+        if (j != 3) norm2 += double(v[j]) * v[j];
+      CHECK(reused.predicted_improvement ==
+            doctest::Approx(double(first.level) / double(v.size()) * norm2 / 2.0));
+    }
+  }
+}
