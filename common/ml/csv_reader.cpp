@@ -96,12 +96,12 @@ Dataset readCsv(const std::string& path, const std::string& label_column) {
         labels.add(fields[k].text, line_no, fields[k].column);
         continue;
       }
-      const auto value = detail::parseNumber(fields[k].text);
+      const auto value = detail::parseFeature(fields[k].text);
       if (!value) {
         textError(path, line_no, fields[k].column,
-                  "value '" + std::string(fields[k].text) + "' is not a number");
+                  "value '" + std::string(fields[k].text) + "' is not a number a float can hold");
       }
-      values.push_back(static_cast<float>(*value));
+      values.push_back(*value);
     }
     ++rows;
   }

@@ -80,12 +80,13 @@ Dataset readLibsvm(const std::string& path, size_t features) {
                   "feature index " + std::to_string(index) + " out of range" +
                       (features != 0 ? " [1, " + std::to_string(features) + "]" : ""));
       }
-      const auto value = detail::parseNumber(token.substr(colon + 1));
+      const auto value = detail::parseFeature(token.substr(colon + 1));
       if (!value) {
         textError(path, line_no, column + colon + 1,
-                  "value '" + std::string(token.substr(colon + 1)) + "' is not a number");
+                  "value '" + std::string(token.substr(colon + 1)) +
+                      "' is not a number a float can hold");
       }
-      row.push_back({index, static_cast<float>(*value), column});
+      row.push_back({index, *value, column});
     }
     if (!have_label) continue;  // blank or comment-only line
 

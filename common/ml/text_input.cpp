@@ -34,6 +34,12 @@ std::optional<double> parseNumber(std::string_view token) {
   return value;
 }
 
+std::optional<float> parseFeature(std::string_view token) {
+  const auto value = parseNumber(token);
+  if (!value || !std::isfinite(static_cast<float>(*value))) return std::nullopt;
+  return static_cast<float>(*value);
+}
+
 void LabelCollector::add(std::string_view token, size_t line, size_t column) {
   const auto value = parseNumber(token);
   if (!value) textError(path_, line, column, "label '" + std::string(token) + "' is not a number");

@@ -16,6 +16,9 @@ std::string readTextFile(const std::string& path);
 
 // A finite number filling the whole token (a leading '+' is allowed), or nullopt.
 std::optional<double> parseNumber(std::string_view token);
+// A feature value: a number as above that stays finite as a float (features are stored as
+// floats; 1e39 would become infinity and poison the model's smoothness and gradients).
+std::optional<float> parseFeature(std::string_view token);
 
 // Collects integer labels with their positions, then maps them to class indices:
 // {-1,+1} or {0,1} become {0,1}; any other set of non-negative integers is kept as is.

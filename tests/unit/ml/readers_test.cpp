@@ -174,6 +174,12 @@ TEST_CASE("LIBSVM reader reports file, line and column of malformed input") {
     CHECK(contains(msg, "abc"));
   }
   {
+    // Finite as a double, infinite as the float a feature is stored in.
+    const auto [path, msg] = errorFor("huge.svm", "1 1:0.5\n0 2:1e39\n");
+    CHECK(contains(msg, path + ":2:5"));
+    CHECK(contains(msg, "a float can hold"));
+  }
+  {
     const auto [path, msg] = errorFor("index0.svm", "1 1:1\n\n1 0:1\n");
     CHECK(contains(msg, path + ":3:3"));
   }
@@ -245,6 +251,12 @@ TEST_CASE("CSV reader reports file, line and column of malformed input") {
     const std::string msg = runtimeErrorOf([&] { readCsv(path); });
     CHECK(contains(msg, path + ":3:3"));
     CHECK(contains(msg, "oops"));
+  }
+  {
+    const std::string path = dir.write("huge.csv", "a,b,y\n1,2,0\n1,-1e39,1\n");
+    const std::string msg = runtimeErrorOf([&] { readCsv(path); });
+    CHECK(contains(msg, path + ":3:3"));
+    CHECK(contains(msg, "a float can hold"));
   }
   {
     const std::string path = dir.write("short.csv", "a,b,y\n1,2,0\n1,2\n");
