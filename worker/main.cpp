@@ -42,6 +42,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
   st.counters = {{"probe_bytes", stats.probe_bytes},
                  {"pushes_taken_back", stats.taken_back},
+                 {"non_finite_gradients", stats.non_finite_gradients},
                  {"rejoins", stats.rejoins},
                  {"repushes", stats.repushes},
                  {"connections_auth_refused", auth_refused},

@@ -296,10 +296,11 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     ++stats_.repushes;
     spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
   }
-  Message push = makePush(rs.round(), again);
+  std::optional<Message> push = makePush(rs.round(), again);
+  if (!push) return {};
   std::vector<Message> out = nextProbe();
   link_->issued(LinkMonitor::pushKey(rs.round()), clock_());
-  out.push_back(std::move(push));
+  out.push_back(std::move(*push));
   return out;
 }
 
@@ -339,12 +340,21 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   }
 }
 
-Message WorkerCore::makePush(uint64_t round, bool again) {
+std::optional<Message> WorkerCore::makePush(uint64_t round, bool again) {
   const double t0 = clock_();
   std::vector<float> grad;
   double loss = 0.0;
   uint64_t used = 0;
   computeGradient(round, grad, loss, used);
+  // An overflow (local steps with too large a local_lr, extreme data) must neither end the
+  // daemon (the compressors refuse non-finite values) nor reach the residual: the round goes
+  // without this worker, as if its push were lost, and the next round tries again.
+  if (!std::isfinite(loss) ||
+      !std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); })) {
+    ++stats_.non_finite_gradients;
+    spdlog::warn("round {}: the local gradient is not finite (loss {}); not pushed", round, loss);
+    return std::nullopt;
+  }
   // Asked again, the refused push is taken back (if its error has not done so already): the
   // residual then holds this round's gradient (the replica and the minibatch are the same) and
   // everything else still owed, and it goes out as it is, so the gradient is never added twice.

@@ -435,3 +435,34 @@ TEST_CASE("a worker with cat sends the level a scan of every level picks, and re
   CHECK(p.predicted_cost() == 8.0 * double(topk->encodedBytes(d, p.level())));
   CHECK(p.level() < d);  // the scan's best here is a real choice, not everything
 }
+
+TEST_CASE("a round whose local gradient overflows is not pushed, counted, and the next one is") {
+  Rig rig(0, 2, 3, [](config::WorkerSettings& s) {
+    s.compressor.name = "topk";
+    s.error_feedback = true;
+    s.error_feedback_auto = false;
+  });
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  const std::vector<float> good = rig.core->parameters();
+  // A model whose logits overflow a float: loss and gradient are not finite.
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* rs = m.envelope.mutable_round_start();
+  rs->set_round(0);
+  rs->set_session(rig.session);
+  rs->set_full_model(true);
+  rs->set_cap(uint32_t(good.size()));
+  m.payload = floatsToBytes(std::vector<float>(good.size(), 3e38f));
+  CHECK(rig.core->onMessage(m, 0).empty());
+  CHECK(rig.core->stats().non_finite_gradients == 1);
+  CHECK(rig.core->stats().rounds == 0);
+  for (float e : rig.core->residual()) CHECK(e == 0.0f);
+  // The coordinator moves on; the next round's model is finite again.
+  rs->set_round(1);
+  m.payload = floatsToBytes(good);
+  const auto out = rig.core->onMessage(m, 0);
+  CHECK(std::count_if(out.begin(), out.end(), isPush) == 1);
+  CHECK(rig.core->stats().rounds == 1);
+  for (float e : rig.core->residual()) CHECK(std::isfinite(e));
+}
