@@ -20,12 +20,15 @@ class LevelPolicy {
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
                                 const costmodel::LinkFit& link);
+  // Takes over the last usable fit of the policy this one replaces (a re-join).
+  void keepFitOf(const LevelPolicy& previous) { last_fit_ = previous.last_fit_; }
 
  private:
   std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link);
   config::TuningSettings settings_;
-  // The last usable fit: the estimator withdraws its fit when recent sizes are too alike to
-  // separate a and b, yet the link has not changed.
+  // The last usable fit: the estimator withdraws its fit while its recent sizes are too alike to
+  // separate a and b (after a detected link change too, until it has probed the new link), and
+  // the last fit is a better price than the configured constants meanwhile.
   std::optional<costmodel::LinkFit> last_fit_;
   uint32_t packet_bytes_;
   std::unique_ptr<tuning::Tuner> tuner_;

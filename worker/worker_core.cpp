@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/compression/codec.hpp"
 
@@ -155,6 +156,11 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                          true);
   }
   if (w.training().batch_size() == 0) return refuseWelcome("training settings have batch size 0");
+  if (w.training().local_steps() > 1 &&
+      !(std::isfinite(w.training().local_lr()) && w.training().local_lr() > 0.0)) {
+    return refuseWelcome("training settings have local steps with local_lr " +
+                         std::to_string(w.training().local_lr()));
+  }
   if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
     return refuseWelcome("the coordinator's model cannot train on this shard: " + why, true);
   }
@@ -202,6 +208,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   // The residual starts empty on every (re-)join: it belonged to a model the coordinator may no
   // longer hold.
   compressor_ = std::move(compressor);
+  if (policy_) policy->keepFitOf(*policy_);  // the link survives a re-join, and so does its fit
   policy_ = std::move(policy);
   link_->reset();
   pushed_round_ = -1;
@@ -215,16 +222,22 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   return {};
 }
 
+Message WorkerCore::pushFor(uint64_t round) const {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* push = m.envelope.mutable_push();
+  push->set_session(session_);
+  push->set_worker_id(id_);
+  push->set_round(round);
+  return m;
+}
+
 std::vector<Message> WorkerCore::nextProbe() {
   const double now = clock_();
   auto bytes = link_->nextProbe(now);
   if (!bytes) return {};
-  Message p;
-  p.envelope = makeEnvelope();
+  Message p = pushFor(replica_round_);
   auto* push = p.envelope.mutable_push();
-  push->set_session(session_);
-  push->set_worker_id(id_);
-  push->set_round(replica_round_);
   push->set_probe(true);
   push->set_probe_id(link_->nextProbeId());
   // The planned size is what goes on the wire, envelope and frame headers included, so that a
@@ -270,7 +283,10 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   link_->atRound(rs.round());
   cap_ = rs.cap();
   stats_.data_share = rs.data_share();
-  if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {
+  if (!std::isfinite(rs.threshold()) || rs.threshold() < 0.0) {
+    // The push goes out under the threshold in force.
+    refuse("round start threshold must be finite and >= 0, got " + std::to_string(rs.threshold()));
+  } else if (rs.threshold() > 0.0 && rs.threshold() != threshold_) {
     compression::CompressorSpec cspec = settings_.compressor;
     cspec.threshold = rs.threshold();
     try {
@@ -279,7 +295,6 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
                                                                  errorFeedbackOn());
       threshold_ = rs.threshold();
     } catch (const std::exception& e) {
-      // The push goes out under the threshold in force.
       refuse(std::string("bad threshold in round start: ") + e.what());
     }
   }
@@ -296,11 +311,12 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     ++stats_.repushes;
     spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
   }
-  std::optional<Message> push = makePush(rs.round(), again);
-  if (!push) return {};
+  Push push = makePush(rs.round(), again);
+  // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.
+  if (!push.computed) return {std::move(push.message)};
   std::vector<Message> out = nextProbe();
   link_->issued(LinkMonitor::pushKey(rs.round()), clock_());
-  out.push_back(std::move(*push));
+  out.push_back(std::move(push.message));
   return out;
 }
 
@@ -340,21 +356,30 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   }
 }
 
-std::optional<Message> WorkerCore::makePush(uint64_t round, bool again) {
+WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   const double t0 = clock_();
   std::vector<float> grad;
   double loss = 0.0;
   uint64_t used = 0;
   computeGradient(round, grad, loss, used);
-  // An overflow (local steps with too large a local_lr, extreme data) must neither end the
-  // daemon (the compressors refuse non-finite values) nor reach the residual: the round goes
-  // without this worker, as if its push were lost, and the next round tries again.
-  if (!std::isfinite(loss) ||
-      !std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); })) {
+  Message m = pushFor(round);
+  auto* p = m.envelope.mutable_push();
+  p->set_samples_used(used);
+  *p->mutable_link() = link_->toWire();
+  // An overflow (local steps with too large a local_lr, extreme data, a residual grown past a
+  // float) must neither end the daemon (the compressors refuse non-finite values) nor reach the
+  // residual. The worker says so with a push whose loss is not finite and carries nothing: the
+  // coordinator refuses it at once, so the round need not wait for this worker, and asks again.
+  auto failed = [&](const std::string& why) {
     ++stats_.non_finite_gradients;
-    spdlog::warn("round {}: the local gradient is not finite (loss {}); not pushed", round, loss);
-    return std::nullopt;
-  }
+    spdlog::warn("round {}: {}; pushing nothing", round, why);
+    p->set_local_loss(std::numeric_limits<double>::quiet_NaN());
+    p->set_compute_seconds(clock_() - t0);
+    return Push{sendable(std::move(m)), false};
+  };
+  if (!std::isfinite(loss) ||
+      !std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }))
+    return failed("the local loss or gradient is not finite (loss " + std::to_string(loss) + ")");
   // Asked again, the refused push is taken back (if its error has not done so already): the
   // residual then holds this round's gradient (the replica and the minibatch are the same) and
   // everything else still owed, and it goes out as it is, so the gradient is never added twice.
@@ -368,7 +393,13 @@ std::optional<Message> WorkerCore::makePush(uint64_t round, bool again) {
   uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
   auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit());
   uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
-  auto compressed = compressor_->compressCorrected(level, rng_);
+  compression::Compressed compressed;
+  try {
+    compressed = compressor_->compressCorrected(level, rng_);
+  } catch (const std::exception& e) {
+    // The residual is written only after the compressor succeeds: it is as it was.
+    return failed(e.what());
+  }
   stats_.last_level = level;
   pushed_round_ = int64_t(round);
   if (compressor_->enabled()) {
@@ -379,21 +410,13 @@ std::optional<Message> WorkerCore::makePush(uint64_t round, bool again) {
   stats_.last_loss = loss;
   ++stats_.rounds;
 
-  Message m;
-  m.envelope = makeEnvelope();
-  auto* p = m.envelope.mutable_push();
-  p->set_round(round);
-  p->set_session(session_);
-  p->set_worker_id(id_);
-  p->set_samples_used(used);
   p->set_local_loss(loss);
   p->set_compute_seconds(clock_() - t0);
-  *p->mutable_link() = link_->toWire();
   p->set_level(level);
   p->set_predicted_cost(decision.predicted_cost);
   p->set_predicted_improvement(decision.predicted_improvement);
   m.payload = std::move(compressed.bytes);
-  return sendable(std::move(m));
+  return {sendable(std::move(m)), true};
 }
 
 const std::vector<float>& WorkerCore::residual() const {

@@ -34,7 +34,7 @@ struct WorkerStats {
   uint64_t rejected = 0;    // coordinator messages this worker refused
   uint64_t repushes = 0;    // rounds the coordinator asked for again after refusing the push
   uint64_t taken_back = 0;  // pushes refused as late whose content went back into the residual
-  uint64_t non_finite_gradients = 0;  // rounds not pushed: the local loss or gradient overflowed
+  uint64_t non_finite_gradients = 0;  // pushes without a gradient: it overflowed (not finite)
   uint32_t last_level = 0;
   double last_loss = 0.0;
   double data_share = 0.0;  // p_i, as the coordinator last said
@@ -71,9 +71,15 @@ class WorkerCore {
   std::vector<Message> handleWelcome(const Message& msg);
   std::vector<Message> handleRoundStart(const Message& msg);
   // again: the coordinator asked for this round once more; its last push was never applied.
-  // nullopt when the local gradient is not finite: nothing is pushed, and the residual and
-  // the replica are left as they were.
-  std::optional<Message> makePush(uint64_t round, bool again);
+  struct Push {
+    Message message;
+    // false: the gradient could not be computed or compressed (not finite); the message says
+    // so with a non-finite loss and no payload, and the residual is as it was.
+    bool computed = true;
+  };
+  Push makePush(uint64_t round, bool again);
+  // An empty push (probe or gradient) for `round`, addressed from this worker's session.
+  Message pushFor(uint64_t round) const;
   // The push of `round` was refused as late: its content goes back into the residual.
   void takeBack(uint64_t round);
   Message sendable(Message m);

@@ -26,6 +26,8 @@ enum class Scheme { kTopT, kSignScale, kStochastic, kUniform };
 // form, stochastic the omega form, randomk the random-T form; nullopt for compressors without a
 // level.
 std::optional<Scheme> schemeOf(const std::string& compressor_name);
+// False for random-T, whose improvement needs no order of the magnitudes: searches skip sorting.
+inline bool needsOrder(Scheme scheme) { return scheme != Scheme::kUniform; }
 std::string schemeName(Scheme scheme);
 
 double topTImprovement(const MagnitudeProfile& p, size_t T, double L);

@@ -42,7 +42,8 @@ class Evaluator {
   void consider(uint32_t T, Candidate& best) {
     ++evaluations_;
     // The order is grown geometrically so that a search reaching far only sorts O(log) times.
-    if (T > p_.sortedCount()) p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
+    if (needsOrder(scheme_) && T > p_.sortedCount())
+      p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
     const double imp = std::min(base_ + improvement(scheme_, p_, T, L_), credit_limit_);
     const double c = costAt(T);
     const double r = imp / c;

@@ -40,7 +40,8 @@ double effectiveSparsity(std::span<const float> v) {
   return l2 > 0.0 ? l1 * l1 / l2 : 0.0;
 }
 
-// Non-finite entries count as zero, as in MagnitudeProfile.
+// Non-finite entries count as zero (MagnitudeProfile zeroes NaN; an infinity here would make
+// every level's report infinite).
 double squaredNorm(std::span<const float> v) {
   double s = 0.0;
   for (float x : v)
@@ -70,7 +71,7 @@ TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, do
     // (S+Q's scale is the mean magnitude, stochastic's omega is 1).
     return {level, c, improvementOfWhole(scheme, p, L), 1.0 / L, true};
   }
-  p.sortAtLeast(level);
+  if (needsOrder(scheme)) p.sortAtLeast(level);
   return {level, c, improvement(scheme, p, level, L), step(scheme, p, level, L), true};
 }
 
@@ -338,7 +339,8 @@ class CatTuner final : public Tuner {
 
     // Sort about what the last T* needed; the search sorts more only if it must.
     const size_t guess = last_ ? 2 * size_t{last_->level} : kInitialSorted;
-    MagnitudeProfile p(v, std::min<size_t>(m, std::max(guess, kInitialSorted)));
+    MagnitudeProfile p(
+        v, needsOrder(*scheme) ? std::min<size_t>(m, std::max(guess, kInitialSorted)) : 0);
     const double credit = gradient_sq_norm >= 0.0 ? gradient_sq_norm / (2.0 * L_)
                                                   : std::numeric_limits<double>::infinity();
     const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit, base_improvement);

@@ -436,33 +436,75 @@ TEST_CASE("a worker with cat sends the level a scan of every level picks, and re
   CHECK(p.level() < d);  // the scan's best here is a real choice, not everything
 }
 
-TEST_CASE("a round whose local gradient overflows is not pushed, counted, and the next one is") {
+TEST_CASE("a round whose gradient overflows sends a push that says so, and leaves the residual") {
   Rig rig(0, 2, 3, [](config::WorkerSettings& s) {
     s.compressor.name = "topk";
     s.error_feedback = true;
     s.error_feedback_auto = false;
+    s.link.measure = false;
   });
   rig.welcome();
   REQUIRE(rig.core->joined());
   const std::vector<float> good = rig.core->parameters();
+  auto roundWith = [&](uint64_t round, const std::vector<float>& params) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* rs = m.envelope.mutable_round_start();
+    rs->set_round(round);
+    rs->set_session(rig.session);
+    rs->set_full_model(true);
+    rs->set_cap(1);  // top-1: the residual keeps the rest
+    m.payload = floatsToBytes(params);
+    return rig.core->onMessage(m, 0);
+  };
+  const auto first = roundWith(0, good);
+  REQUIRE(std::count_if(first.begin(), first.end(), isPush) == 1);
+  const std::vector<float> residual = rig.core->residual();
+  REQUIRE(residual.size() == good.size());
+  REQUIRE(std::any_of(residual.begin(), residual.end(), [](float e) { return e != 0.0f; }));
+  const uint64_t rounds = rig.core->stats().rounds;
   // A model whose logits overflow a float: loss and gradient are not finite.
-  Message m;
-  m.envelope = makeEnvelope();
-  auto* rs = m.envelope.mutable_round_start();
-  rs->set_round(0);
-  rs->set_session(rig.session);
-  rs->set_full_model(true);
-  rs->set_cap(uint32_t(good.size()));
-  m.payload = floatsToBytes(std::vector<float>(good.size(), 3e38f));
-  CHECK(rig.core->onMessage(m, 0).empty());
+  const auto out = roundWith(1, std::vector<float>(good.size(), 3e38f));
+  REQUIRE(out.size() == 1);  // no probe ahead of it
+  REQUIRE(isPush(out[0]));
+  CHECK(std::isnan(out[0].envelope.push().local_loss()));
+  CHECK(out[0].payload.empty());
   CHECK(rig.core->stats().non_finite_gradients == 1);
-  CHECK(rig.core->stats().rounds == 0);
-  for (float e : rig.core->residual()) CHECK(e == 0.0f);
-  // The coordinator moves on; the next round's model is finite again.
-  rs->set_round(1);
-  m.payload = floatsToBytes(good);
-  const auto out = rig.core->onMessage(m, 0);
-  CHECK(std::count_if(out.begin(), out.end(), isPush) == 1);
-  CHECK(rig.core->stats().rounds == 1);
-  for (float e : rig.core->residual()) CHECK(std::isfinite(e));
+  CHECK(rig.core->stats().rounds == rounds);
+  CHECK(rig.core->residual() == residual);
+  // The next round's model is finite again: an ordinary push.
+  const auto next = roundWith(2, good);
+  const auto push = std::find_if(next.begin(), next.end(), isPush);
+  REQUIRE(push != next.end());
+  CHECK(std::isfinite(push->envelope.push().local_loss()));
+  CHECK_FALSE(push->payload.empty());
+  CHECK(rig.core->stats().rounds == rounds + 1);
+}
+
+TEST_CASE("a welcome with local steps and no usable local_lr is refused and counted") {
+  for (double lr : {0.0, -0.1, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(lr);
+    Rig rig;
+    ml::ModelSpec spec;
+    spec.kind = "softmax";
+    spec.features = 3;
+    spec.classes = 2;
+    const auto model = ml::makeModel(spec);
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* w = m.envelope.mutable_welcome();
+    w->set_worker_id(1);
+    w->set_session(rig.session);
+    w->mutable_model()->set_kind("softmax");
+    w->mutable_model()->set_features(3);
+    w->mutable_model()->set_classes(2);
+    w->mutable_training()->set_batch_size(8);
+    w->mutable_training()->set_local_steps(4);
+    w->mutable_training()->set_local_lr(lr);
+    w->set_cap(uint32_t(model->numParams()));
+    m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
+    rig.core->onMessage(m, 0);
+    CHECK_FALSE(rig.core->joined());
+    CHECK(rig.core->stats().rejected == 1);
+  }
 }
