@@ -55,6 +55,7 @@ struct Options {
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
+  bool block_step = false;
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -161,6 +162,10 @@ int main(int argc, char** argv) {
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
+  app.add_flag("--block-step", o.block_step,
+               "one worker, top-T, S+Q and full GD: step and improvement from the data's "
+               "curvature bound on the block each level sends, for every method (an experiment, "
+               "see docs/cat.md)");
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
@@ -293,6 +298,7 @@ int main(int argc, char** argv) {
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;
+      limits.block_step = o.block_step;
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

@@ -145,6 +145,83 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   return best_ratio > -1e300 ? best : best_by_credit;
 }
 
+// The rows with a 1 appended (the bias), column-major: a coordinate's column is a contiguous run.
+using Columns = Eigen::SparseMatrix<double, Eigen::ColMajor, int64_t>;
+Columns augmentedColumns(const ml::Dataset& data) {
+  std::vector<Eigen::Triplet<double, int64_t>> t;
+  const auto n = int64_t(data.rows());
+  const auto f = int64_t(data.features());
+  if (data.is_sparse) {
+    for (int64_t r = 0; r < n; ++r)
+      for (ml::SparseMatrix::InnerIterator it(data.sparse, r); it; ++it)
+        t.emplace_back(r, int64_t(it.col()), double(it.value()));
+  } else {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < f; ++c)
+        if (data.dense(r, c) != 0.0f) t.emplace_back(r, c, double(data.dense(r, c)));
+  }
+  for (int64_t r = 0; r < n; ++r) t.emplace_back(r, f, 1.0);
+  Columns X(n, f + 1);
+  X.setFromTriplets(t.begin(), t.end());
+  return X;
+}
+
+// RunLimits::block_step: the level's improvement and step from q^T M q of the block it sends,
+// M = 0.25 X~^T X~ / n + lambda I (bias unpenalised), which bounds the Hessian everywhere. For
+// the direction q the compressor decodes to (top-T: g on the top-T set; S+Q: the signs there,
+// scaled by S1 / T; everything for full GD) the descent lemma gives the decrease
+// <g, q>^2 / (2 q^T M q) at the step <g, q> / (q^T M q). X~ q is kept as coordinates join (one
+// column each), so a scan of every level costs one pass over the data. `fixed_level` > 0
+// evaluates that level only; 0 picks the best ratio to C(T) over every level (cat).
+tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const float> grad,
+                                   const Columns& X, double l2, bool sign_scale,
+                                   uint32_t fixed_level, const compression::Compressor& comp,
+                                   const costmodel::CostModel& cost) {
+  const auto d = static_cast<uint32_t>(v.size());
+  const double n = double(X.rows());
+  const auto bias = uint32_t(X.cols() - 1);
+  std::vector<uint32_t> order(d);
+  for (uint32_t j = 0; j < d; ++j) order[j] = j;
+  const uint32_t last = fixed_level > 0 ? std::min(fixed_level, d) : d;
+  auto larger = [&](uint32_t a, uint32_t b) {
+    const float x = std::fabs(v[a]), y = std::fabs(v[b]);
+    return x > y || (x == y && a < b);
+  };
+  if (last < d) std::nth_element(order.begin(), order.begin() + last, order.end(), larger);
+  std::sort(order.begin(), order.begin() + last, larger);
+  Eigen::VectorXd Xq = Eigen::VectorXd::Zero(X.rows());
+  double xq2 = 0.0, w2 = 0.0, s1 = 0.0, gq = 0.0;
+  tuning::TuningDecision best{1, 0.0, 0.0, 0.0, true};
+  double best_ratio = -1.0;
+  for (uint32_t T = 1; T <= last; ++T) {
+    const uint32_t j = order[T - 1];
+    const double g = v[j];
+    const double a = sign_scale ? (g > 0 ? 1.0 : g < 0 ? -1.0 : 0.0) : g;
+    s1 += std::fabs(g);
+    gq += a * double(grad[j]);
+    double dot = 0.0, col2 = 0.0;
+    for (Columns::InnerIterator it(X, j); it; ++it) {
+      dot += Xq[it.index()] * it.value();
+      col2 += it.value() * it.value();
+    }
+    xq2 += 2.0 * a * dot + a * a * col2;
+    for (Columns::InnerIterator it(X, j); it; ++it) Xq[it.index()] += a * it.value();
+    if (j != bias) w2 += a * a;
+    if (fixed_level > 0 && T < last) continue;
+    const double quad = 0.25 * std::max(xq2, 0.0) / n + l2 * w2;  // q^T M q for q = the a's
+    // <g, q> <= 0 (with error feedback the residual can outweigh the gradient): no descent.
+    const double imp = quad > 0.0 && gq > 0.0 ? gq * gq / (2.0 * quad) : 0.0;
+    // The compressor decodes S+Q to (S1 / T) * signs: the step on what it decodes.
+    const double step = imp > 0.0 ? (gq / quad) / (sign_scale ? s1 / T : 1.0) : 0.0;
+    const double c = cost.cost(comp.encodedBytes(d, T));
+    if (imp / c > best_ratio) {
+      best_ratio = imp / c;
+      best = {T, c, imp, step, true};
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
@@ -221,6 +298,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     whole.leftCols(X.cols()) = X.cast<double>();
     whole.col(X.cols()).setOnes();
   }
+  const bool block = limits.block_step && (method.compressor == "topk" ||
+                                           method.compressor == "sq" || method.tuner == "full");
+  // Each worker prices with its own rows' M_i (its only view of the data's curvature).
+  std::vector<Columns> columns;
+  if (block)
+    for (size_t i = 0; i < workers; ++i) columns.push_back(augmentedColumns(shards.data[i]));
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -300,6 +383,14 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         decision = choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
                                 aggregate && g_estimate > 0.0 ? g_estimate : -1.0, problem.L,
                                 static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+      } else if (block) {
+        // cat scans every level; the others pick theirs as usual and get its block step.
+        const uint32_t level =
+            method.tuner == "cat"
+                ? 0
+                : tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base).level;
+        decision = chooseBlock(v, grads[i], columns[i], problem.l2, method.compressor == "sq",
+                               level, memories[i].inner(), tuner_cost);
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
       }

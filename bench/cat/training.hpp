@@ -95,6 +95,11 @@ struct RunLimits {
   // as they stand), with the global gradient and the Hessian of every row, and takes its share
   // p_i of the sum's descent. It measures how far the criterion gets with perfect information.
   bool virtual_oracle = false;
+  // One worker, top-T, S+Q and full GD: each level's improvement and step from the curvature
+  // bound of the block it sends, <g, q>^2 / (2 q^T M q) at step <g, q> / q^T M q with
+  // M = 0.25 X~^T X~ / n + lambda I (which bounds the Hessian everywhere), in place of the
+  // paper's 1/L; fixed T, dynamic and full GD get the same rule at their levels.
+  bool block_step = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
   // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies
