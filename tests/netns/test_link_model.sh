@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # A worker behind a token-bucket link learns the link's per-packet time: right after the join-time
-# calibration its fitted b is within 15% of P_max*8/rate at 2 Mbit/s and at 8 Mbit/s, and when the
-# rate changes mid-run (2 -> 8 and 8 -> 2 Mbit/s) the b it reports has followed within 20 rounds.
-# tbf charges whole Ethernet frames, 1514 bytes per full 1448-byte segment, so the link's true b is
-# 4.6% above P_max*8/rate; the fitted b must be within 15% of that too.
+# calibration its fitted b is within 15% of the time the link really takes per full frame, at
+# 2 Mbit/s and at 8 Mbit/s, and when the rate changes mid-run (2 -> 8 and 8 -> 2 Mbit/s) the b it
+# reports has followed within 20 rounds.
 #
 # The coordinator runs in one namespace, the worker in another, joined by a veth pair whose worker
 # end is shaped with tbf. The fitted b is read from the coordinator's metrics CSV (the model each
-# worker reports in its push) and compared with the configured rate, never with the code's output.
+# worker reports in its push). Its reference is measured on the wire, never taken from the code:
+# wire_capture.py records the kernel's receive time of every data frame on the coordinator's end,
+# and the median time per frame over 16-frame windows (the link is busy almost throughout) is
+# the link's true b. tbf charges whole Ethernet frames, 1514 bytes per full 1448-byte segment, so
+# on an exact shaper that is 1.046 x P_max*8/rate; the table shows both. The wire is the reference because a virtualised
+# host can make tbf's timer fire late, and late ticks are lost capacity: one run's whole 8 Mbit/s
+# phase had the worker's b at 1.36-1.47x the configured frame time, and with the configured rate
+# as its only reference the test could not tell a slow shaper from a wrong model. The test
+# also asserts that the shaper did what it was told, within what such a host allows: the wire's b
+# within 0.9-1.6x the configured frame time, and the 8 Mbit/s phase at least 2.5x faster than the
+# 2 Mbit/s one, so a rate change is a real change.
 source "$(dirname "$0")/lib.sh"
 
 P_MAX=1448          # link.packet_bytes (TCP payload per 1500-byte frame with timestamps)
@@ -72,6 +81,10 @@ run_phase() {
     --metrics-csv "$dir/metrics.csv" > "$dir/coord.out" 2> "$dir/coord.err" &
   local cpid=$!
   PIDS+=("$cpid")
+  ip netns exec "$NS_C" python3 "$SRC/tests/netns/wire_capture.py" "$DEV_C" "$ADDR_W" "$dir/wire.txt" &
+  local spid=$!
+  PIDS+=("$spid")
+  wait_for_file "$dir/wire.txt"
   wait_for_file "$dir/endpoint"
   write_worker "$dir/worker.yaml" "$(cat "$dir/endpoint")"
   ip netns exec "$NS_W" "$BIN/tern-worker" --config "$dir/worker.yaml" \
@@ -85,6 +98,7 @@ run_phase() {
     [ -s "$dir/metrics.csv" ] && rows=$(($(wc -l < "$dir/metrics.csv") - 1))
     if [ "$rows" -ge "$CHANGE_AFTER" ]; then
       shape_worker change "$after"
+      date +%s.%N > "$WORK/$name.change_time"
       tail -n 1 "$dir/metrics.csv" | cut -d, -f1 > "$WORK/$name.change"
       break
     fi
@@ -97,6 +111,8 @@ run_phase() {
   [ "$rc" = 0 ] || { tail -5 "$dir/coord.err"; fail "$name: coordinator exited with $rc"; }
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || { tail -5 "$dir/worker.err"; fail "$name: worker exited with $rc"; }
+  kill -TERM "$spid"
+  wait "$spid" || fail "$name: the wire capture failed"
   PIDS=()
   [ -s "$WORK/$name.change" ] || fail "$name: the run ended before the rate change"
   grep -q "^final: rounds=$ROUNDS " "$dir/coord.out" || fail "$name: coordinator did not finish"
@@ -110,21 +126,20 @@ drops=$(worker_qdisc_drops)
 [ "${drops:-0}" = 0 ] || echo "note: the worker's tbf dropped $drops packets (TCP retransmitted)"
 
 python3 - "$WORK" "$P_MAX" "$FOLLOW_ROUNDS" "$TOLERANCE" <<'PY'
-import csv, sys
+import csv, statistics, sys
 
 work, p_max, follow, tol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 phases = [("up", 2e6, 8e6), ("down", 8e6, 2e6)]
 frame = p_max + 66  # a full segment on the wire: payload + TCP (32) + IP (20) + Ethernet (14)
+WINDOW = 16         # frames per timed window on the wire
+SHAPER = (0.9, 1.6)  # what the wire's b may be, relative to the configured frame time
 failures = []
 
 def reference(rate):  # the spec's per-packet time
     return p_max * 8 / rate
 
-def on_wire(rate):  # what tbf charges per full segment
+def on_wire(rate):  # what an exact tbf charges per full segment
     return frame * 8 / rate
-
-def close(b, rate):
-    return abs(b / reference(rate) - 1) <= tol and abs(b / on_wire(rate) - 1) <= tol
 
 def load(name):
     rows = []
@@ -133,16 +148,60 @@ def load(name):
         rows.append((int(r["round"]), float(r["link_b"]), int(r["link_samples"])))
     return rows
 
+def frames_on_wire(name):
+    frames = []
+    for text in open(f"{work}/{name}/wire.txt"):
+        parts = text.split()
+        if len(parts) == 2:
+            n = int(parts[1])
+            # A GSO frame of k segments reaches the peer whole; tbf charged each segment its own
+            # headers (66 bytes).
+            segments = max(1, -(-(n - 66) // p_max))
+            frames.append((float(parts[0]), n + (segments - 1) * 66))
+    frames.sort()
+    return frames
+
+def wire_b(name, frames, label, rate):
+    # Seconds per full frame over every run of WINDOW consecutive frames: the link is almost never
+    # idle (a round's pause is far shorter than a frame), and a window spans the timer's late
+    # ticks and the bucket's free frames alike.
+    values = [(frames[k + WINDOW][0] - frames[k][0]) /
+              sum(n for _, n in frames[k + 1:k + WINDOW + 1]) * frame
+              for k in range(len(frames) - WINDOW)]
+    if len(values) < 100:
+        failures.append(f"{name}: only {len(frames)} frames on the wire {label}")
+        return None
+    b = statistics.median(values)
+    ratio = b / on_wire(rate)
+    print(f"{name:<6} wire {label:<18} {rate/1e6:>4.0f}Mb: b={b*1e3:.3f} ms = {ratio:.3f} x the "
+          f"configured frame time ({len(frames)} frames)")
+    if not SHAPER[0] <= ratio <= SHAPER[1]:
+        failures.append(f"{name}: the shaper delivered {ratio:.2f} x its configured frame time "
+                        f"{label}, outside {SHAPER[0]}-{SHAPER[1]}")
+    return b
+
+def close(b, truth):
+    return abs(b / truth - 1) <= tol
+
 print(f"{'phase':<6} {'when':<28} {'rate':>6} {'P*8/rate':>9} {'frame*8/rate':>12} "
-      f"{'fitted b':>9} {'b/P-ref':>7} {'b/frame':>7} {'samples':>7}")
-def line(phase, when, rate, b, n):
+      f"{'wire b':>9} {'fitted b':>9} {'b/wire':>7} {'samples':>7}")
+def line(phase, when, rate, truth, b, n):
     print(f"{phase:<6} {when:<28} {rate/1e6:>4.0f}Mb {reference(rate)*1e3:>7.3f}ms "
-          f"{on_wire(rate)*1e3:>10.3f}ms {b*1e3:>7.3f}ms {b/reference(rate):>7.3f} "
-          f"{b/on_wire(rate):>7.3f} {n:>7}")
+          f"{on_wire(rate)*1e3:>10.3f}ms {truth*1e3:>7.3f}ms {b*1e3:>7.3f}ms {b/truth:>7.3f} {n:>7}")
 
 for name, before, after in phases:
     rows = load(name)
     change = int(open(f"{work}/{name}.change").read())
+    changed_at = float(open(f"{work}/{name}.change_time").read())
+    frames = frames_on_wire(name)
+    truth_before = wire_b(name, [f for f in frames if f[0] < changed_at], "before the change",
+                          before)
+    truth_after = wire_b(name, [f for f in frames if f[0] > changed_at], "after the change", after)
+    if truth_before is None or truth_after is None:
+        continue
+    slow, fast = (truth_before, truth_after) if before < after else (truth_after, truth_before)
+    if slow / fast < 2.5:
+        failures.append(f"{name}: the wire's b changed only {slow / fast:.2f}x with the rate")
     # Calibration: 4 sizes x 2 repeats (the worker's defaults), one probe ahead of each of the
     # first 8 pushes; the first push that reports those 8 probes and 8 pushes as samples carries
     # the model fitted from the whole calibration train.
@@ -151,35 +210,34 @@ for name, before, after in phases:
         failures.append(f"{name}: no row reports the calibration samples")
         continue
     rnd, b, n = calibrated
-    line(name, f"after calibration (round {rnd})", before, b, n)
-    if not close(b, before):
+    line(name, f"after calibration (round {rnd})", before, truth_before, b, n)
+    if not close(b, truth_before):
         failures.append(f"{name}: b={b*1e3:.3f} ms after calibration at {before/1e6:.0f} Mbit/s, "
-                        f"expected {reference(before)*1e3:.3f} ms (P_max) and "
-                        f"{on_wire(before)*1e3:.3f} ms (frames) +-{tol:.0%}")
+                        f"the wire took {truth_before*1e3:.3f} ms per frame, +-{tol:.0%}")
     settled = [r for r in rows if rnd < r[0] <= change]
     if settled:
-        ratios = [r[1] / reference(before) for r in settled]
-        print(f"{'':<6} rounds {settled[0][0]}..{change} before the change: b/P-ref "
+        ratios = [r[1] / truth_before for r in settled]
+        print(f"{'':<6} rounds {settled[0][0]}..{change} before the change: b/wire "
               f"{min(ratios):.3f}..{max(ratios):.3f}")
     after_rows = [r for r in rows if r[0] > change]
-    followed = next((r[0] - change for r in after_rows if close(r[1], after)), None)
+    followed = next((r[0] - change for r in after_rows if close(r[1], truth_after)), None)
     print(f"{'':<6} rate changed after round {change}; first within {tol:.0%} of the new rate "
           f"{followed} rounds later")
     window = [r for r in rows if r[0] >= change + follow]
     if len(window) < 5:
         failures.append(f"{name}: only {len(window)} rounds after round {change}+{follow}")
     for rnd, b, n in window[:1] + window[-1:]:
-        line(name, f"{rnd - change} rounds after change", after, b, n)
-    bad = [r for r in window if not close(r[1], after)]
+        line(name, f"{rnd - change} rounds after change", after, truth_after, b, n)
+    bad = [r for r in window if not close(r[1], truth_after)]
     if bad:
         rnd, b, _ = bad[0]
         failures.append(f"{name}: {len(bad)} of {len(window)} rounds from {follow} after the "
                         f"change are off by more than {tol:.0%} (round {rnd}: b={b*1e3:.3f} ms, "
-                        f"expected {reference(after)*1e3:.3f} ms)")
+                        f"the wire took {truth_after*1e3:.3f} ms per frame)")
 
 if failures:
     print("\n".join("FAIL: " + f for f in failures), file=sys.stderr)
     sys.exit(1)
 PY
-echo "PASS: the fitted per-packet time matched P_max*8/rate and frame*8/rate within 15% after" \
+echo "PASS: the fitted per-packet time matched the wire's time per frame within 15% after" \
   "calibration at 2 and 8 Mbit/s and followed both rate changes within $FOLLOW_ROUNDS rounds"
