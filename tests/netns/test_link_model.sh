@@ -9,14 +9,14 @@
 # worker reports in its push). Its reference is measured on the wire, never taken from the code:
 # wire_capture.py records the kernel's receive time of every data frame on the coordinator's end,
 # and the median time per frame over 16-frame windows (the link is busy almost throughout) is
-# the link's true b. tbf charges whole Ethernet frames, 1514 bytes per full 1448-byte segment, so
-# on an exact shaper that is 1.046 x P_max*8/rate; the table shows both. The wire is the reference because a virtualised
-# host can make tbf's timer fire late, and late ticks are lost capacity: one run's whole 8 Mbit/s
-# phase had the worker's b at 1.36-1.47x the configured frame time, and with the configured rate
-# as its only reference the test could not tell a slow shaper from a wrong model. The test
-# also asserts that the shaper did what it was told, within what such a host allows: the wire's b
-# within 0.9-1.6x the configured frame time, and the 8 Mbit/s phase at least 2.5x faster than the
-# 2 Mbit/s one, so a rate change is a real change.
+# the link's true b. tbf charges whole Ethernet frames, 1514 bytes per full 1448-byte segment, so on
+# an exact shaper that is 1.046 x P_max*8/rate; the table shows both. The wire is the reference
+# because a virtualised host can make tbf's timer fire late, and late ticks are lost capacity: one
+# run's whole 8 Mbit/s phase had the worker's b at 1.36-1.47x the configured frame time, and with
+# the configured rate as its only reference the test could not tell a slow shaper from a wrong
+# model. The test also asserts that the shaper did what it was told, within what such a host allows:
+# the wire's b within 0.9-1.6x the configured frame time, and the 8 Mbit/s phase at least 2.5x
+# faster than the 2 Mbit/s one, so a rate change is a real change.
 source "$(dirname "$0")/lib.sh"
 
 P_MAX=1448          # link.packet_bytes (TCP payload per 1500-byte frame with timestamps)
