@@ -148,8 +148,10 @@ int main(int argc, char** argv) {
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
          "aggregate: stochastic on several workers, one step for the sum from its "
          "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
-         "computed exactly); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle"}));
+         "computed exactly); sum: with --block-step on several workers, one step for the "
+         "sum of what the workers send, from two scalars each worker sends after it; an "
+         "experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "sum"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
                  "credits a level with at most ||g||^2 / (2L), the gradient step's decrease "
@@ -299,6 +301,7 @@ int main(int argc, char** argv) {
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;
       limits.block_step = o.block_step;
+      limits.sum_block_step = o.step_rule == "sum";
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

@@ -444,6 +444,33 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
       continue;
     }
+    if (block && limits.sum_block_step && workers > 1) {
+      for (size_t i = 0; i < workers; ++i)
+        compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
+      const Eigen::VectorXd u =
+          Eigen::Map<const Eigen::VectorXf>(update.data(), Eigen::Index(d)).cast<double>();
+      const Eigen::Index bias = Eigen::Index(d) - 1;
+      const double w2 = u.head(bias).squaredNorm();
+      double along = 0.0, curvature = 0.0;
+      for (size_t i = 0; i < workers; ++i) {
+        const Eigen::VectorXd Xu = columns[i] * u;
+        const double gu = Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d))
+                              .cast<double>()
+                              .dot(u);
+        along += shards.shares[i] * gu;
+        curvature += shards.shares[i] *
+                     (0.25 * Xu.squaredNorm() / double(columns[i].rows()) + problem.l2 * w2);
+        // The two scalars go up in a message of their own.
+        constexpr size_t kScalarBytes = 2 * sizeof(double);
+        bits += 8.0 * kScalarBytes;
+        packets += static_cast<double>(packet.packets(kScalarBytes));
+        packet_cost += packet.cost(kScalarBytes);
+      }
+      // <g, u> <= 0: u is no descent direction for the sum; the round moves nothing.
+      const double gamma = along > 0.0 && curvature > 0.0 ? along / curvature : 0.0;
+      for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma * update[j]);
+      continue;
+    }
     for (size_t i = 0; i < workers; ++i) {
       const double s = limits.per_worker_step ? steps[i] : step;
       compression::addScaled(decoded[i], static_cast<float>(shards.shares[i] * s), update);

@@ -100,6 +100,13 @@ struct RunLimits {
   // M = 0.25 X~^T X~ / n + lambda I (which bounds the Hessian everywhere), in place of the
   // paper's 1/L; fixed T, dynamic and full GD get the same rule at their levels.
   bool block_step = false;
+  // With block_step on several workers: one step for the sum u = sum p_i q_i of what the workers
+  // decode to, the minimiser of the descent lemma's bound on f along u,
+  // gamma = sum p_i <g_i, u> / sum p_i u^T M_i u (M = sum p_i M_i). Each worker computes its two
+  // scalars from u and its own rows and sends them in a message of their own (16 bytes, one more
+  // packet per worker and round, counted); the workers still choose T alone. false: each worker's
+  // vector scaled by its own step, or all by the smallest (per_worker_step).
+  bool sum_block_step = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
   // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies
