@@ -1,6 +1,7 @@
 #include "common/tuning/tuner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -117,16 +118,16 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
 }
 
 // The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where
-// top-T's stays put). A first pass finds the largest magnitude (and the effective sparsity, for
-// the drift check); a second bins the magnitudes by their float exponent and top three mantissa
-// bits (1/8 octave, no logarithm), keeping count, S1 and the largest magnitude per bin. A scan
-// from the largest bin down evaluates S1^2 / (2 L T) / C(T) at every bin boundary (the levels a
-// threshold there would keep). Levels inside a bin that can matter, the last level of each packet
-// count (the level that fills the packets it pays for) and the cap when it cuts a bin, get an
-// upper bound from the bin's largest magnitude; those whose bound beats the best ratio found are
-// evaluated exactly, best bound first and at most kMaxExact of them, by a selection among that
-// bin's magnitudes only. No sort; the improvement is exact for what the level keeps, only the
-// choice among levels is coarser than the full search's.
+// top-T's stays put). One pass over the vector bins the magnitudes by their float exponent and
+// top three mantissa bits (1/8 octave, no logarithm), keeping count, S1 and the largest
+// magnitude per bin, and ||v||_2^2 for the drift check. A scan from the largest bin down
+// evaluates S1^2 / (2 L T) / C(T) at every bin boundary (the levels a threshold there would
+// keep). Levels inside a bin that can matter, the last level of each packet count (the level
+// that fills the packets it pays for) and the cap when it cuts a bin, get an upper bound from
+// the bin's largest magnitude; those whose bound beats the best ratio found are evaluated
+// exactly, best bound first and at most kMaxExact of them, by a selection among that bin's
+// magnitudes only. No sort; the improvement is exact for what the level keeps, only the choice
+// among levels is coarser than the full search's.
 class BinnedSearch {
  public:
   struct Scan {
@@ -135,36 +136,67 @@ class BinnedSearch {
     double sparsity = 0.0;  // ||v||_1^2 / ||v||_2^2, as effectiveSparsity computes it
   };
 
-  static Scan scan(std::span<const float> v) {
-    Scan s;
-    double l1 = 0.0, l2 = 0.0;
-    for (float x : v) {
+  // The one pass over v; choose() then works from the bins it kept.
+  Scan scan(std::span<const float> v) {
+    // Even and odd coordinates go to separate bins, so that runs of magnitudes in one bin do
+    // not wait on each other's stores.
+    double l2[kLanes] = {};
+    uint32_t top[kLanes] = {}, bottom[kLanes];
+    std::fill(bottom, bottom + kLanes, kAbsoluteBins);
+    auto add = [&](size_t lane, float x) {
       const float a = std::fabs(x);
-      if (!std::isfinite(a) || a == 0.0f) continue;
-      s.any = true;
-      s.top = std::max(s.top, binOf(a));
-      const double ad = a;
-      l1 += ad;
-      l2 += ad * ad;
-    }
-    s.sparsity = l2 > 0.0 ? l1 * l1 / l2 : 0.0;
-    return s;
-  }
+      const uint32_t bits = bitsOf(a);
+      if (bits - 1u >= kInfinityBits - 1u) return;  // zero, infinite or NaN
+      const uint32_t b = bits >> kMantissaDrop;
+      Lane& h = lanes_[lane];
+      ++h.count[b];
+      h.s1[b] += a;
+      h.largest[b] = std::max(h.largest[b], a);
+      l2[lane] += static_cast<double>(a) * a;
+      top[lane] = std::max(top[lane], b);
+      bottom[lane] = std::min(bottom[lane], b);
+    };
+    size_t j = 0;
+    for (; j + kLanes <= v.size(); j += kLanes)
+      for (size_t lane = 0; lane < kLanes; ++lane) add(lane, v[j + lane]);
+    for (; j < v.size(); ++j) add(0, v[j]);
 
-  // `s` is scan(v) with s.any set.
-  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L,
-                        const compression::Compressor& comp, const costmodel::CostModel& cost) {
+    Scan s;
+    double sq = 0.0;
+    uint32_t low = kAbsoluteBins;
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      sq += l2[lane];
+      s.top = std::max(s.top, top[lane]);
+      low = std::min(low, bottom[lane]);
+    }
+    // The search's bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares
+    // the last.
     count_.assign(kBins, 0);
     s1_.assign(kBins, 0.0);
     largest_.assign(kBins, 0.0f);
-    for (float x : v) {
-      const float a = std::fabs(x);
-      if (!std::isfinite(a) || a == 0.0f) continue;
-      const uint32_t k = binIndex(s.top, a);
-      ++count_[k];
-      s1_[k] += a;
-      largest_[k] = std::max(largest_[k], a);
+    // Only the bins between the smallest and the largest magnitude were touched; they are
+    // cleared again for the next scan.
+    for (uint32_t b = low; b <= s.top && low < kAbsoluteBins; ++b) {
+      const uint32_t k = std::min<uint32_t>(s.top - b, kBins - 1);
+      for (Lane& h : lanes_) {
+        count_[k] += h.count[b];
+        s1_[k] += h.s1[b];
+        largest_[k] = std::max(largest_[k], h.largest[b]);
+        h.count[b] = 0;
+        h.s1[b] = 0.0;
+        h.largest[b] = 0.0f;
+      }
     }
+    double l1 = 0.0;
+    for (double x : s1_) l1 += x;
+    s.any = sq > 0.0;
+    s.sparsity = s.any ? l1 * l1 / sq : 0.0;
+    return s;
+  }
+
+  // `s` is the last scan() this object made, with s.any set.
+  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L,
+                        const compression::Compressor& comp, const costmodel::CostModel& cost) {
     const auto dim = static_cast<uint32_t>(v.size());
     auto costAt = [&](uint32_t T) { return predictedCost(comp, cost, dim, T); };
     auto improvementOf = [&](double s1, uint32_t T) {
@@ -240,7 +272,16 @@ class BinnedSearch {
  private:
   static constexpr uint32_t kBins = 256;  // 32 octaves at 8 bins each
   static constexpr double kMinLevelsPerPacket = 64.0;
-  static constexpr int kMaxExact = 4;  // selections inside bins per choice, at most
+  static constexpr int kMaxExact = 4;            // selections inside bins per choice, at most
+  static constexpr uint32_t kMantissaDrop = 20;  // keep 3 of 23 mantissa bits
+  static constexpr uint32_t kInfinityBits = 0x7f800000u;  // the bits of +infinity
+  static constexpr uint32_t kAbsoluteBins = (kInfinityBits >> kMantissaDrop) + 1;
+  static constexpr size_t kLanes = 2;
+  struct Lane {
+    std::array<uint32_t, kAbsoluteBins> count;
+    std::array<double, kAbsoluteBins> s1;
+    std::array<float, kAbsoluteBins> largest;
+  };
   struct Inside {
     uint32_t level, bin, before;  // the level, its bin, the level at the bin's upper boundary
     double s1_before;             // S1 of the bins above
@@ -266,16 +307,18 @@ class BinnedSearch {
     return fills_;
   }
 
-  // Exponent and the top three mantissa bits of a positive float: monotone in the value.
-  static uint32_t binOf(float a) {
+  static uint32_t bitsOf(float a) {
     uint32_t bits;
     std::memcpy(&bits, &a, sizeof bits);
-    return bits >> 20;
+    return bits;
   }
+  // Exponent and the top three mantissa bits of a positive float: monotone in the value.
+  static uint32_t binOf(float a) { return bitsOf(a) >> kMantissaDrop; }
   // Bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares the last.
   static uint32_t binIndex(uint32_t top, float a) {
     return std::min<uint32_t>(top - binOf(a), kBins - 1);
   }
+  std::array<Lane, kLanes> lanes_{};  // scan()'s bins, by absolute bin; zero between scans
   std::vector<uint32_t> count_;
   std::vector<double> s1_;
   std::vector<float> largest_;
@@ -311,7 +354,7 @@ class CatTuner final : public Tuner {
     if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
         gradient_sq_norm < 0.0) {
       // S+Q between recomputes: the level follows the vector through its magnitude bins.
-      const BinnedSearch::Scan s = BinnedSearch::scan(v);
+      const BinnedSearch::Scan s = binned_.scan(v);
       if (s.any && !(shape_ > 0.0 && drifted(s.sparsity))) {
         ++calls_since_;
         return binned_.choose(v, s, m, L_, comp, cost);
