@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
          "aggregate: stochastic on several workers, one step for the sum from its "
          "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
          "computed exactly); sum: with --block-step on several workers, one step for the "
-         "sum of what the workers send, from two scalars each worker sends after it; an "
-         "experiment, see docs/cat.md")
+         "sum of what the workers send, from two scalars each worker sends after it (runs "
+         "the block step does not cover take the smallest); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "sum"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
@@ -201,6 +201,10 @@ int main(int argc, char** argv) {
   const std::vector<double>& targets = o.targets;
   if (o.targets.empty() || o.targets.back() <= 0.0) {
     std::cerr << "--targets must be positive\n";
+    return 2;
+  }
+  if (o.step_rule == "sum" && !o.block_step) {
+    std::cerr << "--step-rule sum needs --block-step (its step comes from the block bound)\n";
     return 2;
   }
   if (o.grid_factor < 2 || o.grid_first < 1) {

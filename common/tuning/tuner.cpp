@@ -138,6 +138,10 @@ class BinnedSearch {
 
   // The one pass over v; choose() then works from the bins it kept.
   Scan scan(std::span<const float> v) {
+    // Allocated before the pass: nothing after it may throw and leave the lanes dirty.
+    count_.assign(kBins, 0);
+    s1_.assign(kBins, 0.0);
+    largest_.assign(kBins, 0.0f);
     // Even and odd coordinates go to separate bins, so that runs of magnitudes in one bin do
     // not wait on each other's stores.
     double l2[kLanes] = {};
@@ -171,9 +175,6 @@ class BinnedSearch {
     }
     // The search's bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares
     // the last.
-    count_.assign(kBins, 0);
-    s1_.assign(kBins, 0.0);
-    largest_.assign(kBins, 0.0f);
     // Only the bins between the smallest and the largest magnitude were touched; they are
     // cleared again for the next scan.
     for (uint32_t b = low; b <= s.top && low < kAbsoluteBins; ++b) {

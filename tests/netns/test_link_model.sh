@@ -8,9 +8,9 @@
 # end is shaped with tbf. The fitted b is read from the coordinator's metrics CSV (the model each
 # worker reports in its push). Its reference is measured on the wire, never taken from the code:
 # wire_capture.py records the kernel's receive time of every data frame on the coordinator's end,
-# and the median time per frame over 16-frame windows (the link is busy almost throughout) is
-# the link's true b. tbf charges whole Ethernet frames, 1514 bytes per full 1448-byte segment, so on
-# an exact shaper that is 1.046 x P_max*8/rate; the table shows both. The wire is the reference
+# and the median time per frame over 16-frame windows that hold no pause longer than four frame
+# times (the link idling) is the link's true b. tbf charges whole Ethernet frames, 1514 bytes per
+# full 1448-byte segment, so on an exact shaper that is 1.046 x P_max*8/rate; the table shows both. The wire is the reference
 # because a virtualised host can make tbf's timer fire late, and late ticks are lost capacity: one
 # run's whole 8 Mbit/s phase had the worker's b at 1.36-1.47x the configured frame time, and with
 # the configured rate as its only reference the test could not tell a slow shaper from a wrong
@@ -27,6 +27,8 @@ FOLLOW_ROUNDS=20
 TOLERANCE=0.15
 
 prepare_pair
+in_c python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)' 2> /dev/null ||
+  skip "cannot open a packet socket for the wire capture (needs CAP_NET_RAW)"
 
 write_coordinator() {  # FILE ENDPOINT_FILE
   cat > "$1" <<YAML
@@ -97,6 +99,8 @@ run_phase() {
     local rows=0
     [ -s "$dir/metrics.csv" ] && rows=$(($(wc -l < "$dir/metrics.csv") - 1))
     if [ "$rows" -ge "$CHANGE_AFTER" ]; then
+      # Frames between these two times may have gone at either rate: the check skips them.
+      date +%s.%N > "$WORK/$name.change_start"
       shape_worker change "$after"
       date +%s.%N > "$WORK/$name.change_time"
       tail -n 1 "$dir/metrics.csv" | cut -d, -f1 > "$WORK/$name.change"
@@ -111,8 +115,8 @@ run_phase() {
   [ "$rc" = 0 ] || { tail -5 "$dir/coord.err"; fail "$name: coordinator exited with $rc"; }
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || { tail -5 "$dir/worker.err"; fail "$name: worker exited with $rc"; }
-  kill -TERM "$spid"
-  wait "$spid" || fail "$name: the wire capture failed"
+  kill -TERM "$spid" 2> /dev/null || true
+  wait "$spid" || fail "$name: the wire capture failed (see its output above)"
   PIDS=()
   [ -s "$WORK/$name.change" ] || fail "$name: the run ended before the rate change"
   grep -q "^final: rounds=$ROUNDS " "$dir/coord.out" || fail "$name: coordinator did not finish"
@@ -132,6 +136,7 @@ work, p_max, follow, tol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), floa
 phases = [("up", 2e6, 8e6), ("down", 8e6, 2e6)]
 frame = p_max + 66  # a full segment on the wire: payload + TCP (32) + IP (20) + Ethernet (14)
 WINDOW = 16         # frames per timed window on the wire
+PAUSE = 4           # a gap this many configured frame times long is the link idling
 SHAPER = (0.9, 1.6)  # what the wire's b may be, relative to the configured frame time
 failures = []
 
@@ -149,32 +154,46 @@ def load(name):
     return rows
 
 def frames_on_wire(name):
-    frames = []
+    frames, drops = [], None
     for text in open(f"{work}/{name}/wire.txt"):
         parts = text.split()
-        if len(parts) == 2:
+        if parts[:2] == ["#", "drops"]:
+            drops = int(parts[2])
+        elif len(parts) == 2 and parts[0][0].isdigit():
             n = int(parts[1])
             # A GSO frame of k segments reaches the peer whole; tbf charged each segment its own
             # headers (66 bytes).
             segments = max(1, -(-(n - 66) // p_max))
             frames.append((float(parts[0]), n + (segments - 1) * 66))
+    if drops is None:
+        failures.append(f"{name}: the wire capture did not finish")
+    elif drops:
+        failures.append(f"{name}: the wire capture lost {drops} frames; its times have holes")
     frames.sort()
     return frames
 
 def wire_b(name, frames, label, rate):
-    # Seconds per full frame over every run of WINDOW consecutive frames: the link is almost never
-    # idle (a round's pause is far shorter than a frame), and a window spans the timer's late
-    # ticks and the bucket's free frames alike.
-    values = [(frames[k + WINDOW][0] - frames[k][0]) /
-              sum(n for _, n in frames[k + 1:k + WINDOW + 1]) * frame
-              for k in range(len(frames) - WINDOW)]
+    # Seconds per full frame over runs of WINDOW consecutive frames. The bucket's two free frames
+    # pay back a pause of up to two frame times, and the timer's late ticks are what the link
+    # delivers; a longer gap is the link idling between sends, and a window holding one is left
+    # out.
+    pause = PAUSE * on_wire(rate)
+    values, idle = [], 0
+    for k in range(len(frames) - WINDOW):
+        if any(frames[j + 1][0] - frames[j][0] > pause for j in range(k, k + WINDOW)):
+            idle += 1
+            continue
+        values.append((frames[k + WINDOW][0] - frames[k][0]) /
+                      sum(n for _, n in frames[k + 1:k + WINDOW + 1]) * frame)
     if len(values) < 100:
-        failures.append(f"{name}: only {len(frames)} frames on the wire {label}")
+        failures.append(f"{name}: only {len(values)} busy {WINDOW}-frame windows on the wire "
+                        f"{label} ({len(frames)} frames)")
         return None
     b = statistics.median(values)
     ratio = b / on_wire(rate)
     print(f"{name:<6} wire {label:<18} {rate/1e6:>4.0f}Mb: b={b*1e3:.3f} ms = {ratio:.3f} x the "
-          f"configured frame time ({len(frames)} frames)")
+          f"configured frame time ({len(frames)} frames; {idle} of {idle + len(values)} "
+          f"windows held a pause)")
     if not SHAPER[0] <= ratio <= SHAPER[1]:
         failures.append(f"{name}: the shaper delivered {ratio:.2f} x its configured frame time "
                         f"{label}, outside {SHAPER[0]}-{SHAPER[1]}")
@@ -192,9 +211,10 @@ def line(phase, when, rate, truth, b, n):
 for name, before, after in phases:
     rows = load(name)
     change = int(open(f"{work}/{name}.change").read())
+    change_start = float(open(f"{work}/{name}.change_start").read())
     changed_at = float(open(f"{work}/{name}.change_time").read())
     frames = frames_on_wire(name)
-    truth_before = wire_b(name, [f for f in frames if f[0] < changed_at], "before the change",
+    truth_before = wire_b(name, [f for f in frames if f[0] < change_start], "before the change",
                           before)
     truth_after = wire_b(name, [f for f in frames if f[0] > changed_at], "after the change", after)
     if truth_before is None or truth_after is None:

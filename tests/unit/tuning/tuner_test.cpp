@@ -273,35 +273,49 @@ TEST_CASE("between recomputes, S+Q's bins count NaN and infinite entries as zero
   Rng rng(53);
   auto comp = compressorNamed("sq");
   const costmodel::PayloadCostModel payload(66);
+  const costmodel::PacketCostModel packet(5e-3, 1.5e-3, 200);
   const double L = 1.5;
   const size_t d = 2001;
-  std::vector<float> v = randomVector(d, Shape::kHeavyTailed, rng);
-  std::vector<float> bad = v;
   const float inf = std::numeric_limits<float>::infinity();
-  for (const size_t j : {size_t{0}, size_t{7}, size_t{d - 1}}) bad[j] = std::nanf("");
-  for (const size_t j : {size_t{2}, size_t{9}}) bad[j] = (j % 2 == 0 ? inf : -inf);
-  bad[11] = 0.0f;
-  bad[12] = -std::numeric_limits<float>::denorm_min();
-  std::vector<float> clean = bad;
-  for (float& x : clean)
-    if (!std::isfinite(x)) x = 0.0f;
-  auto a = tunerNamed("cat", 0, 200, L, 0.0);
-  auto b = tunerNamed("cat", 0, 200, L, 0.0);
-  REQUIRE(a->choose(v, 0, *comp, payload).recomputed);
-  REQUIRE(b->choose(v, 0, *comp, payload).recomputed);
-  const TuningDecision got = a->choose(bad, 0, *comp, payload);
-  const TuningDecision ref = b->choose(clean, 0, *comp, payload);
-  REQUIRE_FALSE(got.recomputed);
-  REQUIRE_FALSE(ref.recomputed);
-  CHECK(got.level == ref.level);
-  CHECK(got.predicted_improvement == doctest::Approx(ref.predicted_improvement).epsilon(1e-12));
-  // And the improvement is the top `level` magnitudes' S1^2 / (2 L T), from a sorted copy.
-  std::vector<double> mags;
-  for (float x : clean) mags.push_back(std::fabs(double(x)));
-  std::sort(mags.begin(), mags.end(), std::greater<>());
-  double s1 = 0.0;
-  for (uint32_t k = 0; k < got.level; ++k) s1 += mags[k];
-  CHECK(got.predicted_improvement == doctest::Approx(s1 * s1 / (2.0 * L * got.level)));
+  // Without a cap the level is a bin boundary; a cap that cuts a bin (37 on the Gaussian
+  // vector) makes the search evaluate a level inside the bin, from magnitudes it gathers from
+  // the vector a second time.
+  for (const Shape shape : {Shape::kHeavyTailed, Shape::kGaussian}) {
+    const std::vector<float> v = randomVector(d, shape, rng);
+    std::vector<float> bad = randomVector(d, shape, rng);
+    for (const size_t j : {size_t{0}, size_t{7}, size_t{d - 1}}) bad[j] = std::nanf("");
+    for (const size_t j : {size_t{2}, size_t{9}}) bad[j] = (j % 2 == 0 ? inf : -inf);
+    bad[11] = 0.0f;
+    bad[12] = -std::numeric_limits<float>::denorm_min();
+    std::vector<float> clean = bad;
+    for (float& x : clean)
+      if (!std::isfinite(x)) x = 0.0f;
+    std::vector<double> mags;
+    for (float x : clean) mags.push_back(std::fabs(double(x)));
+    std::sort(mags.begin(), mags.end(), std::greater<>());
+    const std::initializer_list<std::pair<const costmodel::CostModel*, uint32_t>> cases = {
+        {&payload, 0u}, {&packet, 0u}, {&payload, 37u}, {&packet, 37u}};
+    for (const auto& [cost, cap] : cases) {
+      CAPTURE(shapeName(shape));
+      CAPTURE(cost->name());
+      CAPTURE(cap);
+      auto a = tunerNamed("cat", 0, 200, L, 0.0);
+      auto b = tunerNamed("cat", 0, 200, L, 0.0);
+      REQUIRE(a->choose(v, cap, *comp, *cost).recomputed);
+      REQUIRE(b->choose(v, cap, *comp, *cost).recomputed);
+      const TuningDecision got = a->choose(bad, cap, *comp, *cost);
+      const TuningDecision ref = b->choose(clean, cap, *comp, *cost);
+      REQUIRE_FALSE(got.recomputed);
+      REQUIRE_FALSE(ref.recomputed);
+      CHECK(got.level == ref.level);
+      CHECK(got.predicted_improvement == doctest::Approx(ref.predicted_improvement).epsilon(1e-12));
+      // And the improvement is the top `level` magnitudes' S1^2 / (2 L T), from a sorted copy.
+      double s1 = 0.0;
+      for (uint32_t k = 0; k < got.level; ++k) s1 += mags[k];
+      CHECK(got.predicted_improvement == doctest::Approx(s1 * s1 / (2.0 * L * got.level)));
+      if (cap > 0) CHECK(got.level <= cap);
+    }
+  }
 }
 
 TEST_CASE("the hybrid heuristic recomputes at once when the cap changes") {
