@@ -56,6 +56,7 @@ struct Options {
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
   bool block_step = false;
+  std::string block_select = "block";
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -168,6 +169,10 @@ int main(int argc, char** argv) {
                "one worker, top-T, S+Q and full GD: step and improvement from the data's "
                "curvature bound on the block each level sends, for every method (an experiment, "
                "see docs/cat.md)");
+  app.add_option("--block-select", o.block_select,
+                 "with --block-step, how cat picks T: block (each level's block improvement) "
+                 "or paper (the paper's criterion at 1/L; only the step is the block's)")
+      ->check(CLI::IsMember({"block", "paper"}));
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
@@ -306,6 +311,7 @@ int main(int argc, char** argv) {
       limits.shifts = o.shifts;
       limits.block_step = o.block_step;
       limits.sum_block_step = o.step_rule == "sum";
+      limits.paper_selection = o.block_select == "paper";
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

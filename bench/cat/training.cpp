@@ -386,7 +386,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
         const uint32_t level =
-            method.tuner == "cat"
+            method.tuner == "cat" && !limits.paper_selection
                 ? 0
                 : tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base).level;
         decision = chooseBlock(v, grads[i], columns[i], problem.l2, method.compressor == "sq",

@@ -107,6 +107,9 @@ struct RunLimits {
   // packet per worker and round, counted); the workers still choose T alone. false: each worker's
   // vector scaled by its own step, or all by the smallest (per_worker_step).
   bool sum_block_step = false;
+  // With block_step: cat picks T by the paper's criterion (improvement at 1/L) and only the
+  // step comes from the block bound; false: cat scans every level's block improvement.
+  bool paper_selection = false;
   // Stochastic sparsification only (an unbiased compressor; DIANA, Mishchenko et al. 2019):
   // worker i compresses g_i - h_i and moves its shift h_i by omega_i times what it sent, where
   // omega_i = L * (its step); the coordinator, which tracks every h_i from the pushes, applies
