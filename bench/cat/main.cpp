@@ -166,9 +166,9 @@ int main(int argc, char** argv) {
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
   app.add_flag("--block-step", o.block_step,
-               "one worker, top-T, S+Q and full GD: step and improvement from the data's "
-               "curvature bound on the block each level sends, for every method (an experiment, "
-               "see docs/cat.md)");
+               "top-T, S+Q and full GD: step and improvement from the data's curvature bound on "
+               "the block each level sends, for every method; on several workers see "
+               "--step-rule (an experiment, see docs/cat.md)");
   app.add_option("--block-select", o.block_select,
                  "with --block-step, how cat picks T: block (each level's block improvement) "
                  "or paper (the paper's criterion at 1/L; only the step is the block's)")

@@ -95,10 +95,11 @@ struct RunLimits {
   // as they stand), with the global gradient and the Hessian of every row, and takes its share
   // p_i of the sum's descent. It measures how far the criterion gets with perfect information.
   bool virtual_oracle = false;
-  // One worker, top-T, S+Q and full GD: each level's improvement and step from the curvature
-  // bound of the block it sends, <g, q>^2 / (2 q^T M q) at step <g, q> / q^T M q with
+  // Top-T, S+Q and full GD: each level's improvement and step from the curvature bound of the
+  // block it sends, <g, q>^2 / (2 q^T M q) at step <g, q> / q^T M q with
   // M = 0.25 X~^T X~ / n + lambda I (which bounds the Hessian everywhere), in place of the
-  // paper's 1/L; fixed T, dynamic and full GD get the same rule at their levels.
+  // paper's 1/L; fixed T, dynamic and full GD get the same rule at their levels. On several
+  // workers each applies its own step, or the smallest, or (sum_block_step) one for the sum.
   bool block_step = false;
   // With block_step on several workers: one step for the sum u = sum p_i q_i of what the workers
   // decode to, the minimiser of the descent lemma's bound on f along u,
