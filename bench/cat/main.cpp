@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
-               "30000 rounds (hours on two cores); explicit options still win");
+               "80000 rounds (hours on two cores); explicit options still win");
   app.add_option("--threads", o.threads, "runs in parallel");
   app.add_option("--seed", o.seed, "seed for data, partitions and compressors");
   app.add_option("--fstar-rounds", o.fstar_rounds, "accelerated rounds for f*");
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   if (o.full) {
     if (!app.count("--problems")) o.problems = {"fmnist", "synthetic"};
     if (!app.count("--fmnist-rows")) o.fmnist_rows = 5000;
-    if (!app.count("--max-rounds")) o.max_rounds = 30000;
+    if (!app.count("--max-rounds")) o.max_rounds = 80000;
   }
   std::sort(o.targets.begin(), o.targets.end(), std::greater<>());
   const std::vector<double>& targets = o.targets;
