@@ -149,10 +149,12 @@ int main(int argc, char** argv) {
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
          "aggregate: stochastic on several workers, one step for the sum from its "
          "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
-         "computed exactly); sum: with --block-step on several workers, one step for the "
+         "computed exactly); own-aggregate: each worker's own step, cat choosing T as under "
+         "aggregate; sum: with --block-step on several workers, one step for the "
          "sum of what the workers send, from two scalars each worker sends after it (runs "
          "the block step does not cover take the smallest); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "sum"}));
+      ->check(
+          CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "own-aggregate", "sum"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
                  "credits a level with at most ||g||^2 / (2L), the gradient step's decrease "
@@ -301,7 +303,8 @@ int main(int argc, char** argv) {
       RunLimits limits;
       limits.max_rounds = o.max_rounds;
       limits.stop_gap = targets.back() * (p.f0 - p.fstar);
-      limits.per_worker_step = o.step_rule == "own";
+      limits.per_worker_step = o.step_rule == "own" || o.step_rule == "own-aggregate";
+      limits.aggregate_selection = o.step_rule == "own-aggregate";
       limits.aggregate_step = o.step_rule.starts_with("aggregate");
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.diagonal_noise = o.noise_price == "diagonal";

@@ -263,8 +263,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // workers (negative until the first round has produced one).
   const bool stochastic = method.compressor == "stochastic";
   const bool aggregate = limits.aggregate_step && stochastic && workers > 1 && !shifted;
+  // cat's choice under the aggregate step's criterion (with it, or with RunLimits::
+  // aggregate_selection under each worker's own step).
+  const bool aggregate_choice =
+      (aggregate || limits.aggregate_selection) && stochastic && workers > 1 && !shifted;
+  std::vector<float> unscaled(aggregate_choice && !aggregate ? d : 0);
   // Noise priced by coordinate (RunLimits::diagonal_noise) or, for the aggregate step, at L.
-  const bool priced = stochastic && (aggregate || limits.diagonal_noise);
+  const bool priced = stochastic && (aggregate_choice || limits.diagonal_noise);
   std::vector<double> learning(workers);  // with shifts: omega_i, the rate h_i learns at
   double share_sq = 0.0;
   for (double p : shards.shares) share_sq += p * p;
@@ -307,6 +312,22 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
+  // sum_i p_i <v_i, u> for the unscaled sum u = sum p_i Q_i(v_i): each worker's inner product
+  // with the sum it receives, unbiased for G and linear in the compression noise (||u||^2 - V is
+  // unbiased too, but quadratic in it, and at small T its noise swamps G), averaged over about
+  // ten rounds.
+  auto estimateG = [&](const std::vector<float>& u) {
+    double fresh = 0.0;
+    for (size_t i = 0; i < workers; ++i) {
+      double gu = 0.0;
+      for (size_t j = 0; j < d; ++j) gu += static_cast<double>(grads[i][j]) * u[j];
+      fresh += shards.shares[i] * gu;
+    }
+    mean_estimate =
+        have_estimate ? (1.0 - kEstimateWeight) * mean_estimate + kEstimateWeight * fresh : fresh;
+    have_estimate = true;
+    g_estimate = std::max(mean_estimate, 0.0);
+  };
   for (size_t round = 0;; ++round) {
     // f(x) is the share-weighted sum of the local objectives (each carries the same L2 term).
     double f = 0.0;
@@ -381,7 +402,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // Under the aggregate step, while no positive estimate of G exists (the first round,
         // or a running mean at or below zero), each worker chooses alone.
         decision = choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
-                                aggregate && g_estimate > 0.0 ? g_estimate : -1.0, problem.L,
+                                aggregate_choice && g_estimate > 0.0 ? g_estimate : -1.0, problem.L,
                                 static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
@@ -427,20 +448,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       const double gamma = g_estimate > 0.0 ? g_estimate / (problem.L * g_estimate + noise) : step;
       for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
       if (!limits.aggregate_oracle) {
-        // sum_i p_i <v_i, u>: each worker's inner product with the sum it receives, linear in
-        // the compression noise (||u||^2 - V is unbiased too, but quadratic in it, and at small
-        // T its noise swamps G), averaged over about ten rounds.
-        double fresh = 0.0;
-        for (size_t i = 0; i < workers; ++i) {
-          double gu = 0.0;
-          for (size_t j = 0; j < d; ++j) gu += static_cast<double>(grads[i][j]) * update[j];
-          fresh += shards.shares[i] * gu;
-        }
-        mean_estimate = have_estimate
-                            ? (1.0 - kEstimateWeight) * mean_estimate + kEstimateWeight * fresh
-                            : fresh;
-        have_estimate = true;
-        g_estimate = std::max(mean_estimate, 0.0);
+        estimateG(update);
       }
       continue;
     }
@@ -470,6 +478,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       const double gamma = along > 0.0 && curvature > 0.0 ? along / curvature : 0.0;
       for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma * update[j]);
       continue;
+    }
+    if (!unscaled.empty()) {
+      // G's estimate as under the aggregate step (the update itself is scaled by each step).
+      std::fill(unscaled.begin(), unscaled.end(), 0.0f);
+      for (size_t i = 0; i < workers; ++i)
+        compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), unscaled);
+      estimateG(unscaled);
     }
     for (size_t i = 0; i < workers; ++i) {
       const double s = limits.per_worker_step ? steps[i] : step;

@@ -70,6 +70,10 @@ struct RunLimits {
   // argmax_T p_i G^2 / (2 (L G + s P_i(T))) / C(T), s = sum p_j^2.
   bool aggregate_step = false;
   bool aggregate_oracle = false;
+  // Each worker keeps its own step (per_worker_step) but cat picks T as under aggregate_step,
+  // from the same running estimate of G, so that near the optimum, where G is far below the
+  // workers' ||v_i||^2, it buys the larger T whose noise the sum can afford.
+  bool aggregate_selection = false;
   // Stochastic sparsification: price the compression noise by coordinate. The descent lemma
   // with M (Problem::curvature; M bounds the Hessian everywhere, L bounds M) gives, for an
   // unbiased Q with independent coordinates, E f(x - gamma Q) <= f - gamma S
