@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
          "aggregate; sum: with --block-step on several workers, one step for the "
          "sum of what the workers send, from two scalars each worker sends after it (runs "
          "the block step does not cover take the smallest); an experiment, see docs/cat.md")
-      ->check(
-          CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "own-aggregate", "sum"}));
+      ->check(CLI::IsMember(
+          {"own", "min", "aggregate", "aggregate-oracle", "own-aggregate", "own-share", "sum"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
                  "credits a level with at most ||g||^2 / (2L), the gradient step's decrease "
@@ -303,8 +303,9 @@ int main(int argc, char** argv) {
       RunLimits limits;
       limits.max_rounds = o.max_rounds;
       limits.stop_gap = targets.back() * (p.f0 - p.fstar);
-      limits.per_worker_step = o.step_rule == "own" || o.step_rule == "own-aggregate";
-      limits.aggregate_selection = o.step_rule == "own-aggregate";
+      limits.per_worker_step = o.step_rule.starts_with("own");
+      limits.aggregate_selection = o.step_rule.starts_with("own-");
+      limits.own_share = o.step_rule == "own-share";
       limits.aggregate_step = o.step_rule.starts_with("aggregate");
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.diagonal_noise = o.noise_price == "diagonal";

@@ -56,16 +56,23 @@ constexpr double kEstimateWeight = 0.1;
 // S^2 / (2 (L S + P(T))) (the paper's omega(T) S / 2L when every coordinate is priced at L).
 // Under the aggregate step the round's decrease is G^2 / (2 (L G + V)) with V = sum_j p_j^2 P_j;
 // worker i takes its share p_i of it as if every worker's noise were its own, V = s P_i(T).
+// own_share (each worker applies its own step gamma = S / (L S + P)): worker i's part of the
+// bound on f's decrease, taking <g, v_i> and the other workers' steps as G and gamma:
+// p_i gamma G - (L / 2) p_i gamma^2 G - p_i^2 gamma^2 P / 2 (one worker: S^2 / (2 (L S + P))).
 tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, double base,
-                                    double share, double share_sq, double G, double L, uint32_t d,
-                                    const compression::Compressor& comp,
+                                    double share, double share_sq, double G, bool own_share,
+                                    double L, uint32_t d, const compression::Compressor& comp,
                                     const costmodel::CostModel& cost) {
   tuning::TuningDecision best;
-  double best_ratio = -1.0;
+  double best_ratio = -std::numeric_limits<double>::infinity();
   for (uint32_t T = 1; T <= d; ++T) {
     const double P = price.at(T).priced;
-    const double imp = G > 0.0 ? share * G * G / (2.0 * (L * G + share_sq * P))
-                               : base + S * S / (2.0 * (L * S + P));
+    const double gamma = S / (L * S + P);
+    double imp = base + S * S / (2.0 * (L * S + P));
+    if (G > 0.0 && own_share)
+      imp = share * gamma * G * (1.0 - 0.5 * L * gamma) - 0.5 * share * share * gamma * gamma * P;
+    else if (G > 0.0)
+      imp = share * G * G / (2.0 * (L * G + share_sq * P));
     const double c = cost.cost(comp.encodedBytes(d, T));
     if (imp / c > best_ratio) {
       best_ratio = imp / c;
@@ -401,9 +408,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       } else if (priced && method.tuner == "cat") {
         // Under the aggregate step, while no positive estimate of G exists (the first round,
         // or a running mean at or below zero), each worker chooses alone.
-        decision = choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
-                                aggregate_choice && g_estimate > 0.0 ? g_estimate : -1.0, problem.L,
-                                static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+        decision =
+            choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
+                         aggregate_choice && g_estimate > 0.0 ? g_estimate : -1.0, limits.own_share,
+                         problem.L, static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
         const uint32_t level =

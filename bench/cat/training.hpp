@@ -74,6 +74,9 @@ struct RunLimits {
   // from the same running estimate of G, so that near the optimum, where G is far below the
   // workers' ||v_i||^2, it buys the larger T whose noise the sum can afford.
   bool aggregate_selection = false;
+  // With aggregate_selection: cat credits a level with worker i's part of the bound on f's
+  // decrease under its own step instead of a share of the common step's decrease.
+  bool own_share = false;
   // Stochastic sparsification: price the compression noise by coordinate. The descent lemma
   // with M (Problem::curvature; M bounds the Hessian everywhere, L bounds M) gives, for an
   // unbiased Q with independent coordinates, E f(x - gamma Q) <= f - gamma S
