@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
          "aggregate: stochastic on several workers, one step for the sum from its "
          "variance, with ||sum p_i g_i||^2 estimated from the last round (aggregate-oracle: "
          "computed exactly); own-aggregate: each worker's own step, cat choosing T as under "
-         "aggregate; sum: with --block-step on several workers, one step for the "
+         "aggregate; own-share: each worker's own step, cat crediting its part of the sum's "
+         "decrease under that step, with the same estimate; sum: with --block-step on several "
+         "workers, one step for the "
          "sum of what the workers send, from two scalars each worker sends after it (runs "
          "the block step does not cover take the smallest); an experiment, see docs/cat.md")
       ->check(CLI::IsMember(
