@@ -175,6 +175,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   w->samples = join.sample_count();
   w->rec.alive = true;
   w->rec.pushed = false;
+  clearReport(w->rec);
   w->refused = false;
   w->pending.reset();
   w->last_seen = clock_();
@@ -279,6 +280,7 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
     w.rec.pushed = false;
+    clearReport(w.rec);
     w.refused = false;
     w.pending.reset();
     out.push_back(send(w, roundStartFor(w)));
@@ -364,6 +366,7 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   w->pending = std::move(*decoded.value);
   w->loss = push.local_loss();
   w->rec.pushed = true;
+  recordReport(*w, push);
   w->rec.upload_bytes += wire_bytes;
   upload_bytes_ += wire_bytes;
   full_bytes_ += params_.size() * sizeof(float);
@@ -399,6 +402,32 @@ std::vector<Outgoing> CoordinatorCore::refusePush(Worker& w, wire::Error::Code c
                std::make_move_iterator(closed.end()));
   }
   return out;
+}
+
+void CoordinatorCore::recordReport(Worker& w, const wire::Push& push) {
+  // A level beyond the model's dimension, or a prediction that is not a finite number >= 0,
+  // is no report a tuner makes. The gradient itself decoded fine, so it is applied regardless.
+  const bool usable = push.level() <= params_.size() && std::isfinite(push.predicted_cost()) &&
+                      push.predicted_cost() >= 0.0 && std::isfinite(push.predicted_improvement()) &&
+                      push.predicted_improvement() >= 0.0;
+  if (!usable) {
+    ++bad_reports_;
+    spdlog::debug(
+        "worker {} ({}): unusable tuner report with its push (level {}, cost {}, "
+        "improvement {}): recorded as zeros",
+        w.rec.id, w.rec.name, push.level(), push.predicted_cost(), push.predicted_improvement());
+    clearReport(w.rec);
+    return;
+  }
+  w.rec.level = push.level();
+  w.rec.predicted_cost = push.predicted_cost();
+  w.rec.predicted_improvement = push.predicted_improvement();
+}
+
+void CoordinatorCore::clearReport(WorkerRecord& rec) {
+  rec.level = 0;
+  rec.predicted_cost = 0.0;
+  rec.predicted_improvement = 0.0;
 }
 
 void stampAckHold(Message& m, double received_at, double now) {

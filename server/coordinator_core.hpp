@@ -35,6 +35,12 @@ struct WorkerRecord {
   wire::LinkModel link;
   uint64_t upload_bytes = 0;
   uint64_t download_bytes = 0;
+  // What the worker's tuner reported with its push of the round (all zero until it has pushed,
+  // and when the report was unusable): the level T it sent, the cost C(T) it predicted in its
+  // cost model's unit and the improvement it predicted.
+  uint32_t level = 0;
+  double predicted_cost = 0.0;
+  double predicted_improvement = 0.0;
 };
 
 // One row of the metrics CSV: counters are cumulative since the start of training.
@@ -106,6 +112,9 @@ class CoordinatorCore {
   uint64_t rejectedTotal() const;
   // Round starts sent again to a worker whose push was refused.
   uint64_t reasked() const { return reasked_; }
+  // Accepted pushes whose tuner report (level, predicted cost or improvement) was unusable: the
+  // gradient is applied, the report recorded as zeros.
+  uint64_t badReports() const { return bad_reports_; }
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
   size_t aliveWorkers() const;
@@ -145,6 +154,9 @@ class CoordinatorCore {
                                    const std::string& text);
   double pushedShare() const;
   Message roundStartFor(const Worker& w) const;
+  // The tuner's report with an accepted push (WorkerRecord::level and the predictions).
+  void recordReport(Worker& w, const wire::Push& push);
+  static void clearReport(WorkerRecord& rec);
 
   config::CoordinatorSettings settings_;
   std::unique_ptr<ml::Model> model_;
@@ -175,6 +187,7 @@ class CoordinatorCore {
   uint64_t full_bytes_ = 0;
   uint64_t late_pushes_ = 0;
   uint64_t reasked_ = 0;  // round starts sent again after a refused push
+  uint64_t bad_reports_ = 0;
   double last_accuracy_ = 0.0;
   RoundRecord last_record_;
   std::map<std::string, uint64_t> rejections_;

@@ -61,6 +61,7 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
   // Round starts sent again after a refused push; then connections, not messages (refused
   // before any message could be read).
   st.counters = {{"pushes_asked_again", core.reasked()},
+                 {"push_reports_unusable", core.badReports()},
                  {"connections_admitted", auth.admitted},
                  {"connections_auth_refused", auth.refused},
                  {"connections_handshake_failed", auth.handshake_failed}};
@@ -71,6 +72,9 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
     p.alive = w.alive;
     p.cap = w.alive ? w.cap : 0;
     p.share = w.share;
+    p.level = w.level;
+    p.predicted_cost = w.predicted_cost;
+    p.predicted_improvement = w.predicted_improvement;
     p.upload_bytes = w.upload_bytes;
     p.download_bytes = w.download_bytes;
     p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),

@@ -26,12 +26,13 @@ MetricsCsv::MetricsCsv(const std::string& path) : out_(path) {
 
 std::string MetricsCsv::header() {
   return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"
-         "participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples";
+         "participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,"
+         "levels,predicted_costs,predicted_improvements";
 }
 
 std::string MetricsCsv::row(const RoundRecord& r) {
   return fmt::format(
-      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
+      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
       r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes, r.participants,
       r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.alive ? w.cap : 0); }),
@@ -42,7 +43,11 @@ std::string MetricsCsv::row(const RoundRecord& r) {
                   [](const WorkerRecord& w) {
                     return fmt::format("{:.6g}", w.link.b_seconds_per_packet());
                   }),
-      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.link.samples()); }));
+      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.link.samples()); }),
+      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.level); }),
+      joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_cost); }),
+      joinWorkers(
+          r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }));
 }
 
 void MetricsCsv::write(const RoundRecord& r) {

@@ -401,6 +401,8 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
     return failed(e.what());
   }
   stats_.last_level = level;
+  stats_.last_predicted_cost = decision.predicted_cost;
+  stats_.last_predicted_improvement = decision.predicted_improvement;
   pushed_round_ = int64_t(round);
   if (compressor_->enabled()) {
     std::erase_if(sent_, [round](const auto& s) { return s.first == round; });

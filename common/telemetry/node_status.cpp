@@ -43,6 +43,9 @@ std::string toJson(const NodeStatus& s) {
     j.key("alive").value(w.alive);
     j.key("cap").value(w.cap);
     j.key("share").value(w.share);
+    j.key("level").value(w.level);
+    j.key("predicted_cost").value(w.predicted_cost);
+    j.key("predicted_improvement").value(w.predicted_improvement);
     j.key("upload_bytes").value(w.upload_bytes);
     j.key("download_bytes").value(w.download_bytes);
     j.key("link").beginObject();

@@ -76,6 +76,14 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
     m.setGauge("tern_worker_cap", "Compression cap k_i (a worker: the level it last sent).", l,
                w.cap);
     m.setGauge("tern_worker_share", "Data share p_i of the worker.", l, w.share);
+    m.setGauge("tern_worker_level", "Level T of the worker's last push (0: none last round).", l,
+               w.level);
+    m.setGauge("tern_worker_predicted_cost",
+               "Cost C(T) the worker's tuner predicted for its last push, in its model's unit.", l,
+               w.predicted_cost);
+    m.setGauge("tern_worker_predicted_improvement",
+               "Objective improvement the worker's tuner predicted for its last push.", l,
+               w.predicted_improvement);
     m.setCounterTotal("tern_worker_upload_bytes_total", "Bytes received from the worker.", l,
                       double(w.upload_bytes));
     m.setCounterTotal("tern_worker_download_bytes_total", "Bytes sent to the worker.", l,

@@ -60,3 +60,41 @@ wait_for_file() {
   for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
   fail "timed out waiting for $1"
 }
+
+# start_coordinator: runs tern-coordinator on $WORK/coord.yaml with its metrics CSV in
+# $WORK/metrics.csv and output in $WORK/coord.{out,err}; sets CPID and, once it has bound, EP.
+start_coordinator() {
+  "$BIN/tern-coordinator" --config "$WORK/coord.yaml" --metrics-csv "$WORK/metrics.csv" \
+    > "$WORK/coord.out" 2> "$WORK/coord.err" &
+  CPID=$!; PIDS+=($CPID)
+  wait_for_file "$WORK/endpoint"
+  EP=$(cat "$WORK/endpoint")
+}
+
+# start_worker INDEX OUTPUT-PREFIX: a worker on $WORK/worker.yaml named wINDEX with shard INDEX;
+# sets WPID.
+start_worker() {
+  "$BIN/tern-worker" --config "$WORK/worker.yaml" --name "w$1" --shard-index "$1" \
+    > "$WORK/$2.out" 2> "$WORK/$2.err" &
+  WPID=$!; PIDS+=($WPID)
+}
+
+# check_replicas N: the coordinator printed its final line and workers w0..w(N-1) each ended
+# with a replica equal to its model; sets REF to the model's checksum.
+check_replicas() {
+  grep -q '^final: rounds=' "$WORK/coord.out" || { cat "$WORK/coord.out" "$WORK/coord.err"; fail "no final line"; }
+  REF=$(grep '^model:' "$WORK/coord.out" | sed 's/.*checksum=//')
+  for i in $(seq 0 $(($1 - 1))); do
+    got=$(grep '^replica:' "$WORK/w$i.out" | sed 's/.*checksum=//')
+    [ "$got" = "$REF" ] || fail "worker $i replica checksum $got != coordinator $REF"
+  done
+}
+
+# finish_cluster N ROUNDS: the coordinator and every worker started so far exit 0, the
+# coordinator trained ROUNDS rounds, and workers w0..w(N-1) end with its model (check_replicas).
+finish_cluster() {
+  wait "$CPID" || fail "coordinator exited with $?"
+  for p in "${PIDS[@]:1}"; do wait "$p" || fail "a worker exited non-zero"; done
+  grep -q "^final: rounds=$2 " "$WORK/coord.out" || { cat "$WORK/coord.out" "$WORK/coord.err"; fail "no final line for $2 rounds"; }
+  check_replicas "$1"
+}

@@ -4,26 +4,10 @@
 source "$(dirname "$0")/lib.sh"
 
 write_coordinator "$WORK/coord.yaml" 30 3
-"$BIN/tern-coordinator" --config "$WORK/coord.yaml" --metrics-csv "$WORK/metrics.csv" \
-  > "$WORK/coord.out" 2> "$WORK/coord.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-EP=$(cat "$WORK/endpoint")
+start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 3
-for i in 0 1 2; do
-  "$BIN/tern-worker" --config "$WORK/worker.yaml" --name "w$i" --shard-index $i \
-    > "$WORK/w$i.out" 2> "$WORK/w$i.err" &
-  PIDS+=($!)
-done
-wait $CPID || fail "coordinator exited with $?"
-for p in "${PIDS[@]:1}"; do wait "$p" || fail "a worker exited non-zero"; done
-
-grep -q '^final: rounds=30 ' "$WORK/coord.out" || { cat "$WORK/coord.out" "$WORK/coord.err"; fail "no final line"; }
-ref=$(grep '^model:' "$WORK/coord.out" | sed 's/.*checksum=//')
-for i in 0 1 2; do
-  got=$(grep '^replica:' "$WORK/w$i.out" | sed 's/.*checksum=//')
-  [ "$got" = "$ref" ] || fail "worker $i replica checksum $got != coordinator $ref"
-done
+for i in 0 1 2; do start_worker $i "w$i"; done
+finish_cluster 3 30
 # Loss falls: mean train loss of the last 5 rounds below that of the first 5.
 python3 - "$WORK/metrics.csv" <<'PY'
 import csv, sys
@@ -35,4 +19,4 @@ print(f"train loss first5={first:.4f} last5={last:.4f}")
 assert last < 0.8 * first, (first, last)
 assert int(rows[-1]["upload_bytes"]) < int(rows[-1]["full_bytes"])
 PY
-echo "PASS: 3 workers trained 30 rounds; replicas match ($ref)"
+echo "PASS: 3 workers trained 30 rounds; replicas match ($REF)"

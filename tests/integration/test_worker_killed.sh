@@ -7,18 +7,8 @@ source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-4000}
 write_coordinator "$WORK/coord.yaml" "$ROUNDS" 3
-"$BIN/tern-coordinator" --config "$WORK/coord.yaml" --metrics-csv "$WORK/metrics.csv" \
-  > "$WORK/coord.out" 2> "$WORK/coord.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-EP=$(cat "$WORK/endpoint")
+start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 3
-start_worker() {  # INDEX OUTPUT-PREFIX
-  "$BIN/tern-worker" --config "$WORK/worker.yaml" --name "w$1" --shard-index "$1" \
-    > "$WORK/$2.out" 2> "$WORK/$2.err" &
-  PIDS+=($!)
-  WPID=$!
-}
 start_worker 0 w0; W0=$WPID
 start_worker 1 w1; W1=$WPID
 start_worker 2 w2; VICTIM=$WPID

@@ -40,6 +40,15 @@ struct Harness {
     return core->onMessage(peer, m, 10, now);
   }
 
+  // A fresh core whose rounds close after `deadline` seconds and whose workers are marked gone
+  // after `patience` seconds of silence.
+  void withTimers(double deadline, double patience) {
+    settings.round_deadline_seconds = deadline;
+    settings.worker_patience_seconds = patience;
+    core = std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
+                                                     nullptr, session, [this] { return now; });
+  }
+
   Message push(uint32_t id, uint64_t round, std::vector<float> g) {
     return testing::identityPush(session, id, round, g);
   }
@@ -161,10 +170,7 @@ TEST_CASE("the aggregate is the data-share-weighted mean and a duplicate push is
 
 TEST_CASE("a round closes at its deadline without a silent worker, which is later marked gone") {
   Harness h;
-  h.settings.round_deadline_seconds = 2.0;
-  h.settings.worker_patience_seconds = 5.0;
-  h.core = std::make_unique<server::CoordinatorCore>(h.settings, ml::makeModel(h.settings.model),
-                                                     nullptr, h.session, [&h] { return h.now; });
+  h.withTimers(2.0, 5.0);
   uint32_t a = idOf(h.join("A", "a", 100), "A");
   idOf(h.join("B", "b", 100), "B");
   const size_t d = h.core->parameters().size();
@@ -265,4 +271,76 @@ TEST_CASE("a link model no link could have is dropped and counted, and its gradi
   CHECK(h.core->parameters() != before);
   CHECK(linkOfA().a_seconds() == -4e-3);
   CHECK(linkOfA().b_seconds_per_packet() == 1e-3);
+}
+
+TEST_CASE("the tuner's report with a push is recorded per round, an unusable one counted") {
+  Harness h;
+  h.withTimers(1.0, 1000.0);
+  uint32_t a = idOf(h.join("A", "a", 100), "A");
+  uint32_t b = idOf(h.join("B", "b", 300), "B");
+  const size_t d = h.core->parameters().size();
+  auto reported = [&](uint32_t id, uint64_t round, uint32_t level, double cost,
+                      double improvement) {
+    auto m = h.push(id, round, std::vector<float>(d, 0.5f));
+    m.envelope.mutable_push()->set_level(level);
+    m.envelope.mutable_push()->set_predicted_cost(cost);
+    m.envelope.mutable_push()->set_predicted_improvement(improvement);
+    return m;
+  };
+  auto recordOf = [&](uint32_t id) {
+    for (const auto& w : h.core->lastRecord().workers) {
+      if (w.id == id) return w;
+    }
+    FAIL("worker not in the record");
+    return server::WorkerRecord();
+  };
+
+  h.core->onMessage("A", reported(a, 0, 3, 412.0, 0.25), 50, h.now);
+  h.core->onMessage("B", reported(b, 0, 8, 0.0065, 1e-3), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  CHECK(recordOf(a).level == 3);
+  CHECK(recordOf(a).predicted_cost == 412.0);
+  CHECK(recordOf(a).predicted_improvement == 0.25);
+  CHECK(recordOf(b).level == 8);
+  CHECK(recordOf(b).predicted_cost == 0.0065);
+  CHECK(recordOf(b).predicted_improvement == 1e-3);
+  CHECK(h.core->badReports() == 0);
+
+  // Round 1: no report a tuner makes. The gradients are applied all the same (the model moves
+  // by the same step as with a usable report), the reports are counted and recorded as zeros.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto x1 = h.core->parameters();
+  h.core->onMessage("A", reported(a, 1, uint32_t(d) + 1, 5.0, 0.1), 50, h.now);
+  h.core->onMessage("B", reported(b, 1, 2, nan, 0.1), 50, h.now);
+  REQUIRE(h.core->round() == 2);
+  CHECK(h.core->badReports() == 2);
+  CHECK(h.core->rejectedTotal() == 0);
+  for (uint32_t id : {a, b}) {
+    CHECK(recordOf(id).level == 0);
+    CHECK(recordOf(id).predicted_cost == 0.0);
+    CHECK(recordOf(id).predicted_improvement == 0.0);
+  }
+  const double lr = h.settings.optimizer.lr;
+  for (size_t j = 0; j < d; ++j) {
+    CHECK(h.core->parameters()[j] == doctest::Approx(double(x1[j]) - lr * 0.5).epsilon(1e-6));
+  }
+
+  // Round 2: a negative or infinite prediction is unusable too; a worker that does not push
+  // in a round has no report in it (the round closes at its deadline without B).
+  h.core->onMessage("A", reported(a, 2, 4, -1.0, 0.1), 50, h.now);
+  CHECK(h.core->badReports() == 3);
+  h.now += 2.0;
+  h.core->onTick();
+  REQUIRE(h.core->round() == 3);
+  h.core->onMessage("A", reported(a, 3, 4, 7.0, inf), 50, h.now);
+  CHECK(h.core->badReports() == 4);
+  h.core->onMessage("A", reported(a, 3, 4, 7.0, 0.5), 50, h.now);  // a duplicate: not recorded
+  CHECK(h.core->rejections().at("duplicate") == 1);
+  h.now += 2.0;
+  h.core->onTick();
+  REQUIRE(h.core->round() == 4);
+  CHECK(recordOf(a).level == 0);
+  CHECK(recordOf(b).level == 0);
+  CHECK(recordOf(b).predicted_cost == 0.0);
 }

@@ -73,6 +73,9 @@ NodeStatus sampleStatus() {
   w.alive = true;
   w.cap = 235;
   w.share = 0.25;
+  w.level = 96;
+  w.predicted_cost = 0.0115;
+  w.predicted_improvement = 3.5e-4;
   w.upload_bytes = 600;
   w.download_bytes = 400;
   w.link = {0.002, 0.0015, 0.99, 12, 1448};
@@ -104,6 +107,9 @@ TEST_CASE("the published status becomes metrics with the same values") {
   CHECK(m.at("tern_probe_bytes_total") == 77);
   CHECK(m.at("tern_worker_cap{id=\"7\",worker=\"pi-7\"}") == 235);
   CHECK(m.at("tern_worker_share{id=\"7\",worker=\"pi-7\"}") == 0.25);
+  CHECK(m.at("tern_worker_level{id=\"7\",worker=\"pi-7\"}") == 96);
+  CHECK(m.at("tern_worker_predicted_cost{id=\"7\",worker=\"pi-7\"}") == 0.0115);
+  CHECK(m.at("tern_worker_predicted_improvement{id=\"7\",worker=\"pi-7\"}") == 3.5e-4);
   CHECK(m.at("tern_worker_upload_bytes_total{id=\"7\",worker=\"pi-7\"}") == 600);
   CHECK(m.at("tern_worker_link_b_seconds_per_packet{id=\"7\",worker=\"pi-7\"}") == 0.0015);
   CHECK(m.at("tern_worker_link_samples{id=\"7\",worker=\"pi-7\"}") == 12);
@@ -159,6 +165,9 @@ TEST_CASE("/status serves the last published snapshot as a JSON document") {
   CHECK(w.stringOr("name", "") == "pi-7");
   CHECK(w.find("alive")->boolean());
   CHECK(w.find("link")->numberOr("a_seconds", 0) == 0.002);
+  CHECK(w.numberOr("level", 0) == 96);
+  CHECK(w.numberOr("predicted_cost", 0) == 0.0115);
+  CHECK(w.numberOr("predicted_improvement", 0) == 3.5e-4);
 }
 
 TEST_CASE("/healthz turns 503 when the event loop stops beating") {
