@@ -77,9 +77,9 @@ std::string renderStatusTable(const JsonValue& st) {
   }
   out += '\n';
   out += fmt::format(
-      "{:>4}  {:<{}}  {:<5}  {:>7}  {:>6}  {:>10}  {:>10}  {:>9}  {:>10}  {:>5}  {:>7}\n", "id",
-      "worker", name_width, "alive", role == "worker" ? "level" : "cap", "share", "uploaded",
-      "downloaded", "link a", "link b/pkt", "r2", "samples");
+      "{:>4}  {:<{}}  {:<5}  {:>7}  {:>7}  {:>6}  {:>10}  {:>10}  {:>9}  {:>10}  {:>5}  {:>7}\n",
+      "id", "worker", name_width, "alive", role == "worker" ? "level" : "cap", "last T", "share",
+      "uploaded", "downloaded", "link a", "link b/pkt", "r2", "samples");
   for (const auto& w : workers->array()) {
     JsonValue none;
     const JsonValue* link = w.find("link");
@@ -90,12 +90,16 @@ std::string renderStatusTable(const JsonValue& st) {
     std::string a = samples > 0 ? humanSeconds(link->numberOr("a_seconds", 0)) : "-";
     std::string b = samples > 0 ? humanSeconds(link->numberOr("b_seconds_per_packet", 0)) : "-";
     std::string r2 = samples > 0 ? fmt::format("{:.3f}", link->numberOr("r2", 0)) : "-";
+    // The level of the worker's push in the last round ("-": none, or from a tern without it).
+    const double level = w.numberOr("level", 0);
+    std::string last_t = level > 0 ? fmt::format("{:.0f}", level) : "-";
     out += fmt::format(
-        "{:>4.0f}  {:<{}}  {:<5}  {:>7.0f}  {:>6.3f}  {:>10}  {:>10}  {:>9}  {:>10}  {:>5}  "
-        "{:>7.0f}\n",
+        "{:>4.0f}  {:<{}}  {:<5}  {:>7.0f}  {:>7}  {:>6.3f}  {:>10}  {:>10}  {:>9}  {:>10}  "
+        "{:>5}  {:>7.0f}\n",
         w.numberOr("id", 0), w.stringOr("name", "?"), name_width, alive ? "yes" : "no",
-        w.numberOr("cap", 0), w.numberOr("share", 0), humanBytes(w.numberOr("upload_bytes", 0)),
-        humanBytes(w.numberOr("download_bytes", 0)), a, b, r2, samples);
+        w.numberOr("cap", 0), last_t, w.numberOr("share", 0),
+        humanBytes(w.numberOr("upload_bytes", 0)), humanBytes(w.numberOr("download_bytes", 0)), a,
+        b, r2, samples);
   }
   return out;
 }

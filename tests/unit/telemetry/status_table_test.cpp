@@ -31,6 +31,7 @@ TEST_CASE("the table shows the round, accuracy, bytes and one row per worker") {
     w.name = i ? "a-much-longer-worker-name" : "w0";
     w.alive = i == 0;
     w.cap = 100 + i;
+    w.level = i ? 0 : 37;  // the second worker did not push in the last round
     w.share = 0.5;
     w.link = {0.0021, 0.00031, 0.95, i ? 0u : 9u, 1448};
     s.workers.push_back(w);
@@ -43,6 +44,9 @@ TEST_CASE("the table shows the round, accuracy, bytes and one row per worker") {
   CHECK(contains(t, "a-much-longer-worker-name"));
   CHECK(contains(t, "2.1ms"));  // link a of the worker with samples
   CHECK(contains(t, "310us"));  // link b
+  CHECK(contains(t, "last T"));
+  CHECK(contains(t, "    100       37"));  // w0: cap 100, its last push sent T = 37
+  CHECK(contains(t, "    101        -"));  // no push in the last round
   // One header and two worker rows, aligned: every table line has the same length.
   std::vector<std::string> rows;
   size_t start = t.find("\n\n") + 2;
