@@ -100,6 +100,7 @@ TEST_CASE("the shipped example configurations parse") {
   CHECK_NOTHROW(loadCoordinatorSettings(root + "/deploy/config/coordinator.yaml"));
   CHECK_NOTHROW(loadWorkerSettings(root + "/deploy/config/worker.yaml"));
   CHECK_NOTHROW(loadSimSettings(root + "/deploy/config/sim-quick.yaml"));
+  CHECK_NOTHROW(loadSimSettings(root + "/deploy/config/sim-cat.yaml"));
 }
 
 namespace {
