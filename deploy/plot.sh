@@ -3,7 +3,8 @@
 #   accuracy_rounds.png   test accuracy (evaluated rounds) and train loss against rounds
 #   accuracy_upload.png   test accuracy against uploaded bytes, with what uncompressed fp32
 #                         gradients would have cost for the same rounds
-#   caps.png              each worker's compression cap k_i over rounds
+#   caps.png              each worker's compression cap k_i over rounds, and the level T its
+#                         tuner sent in each round (points; CSVs with a levels column)
 #   link_rates.png        each worker's fitted link: packet rate 1/b as Mbit/s, and fixed cost a
 # Usage: deploy/plot.sh METRICS.csv OUTDIR   (PACKET_BYTES=1448 converts b to a bit rate)
 set -euo pipefail
@@ -40,6 +41,15 @@ awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
     line = r
     for (w = 1; w <= workers; w++) line = line " " (w <= nc ? caps[w] : "?")
     print line > (dir "/caps.dat")
+    if ("levels" in col) {
+      nl = split($col["levels"], lv, ";")
+      line = r
+      for (w = 1; w <= workers; w++) {
+        line = line " " (w <= nl && lv[w] > 0 ? lv[w] : "?")
+        if (w <= nl && lv[w] > 0) sent[w] = 1
+      }
+      print line > (dir "/levels.dat")
+    }
     rate = r; fixed = r
     for (w = 1; w <= workers; w++) {
       ok = w <= nb && w <= ns && ls[w] > 0 && lb[w] > 0
@@ -49,9 +59,21 @@ awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
     print rate > (dir "/rate.dat")
     print fixed > (dir "/fixed.dat")
   }
-  END { print workers > (dir "/workers") }
+  END {
+    print workers > (dir "/workers")
+    # The workers with at least one level reported (gnuplot warns about a column with none).
+    list = ""
+    for (w = 1; w <= workers; w++) if (w in sent) list = list (list == "" ? "" : " ") w
+    print list > (dir "/sent")
+  }
 ' "$csv"
 workers=$(cat "$tmp/workers")
+# Levels as points in the caps plot, when the CSV has them (a tern from before has not).
+sent=$(cat "$tmp/sent")
+levels_plot=""
+if [ -n "$sent" ]; then
+  levels_plot=", for [s in \"$sent\"] \"$tmp/levels.dat\" using 1:(column(int(s)+1)) with points pt 7 ps 0.4 lc int(s) title sprintf(\"worker %d: level sent\", int(s)-1)"
+fi
 [ -s "$tmp/loss.dat" ] || { echo "plot.sh: $csv has no rounds" >&2; exit 1; }
 [ -s "$tmp/acc.dat" ] || echo "0 ? 0 0" > "$tmp/acc.dat"  # no evaluation yet: empty curve
 
@@ -91,12 +113,12 @@ unset logscale x
 
 set output "$out/caps.png"
 set key outside right top
-set title "Compression cap k_i per worker"
+set title "Compression cap k_i per worker (lines) and level sent (points)"
 set xlabel "round"
-set ylabel "cap (coordinates per push)"
+set ylabel "coordinates per push"
 set autoscale y
 set yrange [0:*]
-plot for [w=1:$workers] "$tmp/caps.dat" using 1:(column(w+1)) with steps lw 2 title sprintf("worker %d", w-1)
+plot for [w=1:$workers] "$tmp/caps.dat" using 1:(column(w+1)) with steps lw 2 lc w title sprintf("worker %d: cap", w-1)$levels_plot
 
 set output "$out/link_rates.png"
 set multiplot layout 2,1 title "Fitted link models (t = a + b * packets)"

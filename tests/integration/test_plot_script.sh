@@ -6,23 +6,30 @@ source "$(dirname "$0")/lib.sh"
 command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
 
 csv="$WORK/metrics.csv"
-echo "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples" > "$csv"
+echo "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,levels,predicted_costs,predicted_improvements" > "$csv"
 for r in $(seq 0 49); do
   if [ "$r" -lt 10 ]; then
-    caps="100;100"; shares="0.5;0.5"; a="0;0.001"; b="0;0.0001"; n="0;3"
+    caps="100;100"; shares="0.5;0.5"; a="0;0.001"; b="0;0.0001"; n="0;3"; lv="100;0"
   else
     caps="80;70;50"; shares="0.4;0.4;0.2"; a="0.002;0.001;0.02"; b="0.0002;0.0001;0.005"; n="5;8;$r"
+    lv="$((40 + r));0;50"
   fi
   eval=$(( r % 5 == 4 ? 1 : 0 ))
-  echo "$r,$((r / 10)).5,$(python3 -c "print(2.3 / (1 + $r / 10))"),0.$((50 + r / 2)),$((1000 * (r + 1))),$((3000 * (r + 1))),$((20000 * (r + 1))),2,$eval,0,0,$caps,$shares,$a,$b,$n" >> "$csv"
+  echo "$r,$((r / 10)).5,$(python3 -c "print(2.3 / (1 + $r / 10))"),0.$((50 + r / 2)),$((1000 * (r + 1))),$((3000 * (r + 1))),$((20000 * (r + 1))),2,$eval,0,0,$caps,$shares,$a,$b,$n,$lv,1;1;1,0.1;0.1;0.1" >> "$csv"
 done
-bash "$SRC/deploy/plot.sh" "$csv" "$WORK/plots" > "$WORK/plot.out" 2>&1 || { cat "$WORK/plot.out"; fail "plot.sh failed"; }
-for png in accuracy_rounds accuracy_upload caps link_rates; do
-  f="$WORK/plots/$png.png"
-  [ -s "$f" ] || fail "$png.png missing"
-  [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$png.png is not a PNG"
+# The same rounds as a tern before the levels columns wrote them.
+cut -d, -f1-16 "$csv" > "$WORK/older.csv"
+for run in metrics older; do
+  bash "$SRC/deploy/plot.sh" "$WORK/$run.csv" "$WORK/$run-plots" > "$WORK/plot.out" 2>&1 || { cat "$WORK/plot.out"; fail "plot.sh failed on $run.csv"; }
+  for png in accuracy_rounds accuracy_upload caps link_rates; do
+    f="$WORK/$run-plots/$png.png"
+    [ -s "$f" ] || fail "$run: $png.png missing"
+    [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$run: $png.png is not a PNG"
+  done
+  grep -qi 'warning' "$WORK/plot.out" && { cat "$WORK/plot.out"; fail "gnuplot warned on $run.csv"; }
 done
-grep -qi 'warning' "$WORK/plot.out" && { cat "$WORK/plot.out"; fail "gnuplot warned"; }
+# With levels the caps plot carries more (the points): a larger file than without.
+[ "$(stat -c %s "$WORK/metrics-plots/caps.png")" -gt "$(stat -c %s "$WORK/older-plots/caps.png")" ] || fail "the levels did not reach caps.png"
 
 echo "a,b" > "$WORK/other.csv"
 if bash "$SRC/deploy/plot.sh" "$WORK/other.csv" "$WORK/x" 2> "$WORK/err"; then
