@@ -139,6 +139,7 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name, env.leave().reason());
       w->rec.alive = false;
       w->pending.reset();
+      clearReport(w->rec);  // its push, if any, is dropped with it
       reallocate();
       if (phase_ == Phase::kRunning && allAnswered()) return closeRound();
       return {};
@@ -278,9 +279,9 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
   round_deadline_ = clock_() + settings_.round_deadline_seconds;
   std::vector<Outgoing> out;
   for (auto& [id, w] : workers_) {
+    clearReport(w.rec);  // a gone worker's too: a row reports this round's pushes only
     if (!w.rec.alive) continue;
     w.rec.pushed = false;
-    clearReport(w.rec);
     w.refused = false;
     w.pending.reset();
     out.push_back(send(w, roundStartFor(w)));
@@ -578,6 +579,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
                    now - w.last_seen);
       w.rec.alive = false;
       w.pending.reset();
+      clearReport(w.rec);
       membership_changed = true;
       continue;
     }

@@ -401,8 +401,10 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
     return failed(e.what());
   }
   stats_.last_level = level;
-  stats_.last_predicted_cost = decision.predicted_cost;
-  stats_.last_predicted_improvement = decision.predicted_improvement;
+  // The tuner's predictions are for the level it chose; a level clamped into [1, cap] has none.
+  const bool as_chosen = level == decision.level;
+  stats_.last_predicted_cost = as_chosen ? decision.predicted_cost : 0.0;
+  stats_.last_predicted_improvement = as_chosen ? decision.predicted_improvement : 0.0;
   pushed_round_ = int64_t(round);
   if (compressor_->enabled()) {
     std::erase_if(sent_, [round](const auto& s) { return s.first == round; });
@@ -415,8 +417,8 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_local_loss(loss);
   p->set_compute_seconds(clock_() - t0);
   p->set_level(level);
-  p->set_predicted_cost(decision.predicted_cost);
-  p->set_predicted_improvement(decision.predicted_improvement);
+  p->set_predicted_cost(stats_.last_predicted_cost);
+  p->set_predicted_improvement(stats_.last_predicted_improvement);
   m.payload = std::move(compressed.bytes);
   return {sendable(std::move(m)), true};
 }

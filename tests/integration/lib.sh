@@ -83,9 +83,10 @@ start_worker() {
 # with a replica equal to its model; sets REF to the model's checksum.
 check_replicas() {
   grep -q '^final: rounds=' "$WORK/coord.out" || { cat "$WORK/coord.out" "$WORK/coord.err"; fail "no final line"; }
-  REF=$(grep '^model:' "$WORK/coord.out" | sed 's/.*checksum=//')
+  REF=$(grep '^model:' "$WORK/coord.out" | sed 's/.*checksum=//' || true)
+  [ -n "$REF" ] || fail "the coordinator printed no model checksum"
   for i in $(seq 0 $(($1 - 1))); do
-    got=$(grep '^replica:' "$WORK/w$i.out" | sed 's/.*checksum=//')
+    got=$(grep '^replica:' "$WORK/w$i.out" | sed 's/.*checksum=//' || true)
     [ "$got" = "$REF" ] || fail "worker $i replica checksum $got != coordinator $REF"
   done
 }

@@ -7,6 +7,8 @@ source "$(dirname "$0")/lib.sh"
 
 write_coordinator "$WORK/coord.yaml" 40 3
 sed -i -e 's/mean_ratio: 0.05/mean_ratio: 0.5/' -e 's/lr: 0.5/lr: 0.1/' "$WORK/coord.yaml"
+grep -q 'mean_ratio: 0.5}' "$WORK/coord.yaml" && grep -q 'lr: 0.1}' "$WORK/coord.yaml" ||
+  fail "could not set the cap and the step in $WORK/coord.yaml"
 start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 3
 echo "tuning: {method: cat, cost_model: payload}" >> "$WORK/worker.yaml"

@@ -306,41 +306,59 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   CHECK(recordOf(b).predicted_improvement == 1e-3);
   CHECK(h.core->badReports() == 0);
 
-  // Round 1: no report a tuner makes. The gradients are applied all the same (the model moves
-  // by the same step as with a usable report), the reports are counted and recorded as zeros.
+  // Round 1: A's report is none a tuner makes (a level beyond the model's size), B's is. A's
+  // gradient is applied all the same: the model moves as if its report were usable.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const auto x1 = h.core->parameters();
   h.core->onMessage("A", reported(a, 1, uint32_t(d) + 1, 5.0, 0.1), 50, h.now);
-  h.core->onMessage("B", reported(b, 1, 2, nan, 0.1), 50, h.now);
+  h.core->onMessage("B", reported(b, 1, 5, 300.0, 0.02), 50, h.now);
   REQUIRE(h.core->round() == 2);
-  CHECK(h.core->badReports() == 2);
+  CHECK(h.core->badReports() == 1);
   CHECK(h.core->rejectedTotal() == 0);
-  for (uint32_t id : {a, b}) {
-    CHECK(recordOf(id).level == 0);
-    CHECK(recordOf(id).predicted_cost == 0.0);
-    CHECK(recordOf(id).predicted_improvement == 0.0);
-  }
+  CHECK(recordOf(a).level == 0);
+  CHECK(recordOf(a).predicted_cost == 0.0);
+  CHECK(recordOf(a).predicted_improvement == 0.0);
+  CHECK(recordOf(b).level == 5);
+  CHECK(recordOf(b).predicted_cost == 300.0);
   const double lr = h.settings.optimizer.lr;
   for (size_t j = 0; j < d; ++j) {
     CHECK(h.core->parameters()[j] == doctest::Approx(double(x1[j]) - lr * 0.5).epsilon(1e-6));
   }
 
-  // Round 2: a negative or infinite prediction is unusable too; a worker that does not push
-  // in a round has no report in it (the round closes at its deadline without B).
-  h.core->onMessage("A", reported(a, 2, 4, -1.0, 0.1), 50, h.now);
-  CHECK(h.core->badReports() == 3);
+  // Round 2: a NaN prediction is unusable; B does not push, so the row (closed at the deadline)
+  // has no report of B's, though it had one the round before.
+  h.core->onMessage("A", reported(a, 2, 4, nan, 0.1), 50, h.now);
+  CHECK(h.core->badReports() == 2);
   h.now += 2.0;
   h.core->onTick();
   REQUIRE(h.core->round() == 3);
-  h.core->onMessage("A", reported(a, 3, 4, 7.0, inf), 50, h.now);
-  CHECK(h.core->badReports() == 4);
-  h.core->onMessage("A", reported(a, 3, 4, 7.0, 0.5), 50, h.now);  // a duplicate: not recorded
-  CHECK(h.core->rejections().at("duplicate") == 1);
-  h.now += 2.0;
-  h.core->onTick();
-  REQUIRE(h.core->round() == 4);
-  CHECK(recordOf(a).level == 0);
   CHECK(recordOf(b).level == 0);
   CHECK(recordOf(b).predicted_cost == 0.0);
+  CHECK(recordOf(b).predicted_improvement == 0.0);
+
+  // Round 3: a negative cost is unusable, and a duplicate with a usable report changes nothing.
+  h.core->onMessage("A", reported(a, 3, 4, -1.0, 0.1), 50, h.now);
+  h.core->onMessage("A", reported(a, 3, 4, 7.0, 0.5), 50, h.now);
+  CHECK(h.core->rejections().at("duplicate") == 1);
+  h.core->onMessage("B", reported(b, 3, 6, 1.0, inf), 50, h.now);
+  REQUIRE(h.core->round() == 4);
+  CHECK(h.core->badReports() == 4);
+  CHECK(recordOf(a).level == 0);
+  CHECK(recordOf(b).level == 0);
+
+  // Round 4: A pushes a usable report and then leaves: its push is dropped, and so is its report.
+  h.core->onMessage("A", reported(a, 4, 7, 8.0, 0.3), 50, h.now);
+  Message leave;
+  leave.envelope = makeEnvelope();
+  leave.envelope.mutable_leave()->set_session(h.session);
+  leave.envelope.mutable_leave()->set_reason("shutting down");
+  h.core->onMessage("A", leave, 10, h.now);
+  h.core->onMessage("B", reported(b, 4, 6, 1.0, 0.2), 50, h.now);
+  REQUIRE(h.core->round() == 5);
+  CHECK(h.core->lastRecord().participants == 1);
+  CHECK(recordOf(a).level == 0);
+  CHECK(recordOf(a).predicted_cost == 0.0);
+  CHECK(recordOf(b).level == 6);
+  CHECK(h.core->badReports() == 4);
 }
