@@ -64,6 +64,22 @@ uint32_t idOf(const std::vector<Outgoing>& out, const std::string& peer) {
   return 0;
 }
 
+// Worker `id`'s entry in the record of the round the core closed last.
+server::WorkerRecord recordOf(const server::CoordinatorCore& core, uint32_t id) {
+  for (const auto& w : core.lastRecord().workers) {
+    if (w.id == id) return w;
+  }
+  FAIL("worker " << id << " not in the record");
+  return {};
+}
+
+// The tuner report recorded for a worker: the level it sent and the two predictions.
+void checkReport(const server::WorkerRecord& w, uint32_t level, double cost, double improvement) {
+  CHECK(w.level == level);
+  CHECK(w.predicted_cost == cost);
+  CHECK(w.predicted_improvement == improvement);
+}
+
 bool hasError(const std::vector<Outgoing>& out, wire::Error::Code code) {
   for (const auto& o : out) {
     if (o.message.envelope.has_error() && o.message.envelope.error().code() == code) return true;
@@ -220,13 +236,6 @@ TEST_CASE("a link model no link could have is dropped and counted, and its gradi
     }
     return false;
   };
-  auto linkOfA = [&] {
-    for (const auto& w : h.core->lastRecord().workers) {
-      if (w.id == a) return w.link;
-    }
-    FAIL("worker a not in the record");
-    return wire::LinkModel();
-  };
 
   // A token bucket holding four packets, a = -4b, is a link's, standard errors not yet
   // computable are +inf: the model is kept.
@@ -235,8 +244,8 @@ TEST_CASE("a link model no link could have is dropped and counted, and its gradi
   CHECK(acked(out));
   h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 1.0f)), 50, h.now);
   REQUIRE(h.core->round() == 1);
-  CHECK(linkOfA().a_seconds() == -4e-3);
-  CHECK(linkOfA().b_seconds_per_packet() == 1e-3);
+  CHECK(recordOf(*h.core, a).link.a_seconds() == -4e-3);
+  CHECK(recordOf(*h.core, a).link.b_seconds_per_packet() == 1e-3);
 
   struct Bad {
     const char* what;
@@ -269,8 +278,8 @@ TEST_CASE("a link model no link could have is dropped and counted, and its gradi
   REQUIRE(h.core->round() == 2);
   CHECK(h.core->lastRecord().participants == 2);
   CHECK(h.core->parameters() != before);
-  CHECK(linkOfA().a_seconds() == -4e-3);
-  CHECK(linkOfA().b_seconds_per_packet() == 1e-3);
+  CHECK(recordOf(*h.core, a).link.a_seconds() == -4e-3);
+  CHECK(recordOf(*h.core, a).link.b_seconds_per_packet() == 1e-3);
 }
 
 TEST_CASE("the tuner's report with a push is recorded per round, an unusable one counted") {
@@ -287,23 +296,12 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
     m.envelope.mutable_push()->set_predicted_improvement(improvement);
     return m;
   };
-  auto recordOf = [&](uint32_t id) {
-    for (const auto& w : h.core->lastRecord().workers) {
-      if (w.id == id) return w;
-    }
-    FAIL("worker not in the record");
-    return server::WorkerRecord();
-  };
 
   h.core->onMessage("A", reported(a, 0, 3, 412.0, 0.25), 50, h.now);
   h.core->onMessage("B", reported(b, 0, 8, 0.0065, 1e-3), 50, h.now);
   REQUIRE(h.core->round() == 1);
-  CHECK(recordOf(a).level == 3);
-  CHECK(recordOf(a).predicted_cost == 412.0);
-  CHECK(recordOf(a).predicted_improvement == 0.25);
-  CHECK(recordOf(b).level == 8);
-  CHECK(recordOf(b).predicted_cost == 0.0065);
-  CHECK(recordOf(b).predicted_improvement == 1e-3);
+  checkReport(recordOf(*h.core, a), 3, 412.0, 0.25);
+  checkReport(recordOf(*h.core, b), 8, 0.0065, 1e-3);
   CHECK(h.core->badReports() == 0);
 
   // Round 1: A's report is none a tuner makes (a level beyond the model's size), B's is. A's
@@ -316,11 +314,8 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   REQUIRE(h.core->round() == 2);
   CHECK(h.core->badReports() == 1);
   CHECK(h.core->rejectedTotal() == 0);
-  CHECK(recordOf(a).level == 0);
-  CHECK(recordOf(a).predicted_cost == 0.0);
-  CHECK(recordOf(a).predicted_improvement == 0.0);
-  CHECK(recordOf(b).level == 5);
-  CHECK(recordOf(b).predicted_cost == 300.0);
+  checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+  checkReport(recordOf(*h.core, b), 5, 300.0, 0.02);
   const double lr = h.settings.optimizer.lr;
   for (size_t j = 0; j < d; ++j) {
     CHECK(h.core->parameters()[j] == doctest::Approx(double(x1[j]) - lr * 0.5).epsilon(1e-6));
@@ -333,9 +328,7 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   h.now += 2.0;
   h.core->onTick();
   REQUIRE(h.core->round() == 3);
-  CHECK(recordOf(b).level == 0);
-  CHECK(recordOf(b).predicted_cost == 0.0);
-  CHECK(recordOf(b).predicted_improvement == 0.0);
+  checkReport(recordOf(*h.core, b), 0, 0.0, 0.0);
 
   // Round 3: a negative cost is unusable, and a duplicate with a usable report changes nothing.
   h.core->onMessage("A", reported(a, 3, 4, -1.0, 0.1), 50, h.now);
@@ -344,8 +337,8 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   h.core->onMessage("B", reported(b, 3, 6, 1.0, inf), 50, h.now);
   REQUIRE(h.core->round() == 4);
   CHECK(h.core->badReports() == 4);
-  CHECK(recordOf(a).level == 0);
-  CHECK(recordOf(b).level == 0);
+  checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+  checkReport(recordOf(*h.core, b), 0, 0.0, 0.0);
 
   // Round 4: A pushes a usable report and then leaves: its push is dropped, and so is its report.
   h.core->onMessage("A", reported(a, 4, 7, 8.0, 0.3), 50, h.now);
@@ -357,8 +350,7 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   h.core->onMessage("B", reported(b, 4, 6, 1.0, 0.2), 50, h.now);
   REQUIRE(h.core->round() == 5);
   CHECK(h.core->lastRecord().participants == 1);
-  CHECK(recordOf(a).level == 0);
-  CHECK(recordOf(a).predicted_cost == 0.0);
-  CHECK(recordOf(b).level == 6);
+  checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+  checkReport(recordOf(*h.core, b), 6, 1.0, 0.2);
   CHECK(h.core->badReports() == 4);
 }
