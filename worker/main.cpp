@@ -52,7 +52,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   self.id = core.id();
   self.name = s.name;
   self.alive = core.joined();
-  self.cap = stats.last_level;
+  self.cap = core.cap();
   self.level = stats.last_level;
   self.predicted_cost = stats.last_predicted_cost;
   self.predicted_improvement = stats.last_predicted_improvement;

@@ -60,6 +60,8 @@ class WorkerCore {
   const std::string& fatalError() const { return fatal_; }
   bool joined() const { return joined_; }
   uint32_t id() const { return id_; }
+  // The coordinator's cap on T as last said (0 before the first Welcome).
+  uint32_t cap() const { return cap_; }
   uint64_t session() const { return session_; }
   uint64_t replicaRound() const { return replica_round_; }
   const std::vector<float>& parameters() const { return params_; }

@@ -78,8 +78,8 @@ std::string renderStatusTable(const JsonValue& st) {
   out += '\n';
   out += fmt::format(
       "{:>4}  {:<{}}  {:<5}  {:>7}  {:>7}  {:>6}  {:>10}  {:>10}  {:>9}  {:>10}  {:>5}  {:>7}\n",
-      "id", "worker", name_width, "alive", role == "worker" ? "level" : "cap", "last T", "share",
-      "uploaded", "downloaded", "link a", "link b/pkt", "r2", "samples");
+      "id", "worker", name_width, "alive", "cap", "last T", "share", "uploaded", "downloaded",
+      "link a", "link b/pkt", "r2", "samples");
   for (const auto& w : workers->array()) {
     JsonValue none;
     const JsonValue* link = w.find("link");

@@ -73,8 +73,8 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
   for (const auto& w : s.workers) {
     Labels l{{"worker", w.name}, {"id", std::to_string(w.id)}};
     m.setGauge("tern_worker_alive", "1 while the worker is considered alive.", l, w.alive);
-    m.setGauge("tern_worker_cap", "Compression cap k_i (a worker: the level it last sent).", l,
-               w.cap);
+    m.setGauge("tern_worker_cap",
+               "Compression cap k_i (a worker: the cap the coordinator last set).", l, w.cap);
     m.setGauge("tern_worker_share", "Data share p_i of the worker.", l, w.share);
     m.setGauge("tern_worker_level", "Level T of the worker's last push (0: none last round).", l,
                w.level);

@@ -153,6 +153,7 @@ assert checked >= 2, "too few scrapes during the run"
 
 n_status = 0
 n_worker_status = 0
+all_caps = {int(c) for row in rows.values() for c in row["caps"].split(";") if c}
 for path in sorted(glob.glob(f"{scrapes}/*.status")):
     status, ctype, body = open(path).read().split("\n", 2)
     assert status == "200" and ctype == "application/json", path
@@ -168,6 +169,9 @@ for path in sorted(glob.glob(f"{scrapes}/*.status")):
         me = doc["workers"][0]
         assert me["download_bytes"] == doc["download_bytes"], doc
         assert 0.0 < me["share"] <= 1.0, doc
+        # Its cap is one the coordinator set, and the level it sent is within it.
+        assert me["cap"] in all_caps, (me["cap"], all_caps)
+        assert 1 <= me["level"] <= me["cap"], doc
         n_worker_status += 1
     n_status += 1
 assert n_worker_status > 0, "no /status from a worker that had trained"
