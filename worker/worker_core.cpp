@@ -156,6 +156,10 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                          true);
   }
   if (w.training().batch_size() == 0) return refuseWelcome("training settings have batch size 0");
+  if (w.training().local_steps() > config::kMaxLocalSteps) {
+    return refuseWelcome("training settings ask for " + std::to_string(w.training().local_steps()) +
+                         " local steps, more than " + std::to_string(config::kMaxLocalSteps));
+  }
   if (w.training().local_steps() > 1 &&
       !(std::isfinite(w.training().local_lr()) && w.training().local_lr() > 0.0)) {
     return refuseWelcome("training settings have local steps with local_lr " +
@@ -170,6 +174,11 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   } catch (const std::exception& e) {
     return refuseWelcome(std::string("bad model spec: ") + e.what());
   }
+  // The size is checked before anything is allocated for the parameters.
+  if (msg.payload.size() != model->numParams() * sizeof(float))
+    return refuseWelcome("welcome payload has " + std::to_string(msg.payload.size()) +
+                         " bytes, the model's parameters need " +
+                         std::to_string(model->numParams() * sizeof(float)));
   std::vector<float> params(model->numParams());
   if (!bytesToFloats(msg.payload, params))
     return refuseWelcome("welcome payload has the wrong size");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/config/yaml_reader.hpp"
+#include "common/costmodel/link_estimator.hpp"
 
 namespace tern::config {
 namespace {
@@ -74,9 +75,10 @@ void readPartition(MapReader m, ml::PartitionSpec& p) {
 void readModel(MapReader m, ml::ModelSpec& s) {
   s.kind = m.oneOf("kind", m.get<std::string>("kind", s.kind), {"softmax", "logistic", "mlp"});
   s.features =
-      m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, 1u << 26);
-  s.classes = m.inRange<uint32_t>("classes", m.get<uint32_t>("classes", s.classes), 2, 1u << 16);
-  s.hidden = m.inRange<uint32_t>("hidden", m.get<uint32_t>("hidden", s.hidden), 1, 1u << 16);
+      m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, ml::kMaxFeatures);
+  s.classes =
+      m.inRange<uint32_t>("classes", m.get<uint32_t>("classes", s.classes), 2, ml::kMaxClasses);
+  s.hidden = m.inRange<uint32_t>("hidden", m.get<uint32_t>("hidden", s.hidden), 1, ml::kMaxHidden);
   s.l2 = m.inRange("l2", m.get<double>("l2", s.l2), 0.0, 1e6);
   m.done();
 }
@@ -92,8 +94,8 @@ void readOptimizer(MapReader m, ml::OptimizerSpec& s) {
 void readTraining(MapReader m, TrainingSettings& s) {
   s.batch_size =
       m.inRange<uint32_t>("batch_size", m.get<uint32_t>("batch_size", s.batch_size), 1, 1u << 24);
-  s.local_steps =
-      m.inRange<uint32_t>("local_steps", m.get<uint32_t>("local_steps", s.local_steps), 1, 10000);
+  s.local_steps = m.inRange<uint32_t>("local_steps", m.get<uint32_t>("local_steps", s.local_steps),
+                                      1, kMaxLocalSteps);
   s.local_lr = m.inRange("local_lr", m.get<double>("local_lr", s.local_lr), 1e-12, 1e6);
   s.seed = m.get<uint64_t>("seed", s.seed);
   m.done();
@@ -213,6 +215,17 @@ void readLink(MapReader m, LinkSettings& s) {
   s.packet_bytes = m.inRange<uint32_t>("packet_bytes",
                                        m.get<uint32_t>("packet_bytes", s.packet_bytes), 64, 65536);
   s.calibration_packets = m.getVector<size_t>("calibration_packets", s.calibration_packets);
+  if (s.calibration_packets.size() > costmodel::kMaxCalibrationSizes) {
+    m.fail("calibration_packets", "'calibration_packets' has more than " +
+                                      std::to_string(costmodel::kMaxCalibrationSizes) + " sizes");
+  }
+  for (size_t packets : s.calibration_packets) {
+    if (packets == 0 || packets > costmodel::kMaxCalibrationPackets) {
+      m.fail("calibration_packets", "'calibration_packets' sizes must be in [1, " +
+                                        std::to_string(costmodel::kMaxCalibrationPackets) +
+                                        "] packets, got " + std::to_string(packets));
+    }
+  }
   s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);

@@ -24,6 +24,9 @@ struct HttpSettings {
   double stale_after_seconds = 30.0;  // /healthz answers 503 when the loop is silent this long
 };
 
+// The most local SGD steps a round may ask of a worker (configuration and wire alike).
+inline constexpr uint32_t kMaxLocalSteps = 10000;
+
 struct TrainingSettings {
   uint32_t batch_size = 64;
   uint32_t local_steps = 1;  // >1: the worker sends the delta of local SGD steps as its gradient

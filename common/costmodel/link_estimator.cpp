@@ -114,9 +114,15 @@ LinkEstimator::LinkEstimator(const LinkEstimatorSpec& spec) : spec_(spec) {
     throw std::invalid_argument("link estimator: forgetting must be in (0, 1]");
   if (!(spec_.outlier_sigma > 0.0))
     throw std::invalid_argument("link estimator: outlier_sigma must be positive");
-  if (std::find(spec_.calibration_packets.begin(), spec_.calibration_packets.end(), size_t{0}) !=
-      spec_.calibration_packets.end())
-    throw std::invalid_argument("link estimator: calibration size of 0 packets");
+  if (spec_.calibration_packets.size() > kMaxCalibrationSizes)
+    throw std::invalid_argument("link estimator: more than " +
+                                std::to_string(kMaxCalibrationSizes) + " calibration sizes");
+  for (size_t packets : spec_.calibration_packets) {
+    if (packets == 0 || packets > kMaxCalibrationPackets)
+      throw std::invalid_argument("link estimator: calibration size of " + std::to_string(packets) +
+                                  " packets, not in [1, " + std::to_string(kMaxCalibrationPackets) +
+                                  "]");
+  }
   if (spec_.shift_confirm_samples < 2)
     throw std::invalid_argument("link estimator: shift_confirm_samples must be at least 2");
   if (spec_.exploration_window < kMinExplorationSamples)

@@ -13,6 +13,11 @@
 
 namespace tern::costmodel {
 
+// The largest join-time calibration probe, in packets (about 6 MB at 1448 bytes a packet), and
+// the most calibration sizes: a probe is built in memory and paid for on the link.
+inline constexpr size_t kMaxCalibrationPackets = 4096;
+inline constexpr size_t kMaxCalibrationSizes = 64;
+
 struct LinkEstimatorSpec {
   uint32_t packet_bytes = 1448;  // TCP payload per 1500-byte MTU with timestamps
   double forgetting = 0.97;      // exponential weighting of old samples (RLS lambda), in (0, 1]

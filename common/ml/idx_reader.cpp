@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
 
 namespace tern::ml {
 namespace {
@@ -51,6 +53,23 @@ class IdxStream {
       }
       done += static_cast<size_t>(got);
     }
+  }
+
+  // Checks that `bytes` more bytes follow the current position, without reading them into
+  // memory (a seek, emulated by zlib for gzip files), so that a header declaring more data than
+  // the file holds is refused before anything is allocated for it.
+  void requireData(uint64_t bytes, const char* what) {
+    if (bytes == 0) return;
+    const z_off_t here = gztell(file_.get());
+    const uint64_t last = uint64_t(here) + bytes - 1;
+    uint8_t byte = 0;
+    if (here < 0 || last > uint64_t(std::numeric_limits<z_off_t>::max()) ||
+        gzseek(file_.get(), z_off_t(last), SEEK_SET) < 0 || gzread(file_.get(), &byte, 1) != 1) {
+      fail(path_, std::string("truncated ") + what + " (the header declares " +
+                      std::to_string(bytes) + " bytes)");
+    }
+    if (gzseek(file_.get(), here, SEEK_SET) != here)
+      fail(path_, std::string("read error: ") + zlibError());
   }
 
   void expectEnd() {
@@ -126,6 +145,13 @@ IdxHeader openIdx(IdxStream& images_in, IdxStream& labels_in, const std::string&
   if (h.features == 0) {
     throw std::runtime_error("IDX file '" + images_path + "': images have zero pixels");
   }
+  if (h.features > kMaxFeatures) {
+    throw std::runtime_error("IDX file '" + images_path + "': images of " +
+                             std::to_string(h.features) + " pixels, more than a model takes (" +
+                             std::to_string(kMaxFeatures) + ")");
+  }
+  labels_in.requireData(h.n, "label data");
+  images_in.requireData(uint64_t(h.n) * h.features, "image data");
   label_bytes.resize(h.n);
   labels_in.readExact(label_bytes, "label data");
   labels_in.expectEnd();

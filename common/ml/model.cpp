@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -106,9 +107,33 @@ std::string labelsUnfit(const ModelSpec& spec, const Dataset& data) {
   return "";
 }
 
+uint64_t paramsOf(const ModelSpec& spec) {
+  // Each factor is below 2^32, so every product of two fits in 64 bits.
+  const uint64_t f = spec.features, c = spec.classes, h = spec.hidden;
+  if (spec.kind == "softmax") return c * (f + 1);
+  if (spec.kind == "logistic") return f + 1;
+  if (spec.kind == "mlp") {
+    const uint64_t a = h * (f + 1), b = c * (h + 1);
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  }
+  return 0;
+}
+
 std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
   if (spec.features == 0) throw std::invalid_argument("makeModel: features must be >= 1");
   if (spec.classes == 0) throw std::invalid_argument("makeModel: classes must be >= 1");
+  if (spec.features > kMaxFeatures || spec.classes > kMaxClasses ||
+      (spec.kind == "mlp" && spec.hidden > kMaxHidden)) {
+    throw std::invalid_argument("makeModel: features " + std::to_string(spec.features) +
+                                ", classes " + std::to_string(spec.classes) + ", hidden " +
+                                std::to_string(spec.hidden) + " beyond the limits " +
+                                std::to_string(kMaxFeatures) + ", " + std::to_string(kMaxClasses) +
+                                ", " + std::to_string(kMaxHidden));
+  }
+  if (const uint64_t n = paramsOf(spec); n > kMaxParams) {
+    throw std::invalid_argument("makeModel: " + std::to_string(n) + " parameters, more than " +
+                                std::to_string(kMaxParams));
+  }
   if (!std::isfinite(spec.l2) || spec.l2 < 0) {
     throw std::invalid_argument("makeModel: l2 must be finite and >= 0");
   }

@@ -46,7 +46,17 @@ class Model {
   virtual std::optional<double> smoothness(const Dataset& data) const = 0;
 };
 
-// Throws std::invalid_argument on an unknown kind or zero features/classes.
+// The largest models makeModel builds: the configuration's limits, and at most kMaxParams
+// parameters (4 GiB of fp32; the wire's dimensions are 32-bit).
+inline constexpr uint32_t kMaxFeatures = 1u << 26;
+inline constexpr uint32_t kMaxClasses = 1u << 16;
+inline constexpr uint32_t kMaxHidden = 1u << 16;
+inline constexpr uint64_t kMaxParams = uint64_t{1} << 30;
+// The number of parameters a model of `spec` has, computed without overflow (kind as makeModel
+// reads it); 0 for an unknown kind.
+uint64_t paramsOf(const ModelSpec& spec);
+// Throws std::invalid_argument on an unknown kind, zero features/classes, or a spec beyond the
+// limits above (a model description from the wire must not make the caller allocate gigabytes).
 std::unique_ptr<Model> makeModel(const ModelSpec& spec);
 // Why `data` cannot train or test a model of `spec` (a label the model has no output for; a
 // logistic model takes labels 0 and 1 only), or "" when it can.

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/ml/model.hpp"
+
 namespace tern::ml::detail {
 
 std::string readTextFile(const std::string& path) {
@@ -48,6 +50,12 @@ void LabelCollector::add(std::string_view token, size_t line, size_t column) {
   }
   const auto label = static_cast<int64_t>(*value);
   if (label < -1) textError(path_, line, column, "negative label " + std::to_string(label));
+  // Class indices index per-class tables (histograms, partition pools, the model's outputs).
+  if (label >= int64_t{kMaxClasses}) {
+    textError(path_, line, column,
+              "label " + std::to_string(label) + " is beyond the largest class index " +
+                  std::to_string(kMaxClasses - 1));
+  }
   const Position here{line, column};
   if (label == -1 && !first_minus_one_) first_minus_one_ = here;
   if (label == 0 && !first_zero_) first_zero_ = here;

@@ -336,3 +336,21 @@ TEST_CASE("a packet that costs nothing is refused at its line") {
   CHECK(errorOf([&] { loadWorkerSettings(f); }).rfind(f + ":5:13: 'c_packet' must be in [", 0) ==
         0);
 }
+
+TEST_CASE("calibration probe sizes outside [1, 4096] packets, or too many of them, are refused") {
+  const std::string head = "data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\n";
+  for (const std::string sizes : {"[1, 100000000]", "[0, 4]", "[4097]"}) {
+    CAPTURE(sizes);
+    auto f = writeTemp("calibration.yaml", head + "link:\n  calibration_packets: " + sizes + "\n");
+    const std::string msg = errorOf([&] { loadWorkerSettings(f); });
+    CHECK(msg.rfind(f + ":4:", 0) == 0);
+    CHECK(msg.find("must be in [1, 4096] packets") != std::string::npos);
+  }
+  std::string many = "[1";
+  for (int i = 0; i < 64; ++i) many += ", 2";
+  auto f =
+      writeTemp("calibration_many.yaml", head + "link:\n  calibration_packets: " + many + "]\n");
+  CHECK(errorOf([&] { loadWorkerSettings(f); }).find("more than 64 sizes") != std::string::npos);
+  auto ok = writeTemp("calibration_ok.yaml", head + "link:\n  calibration_packets: [1, 4096]\n");
+  CHECK(loadWorkerSettings(ok).link.calibration_packets == std::vector<size_t>{1, 4096});
+}

@@ -508,3 +508,41 @@ TEST_CASE("a welcome with local steps and no usable local_lr is refused and coun
     CHECK(rig.core->stats().rejected == 1);
   }
 }
+
+TEST_CASE(
+    "a welcome with a model beyond the limits, a payload of the wrong size or too many "
+    "local steps is refused and counted, and the worker stays up") {
+  struct Case {
+    std::string name;
+    uint32_t classes;
+    size_t payload_floats;  // 0 = the model's size
+    uint32_t local_steps;
+  };
+  // Softmax on 3 features: 4 parameters per class.
+  for (const Case& c : {Case{"classes beyond the limit", 4000000000u, 8, 1},
+                        Case{"classes within it, payload of another model", 60000, 8, 1},
+                        Case{"payload one float short", 2, 7, 1},
+                        Case{"too many local steps", 2, 0, config::kMaxLocalSteps + 1}}) {
+    CAPTURE(c.name);
+    Rig rig;
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* w = m.envelope.mutable_welcome();
+    w->set_worker_id(1);
+    w->set_session(rig.session);
+    w->mutable_model()->set_kind("softmax");
+    w->mutable_model()->set_features(3);
+    w->mutable_model()->set_classes(c.classes);
+    w->mutable_training()->set_batch_size(8);
+    w->mutable_training()->set_local_steps(c.local_steps);
+    w->mutable_training()->set_local_lr(0.1);
+    w->set_cap(8);
+    m.payload = floatsToBytes(std::vector<float>(c.payload_floats ? c.payload_floats : 8, 0.0f));
+    std::vector<Message> out;
+    CHECK_NOTHROW(out = rig.core->onMessage(m, 0));
+    CHECK_FALSE(rig.core->joined());
+    CHECK(rig.core->stats().rejected == 1);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].envelope.has_leave());
+  }
+}

@@ -625,6 +625,14 @@ TEST_CASE("a spec that cannot work is refused at construction") {
   LinkEstimatorSpec empty_probe;
   empty_probe.calibration_packets = {1, 0};
   CHECK_THROWS_AS(LinkEstimator{empty_probe}, std::invalid_argument);
+  LinkEstimatorSpec huge_probe;  // would be built in memory: 145 GB at 1448 bytes a packet
+  huge_probe.calibration_packets = {1, 100000000};
+  CHECK_THROWS_AS(LinkEstimator{huge_probe}, std::invalid_argument);
+  huge_probe.calibration_packets = {kMaxCalibrationPackets};
+  CHECK_NOTHROW(LinkEstimator{huge_probe});
+  LinkEstimatorSpec many_probes;
+  many_probes.calibration_packets.assign(kMaxCalibrationSizes + 1, 2);
+  CHECK_THROWS_AS(LinkEstimator{many_probes}, std::invalid_argument);
   LinkEstimatorSpec no_rate;
   no_rate.max_bits_per_second = 0.0;
   CHECK_THROWS_AS(LinkEstimator{no_rate}, std::invalid_argument);

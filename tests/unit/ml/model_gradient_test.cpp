@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -165,4 +166,33 @@ TEST_CASE("mlp init is deterministic in the generator and scaled like He initial
   for (size_t j = 0; j < 400 * 50; ++j) sum2 += double(a[j]) * a[j];
   CHECK(sum2 / (400 * 50) == doctest::Approx(2.0 / 400).epsilon(0.05));
   for (size_t j = 400 * 50; j < 400 * 50 + 50; ++j) CHECK(a[j] == 0.0f);
+}
+
+TEST_CASE("paramsOf counts what a built model holds, and specs beyond the limits are refused") {
+  for (const auto& s : {spec("softmax", 784, 10, 0.0), spec("logistic", 47236, 2, 0.0),
+                        spec("mlp", 784, 10, 0.0, 64), spec("mlp", 1, 2, 0.0, 1)}) {
+    CAPTURE(s.kind);
+    // Counted by hand from the layers: weights plus a bias per output.
+    const uint64_t by_hand = s.kind == "softmax"    ? uint64_t(s.classes) * (s.features + 1)
+                             : s.kind == "logistic" ? uint64_t(s.features) + 1
+                                                    : uint64_t(s.hidden) * (s.features + 1) +
+                                                          uint64_t(s.classes) * (s.hidden + 1);
+    CHECK(paramsOf(s) == by_hand);
+    CHECK(makeModel(s)->numParams() == by_hand);
+  }
+  CHECK(paramsOf(spec("nope", 3, 2, 0.0)) == 0);
+  // Each limit alone, and a product beyond kMaxParams from factors within their limits.
+  CHECK_THROWS_AS(makeModel(spec("softmax", 3, kMaxClasses + 1, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("softmax", 3, 4000000000u, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("logistic", kMaxFeatures + 1, 2, 0.0)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("mlp", 3, 2, 0.0, kMaxHidden + 1)), std::invalid_argument);
+  CHECK_THROWS_AS(makeModel(spec("softmax", kMaxFeatures, kMaxClasses, 0.0)),
+                  std::invalid_argument);
+  CHECK(paramsOf(spec("softmax", kMaxFeatures, kMaxClasses, 0.0)) > kMaxParams);
+  // The largest mlp the limits allow is counted without overflow.
+  CHECK(paramsOf(spec("mlp", kMaxFeatures, kMaxClasses, 0.0, kMaxHidden)) ==
+        uint64_t(kMaxHidden) * (kMaxFeatures + 1) + uint64_t(kMaxClasses) * (kMaxHidden + 1));
+  // Exactly kMaxParams is allowed (building the model allocates no parameters).
+  CHECK(paramsOf(spec("softmax", (1u << 20) - 1, 1u << 10, 0.0)) == kMaxParams);
+  CHECK_NOTHROW(makeModel(spec("softmax", (1u << 20) - 1, 1u << 10, 0.0)));
 }

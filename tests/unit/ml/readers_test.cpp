@@ -104,6 +104,32 @@ TEST_CASE("IDX reader rejects bad magic, truncation, count mismatch and missing 
   const std::string missing = dir.file("does_not_exist");
   msg = runtimeErrorOf([&] { readIdx(images, missing); });
   CHECK(contains(msg, missing));
+
+  // Headers declaring four billion rows over files that hold a few bytes are refused from the
+  // headers and the files' lengths, before anything is allocated for the data; plain or gzip.
+  constexpr uint32_t kHuge = 4000000000u;
+  const std::string huge_images = bigEndian32(0x00000803) + bigEndian32(kHuge) + bigEndian32(1) +
+                                  bigEndian32(1) + std::string(6, '\1');
+  const std::string huge_labels = bigEndian32(0x00000801) + bigEndian32(kHuge) + std::string(6, 0);
+  for (const bool gz : {false, true}) {
+    CAPTURE(gz);
+    const std::string hi =
+        gz ? writeGzip(dir.file("huge_img.gz"), huge_images) : dir.write("huge_img", huge_images);
+    const std::string hl =
+        gz ? writeGzip(dir.file("huge_lbl.gz"), huge_labels) : dir.write("huge_lbl", huge_labels);
+    msg = runtimeErrorOf([&] { readIdx(hi, hl); });
+    CHECK(contains(msg, hl));
+    CHECK(contains(msg, "truncated label data (the header declares 4000000000 bytes)"));
+    // Labels all there, images short.
+    const std::string few_labels = bigEndian32(0x00000801) + bigEndian32(3) + std::string{2, 0, 1};
+    const std::string short_images = bigEndian32(0x00000803) + bigEndian32(3) + bigEndian32(100) +
+                                     bigEndian32(100) + std::string(6, '\1');
+    const std::string si = dir.write("short_img", short_images);
+    const std::string fl = dir.write("few_lbl", few_labels);
+    msg = runtimeErrorOf([&] { readIdx(si, fl); });
+    CHECK(contains(msg, si));
+    CHECK(contains(msg, "truncated image data (the header declares 30000 bytes)"));
+  }
 }
 
 TEST_CASE("the real Fashion-MNIST loads with 60000/10000 rows, 784 features, balanced classes") {
@@ -200,6 +226,12 @@ TEST_CASE("LIBSVM reader reports file, line and column of malformed input") {
     CHECK(contains(msg, path + ":1:1"));
   }
   {
+    // A class index no model has room for (and whose tables would take gigabytes).
+    const auto [path, msg] = errorFor("huge_label.svm", "1 1:1\n1000000000 1:1\n");
+    CHECK(contains(msg, path + ":2:1"));
+    CHECK(contains(msg, "beyond the largest class index 65535"));
+  }
+  {
     const auto [path, msg] = errorFor("no_colon.svm", "1 1:1 7\n");
     CHECK(contains(msg, path + ":1:7"));
   }
@@ -267,6 +299,17 @@ TEST_CASE("CSV reader reports file, line and column of malformed input") {
   {
     const std::string path = dir.write("label.csv", "a,y\n1,0\n\n2,one\n");
     CHECK(contains(runtimeErrorOf([&] { readCsv(path); }), path + ":4:3"));
+  }
+  {
+    // The largest int32 and the first index past the largest class both get a clear error.
+    for (const std::string label : {"2147483647", "65536"}) {
+      const std::string path = dir.write("huge_label.csv", "x,y\n1.0,0\n2.0," + label + "\n");
+      const std::string msg = runtimeErrorOf([&] { readCsv(path); });
+      CHECK(contains(msg, path + ":3:5"));
+      CHECK(contains(msg, "beyond the largest class index"));
+    }
+    const std::string path = dir.write("top_label.csv", "x,y\n1.0,0\n2.0,65535\n");
+    CHECK(readCsv(path).num_classes == 65536);
   }
   {
     const std::string path = dir.write("column.csv", "a,y\n1,0\n");
