@@ -481,29 +481,35 @@ TEST_CASE("a round whose gradient overflows sends a push that says so, and leave
   CHECK(rig.core->stats().rounds == rounds + 1);
 }
 
+namespace {
+
+// A welcome of a softmax model on the rig's 3 features (4 parameters per class) with the given
+// classes, payload size (in floats) and local steps.
+Message softmaxWelcome(uint64_t session, uint32_t classes, size_t payload_floats,
+                       uint32_t local_steps, double local_lr) {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* w = m.envelope.mutable_welcome();
+  w->set_worker_id(1);
+  w->set_session(session);
+  w->mutable_model()->set_kind("softmax");
+  w->mutable_model()->set_features(3);
+  w->mutable_model()->set_classes(classes);
+  w->mutable_training()->set_batch_size(8);
+  w->mutable_training()->set_local_steps(local_steps);
+  w->mutable_training()->set_local_lr(local_lr);
+  w->set_cap(8);
+  m.payload = floatsToBytes(std::vector<float>(payload_floats, 0.0f));
+  return m;
+}
+
+}  // namespace
+
 TEST_CASE("a welcome with local steps and no usable local_lr is refused and counted") {
   for (double lr : {0.0, -0.1, std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(lr);
     Rig rig;
-    ml::ModelSpec spec;
-    spec.kind = "softmax";
-    spec.features = 3;
-    spec.classes = 2;
-    const auto model = ml::makeModel(spec);
-    Message m;
-    m.envelope = makeEnvelope();
-    auto* w = m.envelope.mutable_welcome();
-    w->set_worker_id(1);
-    w->set_session(rig.session);
-    w->mutable_model()->set_kind("softmax");
-    w->mutable_model()->set_features(3);
-    w->mutable_model()->set_classes(2);
-    w->mutable_training()->set_batch_size(8);
-    w->mutable_training()->set_local_steps(4);
-    w->mutable_training()->set_local_lr(lr);
-    w->set_cap(uint32_t(model->numParams()));
-    m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
-    rig.core->onMessage(m, 0);
+    rig.core->onMessage(softmaxWelcome(rig.session, 2, 8, 4, lr), 0);
     CHECK_FALSE(rig.core->joined());
     CHECK(rig.core->stats().rejected == 1);
   }
@@ -515,34 +521,26 @@ TEST_CASE(
   struct Case {
     std::string name;
     uint32_t classes;
-    size_t payload_floats;  // 0 = the model's size
+    size_t payload_floats;
     uint32_t local_steps;
   };
-  // Softmax on 3 features: 4 parameters per class.
   for (const Case& c : {Case{"classes beyond the limit", 4000000000u, 8, 1},
                         Case{"classes within it, payload of another model", 60000, 8, 1},
                         Case{"payload one float short", 2, 7, 1},
-                        Case{"too many local steps", 2, 0, config::kMaxLocalSteps + 1}}) {
+                        Case{"too many local steps", 2, 8, config::kMaxLocalSteps + 1}}) {
     CAPTURE(c.name);
     Rig rig;
-    Message m;
-    m.envelope = makeEnvelope();
-    auto* w = m.envelope.mutable_welcome();
-    w->set_worker_id(1);
-    w->set_session(rig.session);
-    w->mutable_model()->set_kind("softmax");
-    w->mutable_model()->set_features(3);
-    w->mutable_model()->set_classes(c.classes);
-    w->mutable_training()->set_batch_size(8);
-    w->mutable_training()->set_local_steps(c.local_steps);
-    w->mutable_training()->set_local_lr(0.1);
-    w->set_cap(8);
-    m.payload = floatsToBytes(std::vector<float>(c.payload_floats ? c.payload_floats : 8, 0.0f));
     std::vector<Message> out;
-    CHECK_NOTHROW(out = rig.core->onMessage(m, 0));
+    CHECK_NOTHROW(
+        out = rig.core->onMessage(
+            softmaxWelcome(rig.session, c.classes, c.payload_floats, c.local_steps, 0.1), 0));
     CHECK_FALSE(rig.core->joined());
     CHECK(rig.core->stats().rejected == 1);
     REQUIRE(out.size() == 1);
     CHECK(out[0].envelope.has_leave());
   }
+  // The same welcome with a usable model, payload and local steps is taken.
+  Rig rig;
+  rig.core->onMessage(softmaxWelcome(rig.session, 2, 8, 4, 0.1), 0);
+  CHECK(rig.core->joined());
 }
