@@ -151,8 +151,10 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
 }
 
 std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
-  if (join.sample_count() == 0) {
-    return {reject(peer, wire::Error::MALFORMED, "bad_join", "join with zero samples")};
+  if (join.sample_count() == 0 || join.sample_count() > kMaxSamplesPerWorker) {
+    return {reject(peer, wire::Error::MALFORMED, "bad_join",
+                   "join with " + std::to_string(join.sample_count()) + " samples (1 to " +
+                       std::to_string(kMaxSamplesPerWorker) + ")")};
   }
   if (join.worker_name().empty() || join.worker_name().size() > 256) {
     return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name empty or too long")};
@@ -230,18 +232,18 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
 
 void CoordinatorCore::reallocate() {
   std::vector<Worker*> alive;
-  uint64_t total = 0;
+  double total = 0.0;  // sums of up to 2^40 samples a worker: no overflow, shares in [0, 1]
   for (auto& [id, w] : workers_) {
     if (w.rec.alive) {
       alive.push_back(&w);
-      total += w.samples;
+      total += double(w.samples);
     }
   }
-  if (alive.empty() || total == 0) return;
+  if (alive.empty() || !(total > 0.0)) return;
   std::vector<allocation::WorkerLoad> loads;
   for (Worker* w : alive) {
     allocation::WorkerLoad l;
-    l.share = double(w->samples) / double(total);
+    l.share = double(w->samples) / total;
     l.seconds_per_packet = w->rec.link.b_seconds_per_packet();
     l.seconds_fixed = w->rec.link.a_seconds();
     loads.push_back(l);
@@ -479,11 +481,26 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   std::vector<float> aggregate(params_.size(), 0.0f);
   for (auto& [id, w] : workers_) {
     if (!w.pending) continue;
-    compression::addScaled(*w.pending, float(w.rec.share / total_share), aggregate);
+    const double weight = total_share > 0.0 ? w.rec.share / total_share : 1.0 / participants;
+    compression::addScaled(*w.pending, float(weight), aggregate);
     w.pending.reset();
   }
   std::vector<float> delta(params_.size(), 0.0f);
+  // Pushes of finite but huge values can still overflow the sum, the momentum or the parameters.
+  // Such a step is not taken: the model and the momentum stay as they were (the round's update
+  // is empty), and it is counted, so a diverging run neither corrupts the model nor ends the
+  // daemon and the last checkpoint stays one a restart can use.
+  std::vector<float> velocity_before = optimizer_.velocity();
   optimizer_.step(aggregate, round_, delta);
+  bool finite_step = true;
+  for (size_t j = 0; j < delta.size() && finite_step; ++j)
+    finite_step = std::isfinite(delta[j]) && std::isfinite(params_[j] + delta[j]);
+  if (!finite_step) {
+    ++steps_refused_;
+    spdlog::warn("round {}: the aggregated step overflows the model; not taken", round_);
+    optimizer_.setVelocity(std::move(velocity_before));
+    std::fill(delta.begin(), delta.end(), 0.0f);
+  }
   compression::SparseGradient update;
   update.dim = uint32_t(params_.size());
   size_t nnz = 0;
@@ -707,6 +724,9 @@ std::string CoordinatorCore::checkpoint() const {
   c.set_download_bytes(download_bytes_);
   c.set_full_bytes(full_bytes_);
   c.set_late_pushes(late_pushes_);
+  c.set_pushes_asked_again(reasked_);
+  c.set_push_reports_unusable(bad_reports_);
+  c.set_steps_refused(steps_refused_);
   for (const auto& [reason, n] : rejections_) {
     auto* r = c.add_rejections();
     r->set_reason(reason);
@@ -792,6 +812,9 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   core->download_bytes_ = c.download_bytes();
   core->full_bytes_ = c.full_bytes();
   core->late_pushes_ = c.late_pushes();
+  core->reasked_ = c.pushes_asked_again();
+  core->bad_reports_ = c.push_reports_unusable();
+  core->steps_refused_ = c.steps_refused();
   for (const auto& r : c.rejections()) core->rejections_[r.reason()] = r.count();
   core->last_accuracy_ = c.last_accuracy();
   // time_s keeps counting from where the checkpoint left it (the downtime included from here on).

@@ -115,6 +115,11 @@ class CoordinatorCore {
   // Accepted pushes whose tuner report (level, predicted cost or improvement) was unusable: the
   // gradient is applied, the report recorded as zeros.
   uint64_t badReports() const { return bad_reports_; }
+  // Rounds whose aggregated step would have made the model or the momentum non-finite (pushes
+  // of huge finite values): not taken, the model and momentum kept.
+  uint64_t stepsRefused() const { return steps_refused_; }
+  // The most samples a worker may declare in its join: shares then never overflow.
+  static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
   size_t aliveWorkers() const;
@@ -188,6 +193,7 @@ class CoordinatorCore {
   uint64_t late_pushes_ = 0;
   uint64_t reasked_ = 0;  // round starts sent again after a refused push
   uint64_t bad_reports_ = 0;
+  uint64_t steps_refused_ = 0;
   double last_accuracy_ = 0.0;
   RoundRecord last_record_;
   std::map<std::string, uint64_t> rejections_;

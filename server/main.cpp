@@ -62,6 +62,7 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
   // before any message could be read).
   st.counters = {{"pushes_asked_again", core.reasked()},
                  {"push_reports_unusable", core.badReports()},
+                 {"steps_refused_non_finite", core.stepsRefused()},
                  {"connections_admitted", auth.admitted},
                  {"connections_auth_refused", auth.refused},
                  {"connections_handshake_failed", auth.handshake_failed}};
@@ -154,6 +155,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   // A resumed coordinator takes a new session: every worker's old-session message is refused
   // with UNKNOWN_SESSION, so each re-joins and takes the checkpointed model in full.
   std::unique_ptr<server::CoordinatorCore> core_ptr;
+  bool resumed = false;
   if (!s.checkpoint.path.empty()) {
     if (auto bytes = server::readFileIfExists(s.checkpoint.path)) {
       try {
@@ -163,6 +165,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
         throw std::runtime_error(s.checkpoint.path + ": " + e.what());
       }
       spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
+      resumed = true;
     }
   }
   if (!core_ptr) {
@@ -178,7 +181,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   };
 
   std::unique_ptr<server::MetricsCsv> csv;
-  if (!s.metrics_csv.empty()) csv = std::make_unique<server::MetricsCsv>(s.metrics_csv);
+  if (!s.metrics_csv.empty()) {
+    // A resumed run continues its CSV (rows of the rounds it redoes are dropped).
+    csv = resumed ? std::make_unique<server::MetricsCsv>(s.metrics_csv, core.round())
+                  : std::make_unique<server::MetricsCsv>(s.metrics_csv);
+  }
   bool any_round_closed = false;
   AuthCounters auth;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
@@ -278,11 +285,18 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     serveSecurity();
     if (reloadRequested().exchange(false)) reloadAllowlist(zap.get());
     if (readable) {
-      while (auto frames = channel.receive()) {
+      // At most kMaxMessagesPerTurn before the timers run: a steady stream of messages (junk
+      // included) must not hold back round deadlines, heartbeats or the watchdog. The rest
+      // stays queued, and the next wait returns at once.
+      size_t taken = 0;
+      while (taken++ < transport::kMaxMessagesPerTurn) {
+        auto frames = channel.receive();
+        if (!frames) break;
         double at = steadySeconds();
         auto parsed = transport::parseFrames(*frames);
         if (!parsed.message) {
-          dispatch(core.onMalformed(frames->peer, parsed.error));
+          spdlog::debug("malformed message: {}", parsed.error);
+          dispatch(core.onMalformed(frames->peer, parsed.reason));
           continue;
         }
         dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at), at);

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 namespace tern::server {
 namespace {
@@ -22,6 +25,33 @@ std::string joinWorkers(const RoundRecord& r, F f) {
 MetricsCsv::MetricsCsv(const std::string& path) : out_(path) {
   if (!out_) throw std::runtime_error(path + ": cannot open metrics CSV for writing");
   out_ << header() << '\n';
+}
+
+MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
+  std::vector<std::string> kept;
+  bool continues = false;
+  if (std::ifstream in(path); in) {
+    std::string line;
+    continues = std::getline(in, line) && line == header();
+    while (continues && std::getline(in, line)) {
+      // A row's round is its first field; a torn last line (a crash mid-write) has none.
+      uint64_t round = 0;
+      const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), round);
+      if (ec == std::errc() && end != line.data() + line.size() && *end == ',' &&
+          round < resume_round)
+        kept.push_back(line);
+    }
+    if (!continues) {
+      std::error_code ec;
+      std::filesystem::rename(path, path + ".old", ec);
+      if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
+    }
+  }
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw std::runtime_error(path + ": cannot open metrics CSV for writing");
+  out_ << header() << '\n';
+  for (const auto& line : kept) out_ << line << '\n';
+  out_.flush();
 }
 
 std::string MetricsCsv::header() {

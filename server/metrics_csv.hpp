@@ -10,8 +10,13 @@ namespace tern::server {
 
 class MetricsCsv {
  public:
-  // Throws std::runtime_error when the file cannot be opened.
+  // Starts the file with the header. Throws std::runtime_error when it cannot be opened.
   explicit MetricsCsv(const std::string& path);
+  // A coordinator resumed at round `resume_round` continues the file: the rows of earlier rounds
+  // stay, those of rounds from resume_round on (redone after the restart) are dropped. A file
+  // that is missing, empty or has another header (an older tern) is started afresh, the old one
+  // kept as PATH.old. Throws std::runtime_error when it cannot be read or written.
+  MetricsCsv(const std::string& path, uint64_t resume_round);
   void write(const RoundRecord& r);
   static std::string header();
   static std::string row(const RoundRecord& r);

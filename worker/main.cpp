@@ -180,7 +180,11 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       reconnected = true;
     }
     if (readable) {
-      while (auto frames = channel.receive()) {
+      // Bounded, so that a stream of messages cannot hold back heartbeats and the watchdog.
+      size_t taken = 0;
+      while (taken++ < transport::kMaxMessagesPerTurn) {
+        auto frames = channel.receive();
+        if (!frames) break;
         auto parsed = transport::parseFrames(*frames);
         if (!parsed.message) {
           ++malformed;

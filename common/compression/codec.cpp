@@ -221,6 +221,9 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
 
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
   if (update.dim == 0) throw std::invalid_argument("encodeUpdate: zero dimension");
+  // No receiver accepts a non-finite value, dense or sparse.
+  for (float x : update.values)
+    if (!std::isfinite(x)) throw std::invalid_argument("encodeUpdate: non-finite value");
   if (update.isDense()) return encodeFp32(Scheme::kUpdate, update.dim, {}, update.values);
   if (update.indices.size() != update.values.size())
     throw std::invalid_argument("encodeUpdate: indices and values differ in length");
@@ -228,8 +231,6 @@ std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
     if (update.indices[i] >= update.dim || (i > 0 && update.indices[i] <= update.indices[i - 1]))
       throw std::invalid_argument("encodeUpdate: indices must be strictly increasing and < dim");
   }
-  for (float x : update.values)
-    if (!std::isfinite(x)) throw std::invalid_argument("encodeUpdate: non-finite value");
   return encodeFp32(Scheme::kUpdate, update.dim, update.indices, update.values);
 }
 

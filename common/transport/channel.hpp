@@ -1,7 +1,8 @@
 #pragma once
 // The one place in tern that touches ZeroMQ. A Channel is a ROUTER (coordinator) or a DEALER
 // (worker) socket that moves multipart messages: [peer identity,] header frame [, payload frame].
-// Limits are enforced by libzmq (ZMQ_MAXMSGSIZE) before anything is allocated on our side.
+// Frame sizes are limited by libzmq (ZMQ_MAXMSGSIZE, per frame) before anything is allocated on
+// our side.
 // With CURVE keys the socket encrypts and authenticates every connection (the coordinator's
 // ROUTER is the CURVE server, each worker's DEALER a client that knows the server's key).
 #include <chrono>
@@ -13,6 +14,9 @@
 #include <zmq.hpp>
 
 namespace tern::transport {
+
+// The most messages a daemon's loop takes from its channel before it runs its timers again.
+inline constexpr size_t kMaxMessagesPerTurn = 1000;
 
 // CURVE security of a channel. No secret key: the NULL mechanism (plaintext, no authentication).
 struct CurveOptions {

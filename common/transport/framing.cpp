@@ -5,12 +5,20 @@ namespace tern::transport {
 Parsed parseFrames(Frames& frames) {
   Parsed out;
   if (frames.parts.empty() || frames.parts.size() > 2) {
+    out.reason = "bad_frame_count";
     out.error = "expected 1 or 2 frames, got " + std::to_string(frames.parts.size());
     return out;
   }
   Message m;
   const auto& head = frames.parts[0];
+  if (head.size() > kMaxEnvelopeBytes) {
+    out.reason = "envelope_too_large";
+    out.error = "envelope frame of " + std::to_string(head.size()) + " bytes (at most " +
+                std::to_string(kMaxEnvelopeBytes) + ")";
+    return out;
+  }
   if (!m.envelope.ParseFromArray(head.data(), int(head.size()))) {
+    out.reason = "envelope_unparseable";
     out.error = "envelope does not parse";
     return out;
   }

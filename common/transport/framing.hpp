@@ -9,9 +9,16 @@
 
 namespace tern::transport {
 
+// The largest envelope frame parsed: envelopes are a few hundred bytes; anything near this is
+// not a tern message (and protobuf takes sizes as int).
+inline constexpr size_t kMaxEnvelopeBytes = size_t{1} << 20;
+
 struct Parsed {
   std::optional<Message> message;
-  std::string error;  // set when !message
+  // Set when !message: a fixed reason (bad_frame_count | envelope_too_large |
+  // envelope_unparseable), the key it is counted under, and the detail for a log line.
+  std::string reason;
+  std::string error;
 };
 
 Parsed parseFrames(Frames& frames);

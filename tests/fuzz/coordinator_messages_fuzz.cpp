@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         auto parsed = transport::parseFrames(frames);
         if (!parsed.message) {
-          out = f.core->onMalformed(peer, parsed.error);
+          out = f.core->onMalformed(peer, parsed.reason);
           require(f.core->rejectedTotal() == rejected_before + 1);
         } else {
           out = f.core->onMessage(peer, *parsed.message, frames.bytes, f.now);

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "common/compression/codec.hpp"
 #include "common/compression/compressor.hpp"
 #include "test_support.hpp"
@@ -133,4 +136,10 @@ TEST_CASE("encodeUpdate refuses malformed updates") {
   CHECK_THROWS_AS(encodeUpdate(SparseGradient{10, {3, 3}, {1.0f, 2.0f}}), std::invalid_argument);
   CHECK_THROWS_AS(encodeUpdate(SparseGradient{10, {10}, {1.0f}}), std::invalid_argument);
   CHECK_THROWS_AS(encodeUpdate(SparseGradient{0, {}, {}}), std::invalid_argument);
+  // Non-finite values, sparse and dense alike.
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{10, {2}, {inf}}), std::invalid_argument);
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{3, {}, {0.0f, -inf, 1.0f}}), std::invalid_argument);
+  CHECK_THROWS_AS(encodeUpdate(SparseGradient{2, {}, {std::nanf(""), 1.0f}}),
+                  std::invalid_argument);
 }

@@ -354,3 +354,71 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   checkReport(recordOf(*h.core, b), 6, 1.0, 0.2);
   CHECK(h.core->badReports() == 4);
 }
+
+TEST_CASE(
+    "a step that huge finite pushes would overflow is not taken, counted, and kept over a "
+    "restart, and the momentum goes on from before it") {
+  Harness h;
+  h.settings.optimizer.lr = 10.0;
+  h.settings.optimizer.momentum = 0.5;
+  h.withTimers(0.0, 0.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  const uint32_t b = idOf(h.join("B", "b", 300), "B");
+  const size_t d = h.core->parameters().size();
+  const auto x0 = h.core->parameters();
+  std::vector<float> g0(d), g2(d);
+  for (size_t j = 0; j < d; ++j) {
+    g0[j] = 0.1f * float(j) - 0.3f;
+    g2[j] = 0.05f - 0.02f * float(j);
+  }
+  // Round 0: an ordinary step, x1 = x0 - lr v0 with v0 = g0 (both workers push g0).
+  h.core->onMessage("A", h.push(a, 0, g0), 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, g0), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  const auto x1 = h.core->parameters();
+  // Round 1: finite pushes whose step, lr * 3e38, is beyond a float.
+  std::vector<float> huge(d, 0.0f);
+  huge[0] = 3e38f;
+  h.core->onMessage("A", h.push(a, 1, huge), 50, h.now);
+  std::vector<Outgoing> out;
+  CHECK_NOTHROW(out = h.core->onMessage("B", h.push(b, 1, huge), 50, h.now));
+  CHECK(h.core->round() == 2);
+  CHECK(h.core->stepsRefused() == 1);
+  CHECK(h.core->parameters() == x1);
+  // Round 2: the momentum is v0's, not the refused step's: x3 = x1 - lr (0.5 g0 + g2).
+  h.core->onMessage("A", h.push(a, 2, g2), 50, h.now);
+  h.core->onMessage("B", h.push(b, 2, g2), 50, h.now);
+  REQUIRE(h.core->round() == 3);
+  for (size_t j = 0; j < d; ++j) {
+    CAPTURE(j);
+    const double x3 = double(x1[j]) - 10.0 * (0.5 * double(g0[j]) + double(g2[j]));
+    CHECK(h.core->parameters()[j] == doctest::Approx(x3).epsilon(1e-5));
+    CHECK(std::isfinite(h.core->parameters()[j]));
+  }
+  CHECK(x1 != x0);
+  // The counter survives a restart from the checkpoint.
+  auto restored = server::CoordinatorCore::restore(
+      h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; },
+      h.core->checkpoint());
+  CHECK(restored->stepsRefused() == 1);
+  CHECK(restored->parameters() == h.core->parameters());
+}
+
+TEST_CASE(
+    "a join declaring more samples than a worker may have is refused, and shares stay in [0, 1]") {
+  Harness h;
+  CHECK(hasError(h.join("A", "a", uint64_t{1} << 63), wire::Error::MALFORMED));
+  CHECK(hasError(h.join("A", "a", server::CoordinatorCore::kMaxSamplesPerWorker + 1),
+                 wire::Error::MALFORMED));
+  CHECK(h.core->rejections().at("bad_join") == 2);
+  // Two workers at the limit each hold half of the data.
+  const uint32_t a = idOf(h.join("A", "a", server::CoordinatorCore::kMaxSamplesPerWorker), "A");
+  const uint32_t b = idOf(h.join("B", "b", server::CoordinatorCore::kMaxSamplesPerWorker), "B");
+  const size_t d = h.core->parameters().size();
+  h.core->onMessage("A", h.push(a, 0, std::vector<float>(d, 1.0f)), 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 1.0f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  CHECK(recordOf(*h.core, a).share == 0.5);
+  CHECK(recordOf(*h.core, b).share == 0.5);
+  for (float x : h.core->parameters()) CHECK(std::isfinite(x));
+}

@@ -1,0 +1,75 @@
+// The coordinator's metrics CSV across a restart: the rows of rounds before the checkpoint stay,
+// the rows of rounds the resumed run redoes are dropped, and a file of another format is kept
+// aside rather than mixed with new rows.
+#include "server/metrics_csv.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+using namespace tern;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+server::RoundRecord record(uint64_t round) {
+  server::RoundRecord r;
+  r.round = round;
+  r.participants = 1;
+  return r;
+}
+
+std::string scratch(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "tern-metrics-csv-test";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / name).string();
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".old");
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("a resumed coordinator continues its metrics CSV without the rounds it redoes") {
+  const std::string path = scratch("resume.csv");
+  {
+    server::MetricsCsv csv(path);
+    for (uint64_t r = 0; r < 5; ++r) csv.write(record(r));
+  }
+  // A crash mid-write leaves a torn last line.
+  std::ofstream(path, std::ios::app) << "5,0.1";
+  {
+    server::MetricsCsv csv(path, 3);  // the checkpoint was at the start of round 3
+    for (uint64_t r = 3; r < 6; ++r) csv.write(record(r));
+  }
+  std::string expected = server::MetricsCsv::header() + "\n";
+  for (uint64_t r = 0; r < 6; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
+  CHECK(slurp(path) == expected);
+  CHECK_FALSE(std::filesystem::exists(path + ".old"));
+}
+
+TEST_CASE(
+    "a resumed coordinator starts afresh a metrics CSV that is missing or of another format") {
+  const std::string missing = scratch("missing.csv");
+  { server::MetricsCsv csv(missing, 7); }
+  CHECK(slurp(missing) == server::MetricsCsv::header() + "\n");
+
+  const std::string old_format = scratch("old_format.csv");
+  std::ofstream(old_format) << "round,time_s\n0,0.5\n";
+  {
+    server::MetricsCsv csv(old_format, 1);
+    csv.write(record(1));
+  }
+  CHECK(slurp(old_format) ==
+        server::MetricsCsv::header() + "\n" + server::MetricsCsv::row(record(1)) + "\n");
+  CHECK(slurp(old_format + ".old") == "round,time_s\n0,0.5\n");
+}
