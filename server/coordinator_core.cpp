@@ -138,8 +138,7 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       }
       spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name, env.leave().reason());
       w->rec.alive = false;
-      w->pending.reset();
-      clearReport(w->rec);  // its push, if any, is dropped with it
+      // An acknowledged push stays in its round: it was computed on this round's model.
       reallocate();
       if (phase_ == Phase::kRunning && allAnswered()) return closeRound();
       return {};
@@ -468,21 +467,23 @@ double CoordinatorCore::pushedShare() const {
 
 std::vector<Outgoing> CoordinatorCore::closeRound() {
   // Aggregate in worker-id order so the result does not depend on arrival order.
-  double total_share = 0.0;
+  // Weighted by samples over the workers that pushed: their data shares, renormalised, also for
+  // a worker that left or was marked gone after its push was acknowledged (its push counts, and
+  // its share is no longer among the members').
+  double total_samples = 0.0;
   double loss = 0.0;
   uint32_t participants = 0;
   for (auto& [id, w] : workers_) {
     if (w.pending) {
-      total_share += w.rec.share;
-      loss += w.rec.share * w.loss;
+      total_samples += double(w.samples);
+      loss += double(w.samples) * w.loss;
       ++participants;
     }
   }
   std::vector<float> aggregate(params_.size(), 0.0f);
   for (auto& [id, w] : workers_) {
     if (!w.pending) continue;
-    const double weight = total_share > 0.0 ? w.rec.share / total_share : 1.0 / participants;
-    compression::addScaled(*w.pending, float(weight), aggregate);
+    compression::addScaled(*w.pending, float(double(w.samples) / total_samples), aggregate);
     w.pending.reset();
   }
   std::vector<float> delta(params_.size(), 0.0f);
@@ -521,7 +522,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   RoundRecord rec;
   rec.round = round_;
   rec.time_s = clock_() - start_time_;
-  rec.train_loss = total_share > 0 ? loss / total_share : 0.0;
+  rec.train_loss = total_samples > 0 ? loss / total_samples : 0.0;
   rec.participants = participants;
   ++round_;
   ++rounds_since_alloc_;
@@ -595,8 +596,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
       spdlog::warn("worker {} ({}) silent for {:.1f} s: marked gone", id, w.rec.name,
                    now - w.last_seen);
       w.rec.alive = false;
-      w.pending.reset();
-      clearReport(w.rec);
+      // An acknowledged push stays in its round, as for a worker that leaves.
       membership_changed = true;
       continue;
     }

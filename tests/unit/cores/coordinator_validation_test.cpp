@@ -52,6 +52,14 @@ struct Harness {
   Message push(uint32_t id, uint64_t round, std::vector<float> g) {
     return testing::identityPush(session, id, round, g);
   }
+
+  Message leave() const {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_leave()->set_session(session);
+    m.envelope.mutable_leave()->set_reason("shutting down");
+    return m;
+  }
 };
 
 uint32_t idOf(const std::vector<Outgoing>& out, const std::string& peer) {
@@ -340,19 +348,65 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
   checkReport(recordOf(*h.core, b), 0, 0.0, 0.0);
 
-  // Round 4: A pushes a usable report and then leaves: its push is dropped, and so is its report.
+  // Round 4: A pushes a usable report and then leaves: its acknowledged push counts in the
+  // round, and its report is in the round's row.
   h.core->onMessage("A", reported(a, 4, 7, 8.0, 0.3), 50, h.now);
-  Message leave;
-  leave.envelope = makeEnvelope();
-  leave.envelope.mutable_leave()->set_session(h.session);
-  leave.envelope.mutable_leave()->set_reason("shutting down");
-  h.core->onMessage("A", leave, 10, h.now);
+  h.core->onMessage("A", h.leave(), 10, h.now);
   h.core->onMessage("B", reported(b, 4, 6, 1.0, 0.2), 50, h.now);
   REQUIRE(h.core->round() == 5);
-  CHECK(h.core->lastRecord().participants == 1);
-  checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+  CHECK(h.core->lastRecord().participants == 2);
+  checkReport(recordOf(*h.core, a), 7, 8.0, 0.3);
   checkReport(recordOf(*h.core, b), 6, 1.0, 0.2);
   CHECK(h.core->badReports() == 4);
+  // Round 5: B alone; A, gone, pushed nothing this round and shows no report.
+  h.core->onMessage("B", reported(b, 5, 6, 1.0, 0.2), 50, h.now);
+  REQUIRE(h.core->round() == 6);
+  CHECK(h.core->lastRecord().participants == 1);
+  checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+}
+
+TEST_CASE("an acknowledged push of a worker that leaves or is marked gone counts in its round") {
+  for (const bool leaves : {true, false}) {
+    CAPTURE(leaves);
+    Harness h;
+    h.withTimers(100.0, 5.0);
+    const uint32_t a = idOf(h.join("A", "a", 100), "A");
+    const uint32_t b = idOf(h.join("B", "b", 300), "B");
+    const size_t d = h.core->parameters().size();
+    const auto x0 = h.core->parameters();
+    std::vector<float> ga(d), gb(d);
+    for (size_t j = 0; j < d; ++j) {
+      ga[j] = 1.0f + float(j);
+      gb[j] = -0.5f * float(j);
+    }
+    auto out = h.core->onMessage("A", h.push(a, 0, ga), 50, h.now);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].message.envelope.has_ack());
+    if (leaves) {
+      h.core->onMessage("A", h.leave(), 10, h.now);
+    } else {
+      // B stays in touch; A is silent past its patience and is marked gone.
+      h.now = 4.0;
+      Message hb;
+      hb.envelope = makeEnvelope();
+      hb.envelope.mutable_heartbeat()->set_session(h.session);
+      hb.envelope.mutable_heartbeat()->set_worker_id(b);
+      h.core->onMessage("B", hb, 10, h.now);
+      h.now = 6.0;
+      h.core->onTick();
+      REQUIRE(h.core->aliveWorkers() == 1);
+    }
+    CHECK(h.core->round() == 0);
+    h.core->onMessage("B", h.push(b, 0, gb), 50, h.now);
+    REQUIRE(h.core->round() == 1);
+    CHECK(h.core->lastRecord().participants == 2);
+    // x1 = x0 - lr (0.25 ga + 0.75 gb) by the workers' samples, computed in double.
+    const double lr = h.settings.optimizer.lr;
+    for (size_t j = 0; j < d; ++j) {
+      const double expect = double(x0[j]) - lr * (0.25 * ga[j] + 0.75 * gb[j]);
+      CHECK(h.core->parameters()[j] == doctest::Approx(expect).epsilon(1e-6));
+    }
+  }
 }
 
 TEST_CASE(
@@ -361,7 +415,7 @@ TEST_CASE(
   Harness h;
   h.settings.optimizer.lr = 10.0;
   h.settings.optimizer.momentum = 0.5;
-  h.withTimers(0.0, 0.0);
+  h.withTimers(1000.0, 1000.0);
   const uint32_t a = idOf(h.join("A", "a", 100), "A");
   const uint32_t b = idOf(h.join("B", "b", 300), "B");
   const size_t d = h.core->parameters().size();
