@@ -53,6 +53,9 @@ struct Harness {
     return testing::identityPush(session, id, round, g);
   }
 
+  // Joins workers a (100 samples, peer A) and b (300 samples, peer B); returns their ids.
+  std::pair<uint32_t, uint32_t> joinAB();
+
   Message leave() const {
     Message m;
     m.envelope = makeEnvelope();
@@ -70,6 +73,11 @@ uint32_t idOf(const std::vector<Outgoing>& out, const std::string& peer) {
   }
   FAIL("no welcome for " << peer);
   return 0;
+}
+
+std::pair<uint32_t, uint32_t> Harness::joinAB() {
+  const uint32_t a = idOf(join("A", "a", 100), "A");
+  return {a, idOf(join("B", "b", 300), "B")};
 }
 
 // Worker `id`'s entry in the record of the round the core closed last.
@@ -370,8 +378,7 @@ TEST_CASE("an acknowledged push of a worker that leaves or is marked gone counts
     CAPTURE(leaves);
     Harness h;
     h.withTimers(100.0, 5.0);
-    const uint32_t a = idOf(h.join("A", "a", 100), "A");
-    const uint32_t b = idOf(h.join("B", "b", 300), "B");
+    const auto [a, b] = h.joinAB();
     const size_t d = h.core->parameters().size();
     const auto x0 = h.core->parameters();
     std::vector<float> ga(d), gb(d);
@@ -416,8 +423,7 @@ TEST_CASE(
   h.settings.optimizer.lr = 10.0;
   h.settings.optimizer.momentum = 0.5;
   h.withTimers(1000.0, 1000.0);
-  const uint32_t a = idOf(h.join("A", "a", 100), "A");
-  const uint32_t b = idOf(h.join("B", "b", 300), "B");
+  const auto [a, b] = h.joinAB();
   const size_t d = h.core->parameters().size();
   const auto x0 = h.core->parameters();
   std::vector<float> g0(d), g2(d);
