@@ -8,6 +8,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/config/command_line.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_cli.hpp"
@@ -360,7 +361,7 @@ int main(int argc, char** argv) {
   app.add_option("--endpoint-file", endpoint_file, "write the bound endpoint here");
   app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'");
   app.add_option("--min-workers", min_workers, "overrides 'min_workers'");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
   auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
   std::string status_url;
@@ -372,7 +373,7 @@ int main(int argc, char** argv) {
   server::AllocateOptions alloc_opts;
   server::addAllocateOptions(*allocate, alloc_opts);
   telemetry::addKeygenCommand(app, keygen);
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
 
   try {
     if (keygen.chosen()) return keygen.run();

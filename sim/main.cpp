@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "common/config/command_line.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "server/metrics_csv.hpp"
 #include "sim/simulator.hpp"
@@ -20,8 +21,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-csv", metrics_csv, "write one CSV row per round here");
   app.add_option("--max-rounds", max_rounds, "overrides coordinator.max_rounds");
   app.add_option("--workers", workers, "overrides 'workers'");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  CLI11_PARSE(app, argc, argv);
+  config::addLogLevelOption(app, log_level);
+  if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
   try {
     auto s = config::loadSimSettings(config_file);
     if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;

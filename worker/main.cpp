@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "common/config/command_line.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_cli.hpp"
@@ -236,10 +237,10 @@ int main(int argc, char** argv) {
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
   app.add_option("--name", name, "worker name (overrides 'name')");
   app.add_option("--shard-index", shard_index, "overrides data.shard.index");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
   telemetry::addKeygenCommand(app, keygen);
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
   try {
     if (keygen.chosen()) return keygen.run();
     if (config_file.empty()) {

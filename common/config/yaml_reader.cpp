@@ -70,6 +70,10 @@ void MapReader::failHere(const std::string& message) const {
 
 MapReader MapReader::child(const std::string& key) {
   seen_.insert(key);
+  // A section written without a value ("optimizer:" and nothing under it) is a mistake, not an
+  // empty section ("optimizer: {}").
+  if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull())
+    failAtKey(key, "'" + path_ + key + "' has no value");
   if (!has(key)) return MapReader(YAML::Node(YAML::NodeType::Map), file_, path_ + key + ".");
   YAML::Node v = node_[key];
   if (!v.IsMap()) fail(key, "'" + path_ + key + "' must be a mapping");
@@ -78,6 +82,8 @@ MapReader MapReader::child(const std::string& key) {
 
 std::vector<MapReader> MapReader::list(const std::string& key) {
   seen_.insert(key);
+  if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull())
+    failAtKey(key, "'" + path_ + key + "' has no value");
   std::vector<MapReader> out;
   if (!has(key)) return out;
   YAML::Node v = node_[key];

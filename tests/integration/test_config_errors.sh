@@ -44,4 +44,26 @@ set -e
 [ $rc -eq 1 ] || { cat "$WORK/out5"; fail "sim with a logistic model on ten classes: exit $rc"; }
 grep -q "train_data does not fit the model: label [2-9] has no output" "$WORK/out5" ||
   { cat "$WORK/out5"; fail "sim: no clear message for labels the model cannot take"; }
+# A bad command line is a configuration error too: exit 2 with CLI11's message, on every
+# program (an unknown --log-level used to turn logging off silently).
+# Each program gets a configuration it would run with (the daemons would wait for peers).
+write_coordinator "$WORK/ok_c.yaml" 5 1
+write_worker "$WORK/ok_w.yaml" tcp://127.0.0.1:1 1
+declare -A good=([tern-coordinator]="$WORK/ok_c.yaml" [tern-worker]="$WORK/ok_w.yaml"
+                 [tern-sim]="$SRC/deploy/config/sim-quick.yaml")
+for prog in tern-coordinator tern-worker tern-sim; do
+  for args in "--log-level loud" "--no-such-flag"; do
+    set +e
+    # shellcheck disable=SC2086
+    (cd "$WORK" && timeout 20 "$BIN/$prog" --config "${good[$prog]}" $args > "$WORK/out6" 2>&1); rc=$?
+    set -e
+    [ $rc -eq 2 ] || { cat "$WORK/out6"; fail "$prog $args: exit $rc, not 2"; }
+  done
+  grep -q "no-such-flag" "$WORK/out6" || { cat "$WORK/out6"; fail "$prog: the unknown flag is not named"; }
+  "$BIN/$prog" --help > "$WORK/out7" 2>&1 || fail "$prog --help exited non-zero"
+done
+set +e
+"$BIN/tern-sim" > "$WORK/out8" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q -- "--config is required" "$WORK/out8" || { cat "$WORK/out8"; fail "tern-sim without --config: exit $rc"; }
 echo "PASS: configuration errors name file:line:column"

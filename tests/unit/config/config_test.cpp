@@ -270,6 +270,14 @@ TEST_CASE("a known key without a value is named as such, not as unknown") {
   // A section looked up before it is read, too.
   auto g = writeTemp("empty_section.yaml", "min_workers: 2\ntest_data:\nsecurity: none\n");
   CHECK(errorOf([&] { loadCoordinatorSettings(g); }) == g + ":2:1: 'test_data' has no value");
+  // Any section without a value, read directly or nested; an empty mapping is fine.
+  auto h = writeTemp("empty_optimizer.yaml", "min_workers: 2\noptimizer:\nsecurity: none\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(h); }) == h + ":2:1: 'optimizer' has no value");
+  auto w = writeTemp("empty_tuning.yaml",
+                     "data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\ntuning:\n");
+  CHECK(errorOf([&] { loadWorkerSettings(w); }) == w + ":3:1: 'tuning' has no value");
+  auto ok = writeTemp("empty_map.yaml", "min_workers: 2\noptimizer: {}\nsecurity: none\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(ok); }).empty());
 }
 
 TEST_CASE("a key given twice is refused at the second, naming the first line") {
