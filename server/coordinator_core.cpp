@@ -243,7 +243,14 @@ void CoordinatorCore::reallocate() {
   for (Worker* w : alive) {
     allocation::WorkerLoad l;
     l.share = double(w->samples) / total;
-    l.seconds_per_packet = w->rec.link.b_seconds_per_packet();
+    // The allocator prices packets of the budget's size; a worker fits b per packet of its own
+    // (link.packet_bytes), so b is rescaled to the budget's packet by bytes.
+    const auto& link = w->rec.link;
+    const double own_packet = link.packet_bytes() > 0 ? double(link.packet_bytes()) : 0.0;
+    l.seconds_per_packet = own_packet > 0.0
+                               ? link.b_seconds_per_packet() *
+                                     double(settings_.allocation.budget.packet_bytes) / own_packet
+                               : link.b_seconds_per_packet();
     l.seconds_fixed = w->rec.link.a_seconds();
     loads.push_back(l);
   }

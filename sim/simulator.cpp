@@ -171,11 +171,13 @@ struct Simulator::Impl {
       }
     }
     // Deliver what is still in flight to the workers (the final update) so replicas can be checked.
+    // Only deliveries move the clock: ticks still queued are not part of the run.
     while (!queue.empty()) {
       Event e = queue.top();
       queue.pop();
+      if (e.kind != EventKind::kToWorker) continue;
       now = e.time;
-      if (e.kind == EventKind::kToWorker) workers[e.worker]->onMessage(*e.message, e.bytes);
+      workers[e.worker]->onMessage(*e.message, e.bytes);
     }
     uint64_t reference = checksum(coordinator->parameters());
     for (const auto& w : workers) {

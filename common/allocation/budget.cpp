@@ -18,7 +18,7 @@ constexpr double kRoundingSlack = 1e-9;
 
 std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers) {
   std::vector<double> shares(workers.size());
-  double total = 0.0;
+  double largest = 0.0;
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const double p = workers[i].share;
     if (!std::isfinite(p) || p < 0.0) {
@@ -26,7 +26,15 @@ std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers) {
                                   " has an invalid data share " + std::to_string(p));
     }
     shares[i] = p;
-    total += p;
+    largest = std::max(largest, p);
+  }
+  // Scaled by the largest first, so that a sum of huge shares cannot overflow.
+  double total = 0.0;
+  if (largest > 0.0) {
+    for (double& p : shares) {
+      p /= largest;
+      total += p;
+    }
   }
   if (total <= 0.0) {
     std::fill(shares.begin(), shares.end(), workers.empty() ? 0.0 : 1.0 / workers.size());
@@ -61,22 +69,29 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
   const std::size_t n = ratios.size();
   std::vector<uint32_t> caps(n);
   std::vector<double> exact(n);
+  const double allowed = limit * (1.0 + 1e-12);
+  // A worker whose one coordinate alone costs more than the whole budget (a stalled link) can
+  // be within no budget: it gets the floor of one coordinate, which is not charged, so that it
+  // does not take the others' caps down to one for nothing.
+  std::vector<bool> excused(n);
   double spent = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
-    exact[i] = std::clamp(ratios[i], 0.0, 1.0) * dim;
+    const double r = std::isfinite(ratios[i]) ? std::clamp(ratios[i], 0.0, 1.0) : 0.0;
+    exact[i] = r * dim;
+    excused[i] = !(cost_per_coordinate[i] <= allowed);
     const double down = std::floor(exact[i] * (1.0 + kRoundingSlack));
-    caps[i] = static_cast<uint32_t>(std::clamp(down, 1.0, static_cast<double>(hi)));
-    spent += cost_per_coordinate[i] * caps[i];
+    caps[i] =
+        excused[i] ? 1 : static_cast<uint32_t>(std::clamp(down, 1.0, static_cast<double>(hi)));
+    if (!excused[i]) spent += cost_per_coordinate[i] * caps[i];
   }
-  const double allowed = limit * (1.0 + 1e-12);
 
   // Lifting tiny ratios to one coordinate may overspend; take it back from the largest caps,
   // where one coordinate less is the smallest relative loss.
   while (spent > allowed) {
     std::size_t victim = n;
     for (std::size_t i = 0; i < n; ++i) {
-      if (caps[i] > 1 && (victim == n || caps[i] > caps[victim])) victim = i;
+      if (!excused[i] && caps[i] > 1 && (victim == n || caps[i] > caps[victim])) victim = i;
     }
     if (victim == n) break;  // every cap is already 1: the budget cannot be met
     --caps[victim];
@@ -92,7 +107,7 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
   for (std::size_t i : order) {
     if (exact[i] - caps[i] <= 0.0) break;
     const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
-    if (caps[i] < hi && spent + cost_per_coordinate[i] <= allowed) {
+    if (!excused[i] && caps[i] < hi && spent + cost_per_coordinate[i] <= allowed) {
       ++caps[i];
       spent += cost_per_coordinate[i];
     }

@@ -19,7 +19,10 @@ std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers);
 double totalRatioBudget(std::size_t n, uint32_t dim, const Budget& budget);
 
 // Integer caps from ratios. Each k_i lies in [1, upper_i] (upper_i <= d) and the caps together
-// satisfy sum_i cost_i * k_i <= limit, unless the lower bound k_i >= 1 alone forces more.
+// satisfy sum_i cost_i * k_i <= limit, unless the lower bound k_i >= 1 alone forces more. A
+// worker whose cost_i alone exceeds the limit gets k_i = 1 and is left out of the sum (no
+// budget can hold it; the others are planned as without it). A ratio that is not a number
+// counts as 0.
 // cost_i is what one kept coordinate of worker i spends from the budget (1 for a volume budget).
 std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
                                 const std::vector<double>& cost_per_coordinate, double limit,

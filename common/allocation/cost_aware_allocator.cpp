@@ -106,8 +106,8 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
 // (0 = no deadline). Under a link-seconds budget the problem is solved in the links' pricing
 // units (coordinates, or whole packets with Budget::whole_packets): ratios of the full model's
 // units, integer unit counts that keep the budget, caps = units * unit coordinates (at most d).
-Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
-                 const LinkCosts& links, double deadline) {
+Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
+                    const LinkCosts& links, double deadline) {
   const std::size_t n = workers.size();
   const bool seconds = links.known && budget.seconds_per_round > 0.0;
   const uint32_t unit = seconds ? links.unit : 1;
@@ -155,6 +155,47 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
     }
   }
   out.phi = keyFactor(problem.shares, out.ratios);
+  return out;
+}
+
+// solveAll, except that under a link-seconds budget a worker whose one pricing unit alone costs
+// more than the whole budget (a stalled link) can be within no plan: it gets one unit, not
+// charged, and the others are planned among themselves, rather than all being cut to one unit
+// for nothing.
+Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
+                 const LinkCosts& links, double deadline) {
+  if (!(links.known && budget.seconds_per_round > 0.0)) {
+    return solveAll(workers, dim, budget, links, deadline);
+  }
+  const std::size_t n = workers.size();
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (links.per_unit[i] <= budget.seconds_per_round) kept.push_back(i);
+  }
+  if (kept.size() == n) return solveAll(workers, dim, budget, links, deadline);
+  Allocation out;
+  const uint32_t one = std::min(dim, std::max<uint32_t>(links.unit, 1));
+  out.caps.assign(n, one);
+  out.ratios.assign(n, static_cast<double>(one) / dim);
+  if (!kept.empty()) {
+    std::vector<WorkerLoad> sub_workers;
+    LinkCosts sub = links;
+    sub.per_coordinate.clear();
+    sub.fixed.clear();
+    sub.per_unit.clear();
+    for (std::size_t i : kept) {
+      sub_workers.push_back(workers[i]);
+      sub.per_coordinate.push_back(links.per_coordinate[i]);
+      sub.fixed.push_back(links.fixed[i]);
+      sub.per_unit.push_back(links.per_unit[i]);
+    }
+    const Allocation part = solveAll(sub_workers, dim, budget, sub, deadline);
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      out.caps[kept[k]] = part.caps[k];
+      out.ratios[kept[k]] = part.ratios[k];
+    }
+  }
+  out.phi = keyFactor(normalisedShares(workers), out.ratios);
   return out;
 }
 

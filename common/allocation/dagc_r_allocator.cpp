@@ -16,7 +16,8 @@ namespace {
 std::vector<double> closedFormUnitBudget(const std::vector<double>& sorted) {
   const std::size_t n = sorted.size();
   std::vector<double> t(n);
-  for (std::size_t i = 0; i < n; ++i) t[i] = std::cbrt(sorted[i] * sorted[i]);
+  // p^(2/3) as cbrt(p)^2: p * p would underflow to 0 for shares below about 1e-154.
+  for (std::size_t i = 0; i < n; ++i) t[i] = std::cbrt(sorted[i]) * std::cbrt(sorted[i]);
   const double big_p = std::accumulate(t.begin(), t.end(), 0.0);
 
   std::size_t best_j = 0;

@@ -19,6 +19,16 @@ void MetricsRegistry::setGauge(const std::string& name, const std::string& help,
   it->second->Add(labels).Set(value);
 }
 
+void MetricsRegistry::removeSeries(const Labels& labels) {
+  for (auto& [name, family] : gauges_) {
+    if (family->Has(labels)) family->Remove(&family->Add(labels));
+  }
+  for (auto& [name, family] : counters_) {
+    if (family->Has(labels)) family->Remove(&family->Add(labels));
+    exported_.erase({name, labels});
+  }
+}
+
 void MetricsRegistry::setCounterTotal(const std::string& name, const std::string& help,
                                       const Labels& labels, double total) {
   auto it = counters_.find(name);

@@ -32,6 +32,10 @@ class MetricsRegistry {
   void observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
                double value);
 
+  // Drops the series with exactly these labels from every gauge and counter family (a worker
+  // that is no longer listed, or that now has another id), so scrapes stop showing stale values.
+  void removeSeries(const Labels& labels);
+
   // Prometheus text exposition format 0.0.4. Safe to call from any thread.
   std::string scrape() const;
 

@@ -70,6 +70,13 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
   for (const auto& [name, n] : s.counters) {
     m.setCounterTotal("tern_" + name + "_total", "Cumulative " + name + ".", {}, double(n));
   }
+  std::set<Labels> listed;
+  for (const auto& w : s.workers) listed.insert({{"worker", w.name}, {"id", std::to_string(w.id)}});
+  // A worker no longer listed, or listed under another id (a re-join), loses its old series.
+  for (const auto& old : worker_series_) {
+    if (!listed.count(old)) m.removeSeries(old);
+  }
+  worker_series_ = std::move(listed);
   for (const auto& w : s.workers) {
     Labels l{{"worker", w.name}, {"id", std::to_string(w.id)}};
     m.setGauge("tern_worker_alive", "1 while the worker is considered alive.", l, w.alive);

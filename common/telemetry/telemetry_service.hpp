@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ class TelemetryService {
   std::atomic<double> last_beat_;
   // Event loop thread only: to turn cumulative rounds into histogram observations.
   uint64_t seen_rounds_ = 0;
+  std::set<Labels> worker_series_;  // the per-worker label sets of the last publication
   double seen_time_ = 0.0;
   std::unique_ptr<HttpServer> server_;  // last member: stopped before the rest is destroyed
 };

@@ -1,7 +1,10 @@
+#include "common/allocation/budget.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "allocation_test_support.hpp"
 #include "common/allocation/allocator.hpp"
@@ -68,4 +71,67 @@ TEST_CASE("caps lift tiny ratios to one coordinate and take the difference from 
   CHECK(a.ratios[0] * 100 == doctest::Approx(4.435).epsilon(1e-3));
   CHECK(a.ratios[1] * 100 < 1.0);
   CHECK(a.caps == std::vector<uint32_t>{3, 1, 1, 1});
+}
+
+TEST_CASE("a worker on a stalled link gets one coordinate and leaves the others their budget") {
+  // One coordinate of the fourth worker (10 s a packet, 181 coordinates to a packet) costs more
+  // than the whole 50 ms budget: no plan can hold it. The others' caps must not be taken down
+  // to one trying.
+  Budget budget;
+  budget.seconds_per_round = 0.05;
+  const std::vector<double> b{0.001, 0.001, 0.002, 10.0};
+  const uint32_t d = 100000;
+  const Allocation a =
+      makeAllocator("cost-aware")
+          ->allocate(loads({0.3, 0.3, 0.3, 0.1}, b, {0.01, 0.01, 0.01, 0.01}), d, budget);
+  REQUIRE(a.caps.size() == 4);
+  CHECK(a.caps[3] == 1);
+  double fast_seconds = 0.0;
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(a.caps[i] >= 1000);
+    fast_seconds += b[i] * budget.bytes_per_coordinate / budget.packet_bytes * a.caps[i];
+  }
+  CHECK(fast_seconds <= budget.seconds_per_round * (1 + 1e-9));
+  // A slow link that the budget can still hold is charged: the others get less.
+  const std::vector<double> slow{0.001, 0.001, 0.002, 5.0};
+  const Allocation held =
+      makeAllocator("cost-aware")
+          ->allocate(loads({0.3, 0.3, 0.3, 0.1}, slow, {0.01, 0.01, 0.01, 0.01}), d, budget);
+  CHECK(held.caps[3] == 1);
+  double all_seconds = 0.0;
+  for (size_t i = 0; i < 4; ++i)
+    all_seconds += slow[i] * budget.bytes_per_coordinate / budget.packet_bytes * held.caps[i];
+  CHECK(all_seconds <= budget.seconds_per_round * (1 + 1e-9));
+  CHECK(held.caps[0] < a.caps[0]);
+}
+
+TEST_CASE("rounding treats a ratio that is not a number as zero: caps stay in [1, d]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto caps = roundCapsToVolume({0.5, nan, 0.25}, 100, 0.75);
+  // 50 + 1 + 25 is one over the 75 allowed: it comes off the largest.
+  CHECK(caps == std::vector<uint32_t>{49, 1, 25});
+}
+
+TEST_CASE("extreme shares neither overflow nor underflow into caps outside [1, d]") {
+  Budget budget;
+  budget.mean_ratio = 0.01;
+  for (const auto& shares :
+       {std::vector<double>{1e308, 1e308}, std::vector<double>{1e200, 1.0, 1.0},
+        std::vector<double>{1.0, 1e-300, 1e-300}}) {
+    for (const char* method : {"uniform", "dagc-r", "dagc-opt"}) {
+      CAPTURE(method);
+      CAPTURE(shares[0]);
+      const Allocation a = makeAllocator(method)->allocate(loads(shares), 1000, budget);
+      REQUIRE(a.caps.size() == shares.size());
+      for (size_t i = 0; i < shares.size(); ++i) {
+        CHECK(a.caps[i] >= 1);
+        CHECK(a.caps[i] <= 1000);
+        CHECK(std::isfinite(a.ratios[i]));
+      }
+    }
+  }
+  // Two equal huge shares are two halves.
+  const auto halves = normalisedShares(loads({1e308, 1e308}));
+  CHECK(halves == std::vector<double>{0.5, 0.5});
 }

@@ -482,3 +482,37 @@ TEST_CASE(
   CHECK(recordOf(*h.core, b).share == 0.5);
   for (float x : h.core->parameters()) CHECK(std::isfinite(x));
 }
+
+TEST_CASE("cost-aware prices each worker's link by bytes, whatever packet size it fits b for") {
+  // Two workers with the same data and the same link, 1 ms per 1448 bytes: one fits b per
+  // 1448-byte packet, the other per 9000-byte packet (6.2 times the seconds per packet). Priced
+  // by bytes they are alike and get the same cap.
+  Harness h;
+  h.settings.model.features = 3000;  // d = 6002: the seconds budget binds
+  h.settings.allocation.method = "cost-aware";
+  h.settings.allocation.reallocate_every = 1;
+  h.settings.allocation.budget.seconds_per_round = 0.01;
+  h.withTimers(1000.0, 1000.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  const uint32_t b = idOf(h.join("B", "b", 100), "B");
+  const size_t d = h.core->parameters().size();
+  auto withLink = [&](uint32_t id, uint64_t round, uint32_t packet_bytes) {
+    auto m = h.push(id, round, std::vector<float>(d, 0.01f));
+    auto* l = m.envelope.mutable_push()->mutable_link();
+    l->set_a_seconds(0.002);
+    l->set_b_seconds_per_packet(0.001 * packet_bytes / 1448.0);
+    l->set_packet_bytes(packet_bytes);
+    l->set_samples(20);
+    l->set_r2(0.99);
+    return m;
+  };
+  for (uint64_t r = 0; r < 2; ++r) {
+    h.core->onMessage("A", withLink(a, r, 1448), 50, h.now);
+    h.core->onMessage("B", withLink(b, r, 9000), 50, h.now);
+    REQUIRE(h.core->round() == r + 1);
+  }
+  const auto ca = recordOf(*h.core, a).cap, cb = recordOf(*h.core, b).cap;
+  CHECK(ca > 100);
+  CHECK(ca < d);
+  CHECK(std::abs(int64_t(ca) - int64_t(cb)) <= 1);
+}

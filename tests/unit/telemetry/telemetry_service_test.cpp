@@ -209,3 +209,31 @@ TEST_CASE("a first snapshot of a resumed run sets the baseline without inventing
   CHECK(m.at("tern_round_duration_seconds_count") == 1);
   CHECK(m.at("tern_round_duration_seconds_sum") == doctest::Approx(0.5));
 }
+
+TEST_CASE("a worker that re-joins under another id or is no longer listed loses its old series") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s = sampleStatus();
+  REQUIRE(s.workers.size() == 1);
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).count("tern_worker_alive{id=\"7\",worker=\"pi-7\"}") == 1);
+  // Re-joined a coordinator that gave it id 3: only the id-3 series remain, and the per-worker
+  // upload counters add up to what the worker sent under its current id.
+  s.workers[0].id = 3;
+  s.workers[0].upload_bytes = 900;
+  t.publish(s);
+  auto m = parseExposition(t.metricsText());
+  CHECK(m.count("tern_worker_alive{id=\"7\",worker=\"pi-7\"}") == 0);
+  CHECK(m.count("tern_worker_upload_bytes_total{id=\"7\",worker=\"pi-7\"}") == 0);
+  CHECK(m.at("tern_worker_upload_bytes_total{id=\"3\",worker=\"pi-7\"}") == 900);
+  for (const auto& [key, value] : m) CHECK(key.find("id=\"7\"") == std::string::npos);
+  // Back to id 7: its counter starts from the total again, not from the removed series.
+  s.workers[0].id = 7;
+  t.publish(s);
+  m = parseExposition(t.metricsText());
+  CHECK(m.at("tern_worker_upload_bytes_total{id=\"7\",worker=\"pi-7\"}") == 900);
+  // No workers listed: no per-worker series at all.
+  s.workers.clear();
+  t.publish(s);
+  for (const auto& [key, value] : parseExposition(t.metricsText()))
+    CHECK(key.rfind("tern_worker_", 0) == std::string::npos);
+}
