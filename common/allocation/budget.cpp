@@ -12,7 +12,7 @@ namespace {
 
 // Ratios computed in floating point land a hair below an integer count (0.03 * 1000 =
 // 29.999999999999996); this slack keeps such counts from losing a whole coordinate.
-constexpr double kRoundingSlack = 1e-9;
+constexpr double kRoundingSlack = 1e-12;
 
 }  // namespace
 

@@ -141,7 +141,7 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
     problem.budget = totalRatioBudget(n, dim, budget);
     cost_per_unit.assign(n, 1.0);
     const double coordinates = problem.budget * dim;
-    limit = std::floor(coordinates + 1e-9 * std::max(1.0, coordinates));
+    limit = std::floor(coordinates + 1e-12 * std::max(1.0, coordinates));
   }
   Allocation out;
   out.ratios = minimiseKeyFactor(problem);

@@ -135,3 +135,15 @@ TEST_CASE("extreme shares neither overflow nor underflow into caps outside [1, d
   const auto halves = normalisedShares(loads({1e308, 1e308}));
   CHECK(halves == std::vector<double>{0.5, 0.5});
 }
+
+TEST_CASE("rounding slack absorbs floating-point error, never whole coordinates of a large model") {
+  // 0.03 * 1000 is 29.999999999999996 in double: still 30 coordinates.
+  CHECK(roundCapsToVolume({0.03}, 1000, 0.03) == std::vector<uint32_t>{30});
+  // Three halves of a 2^32 - 1 model: the caps must not exceed floor(1.5 d) together.
+  const uint32_t d = 4294967295u;
+  const auto caps = roundCapsToVolume({0.5, 0.5, 0.5}, d, 1.5);
+  uint64_t total = 0;
+  for (uint32_t k : caps) total += k;
+  CHECK(total <= uint64_t(1.5 * double(d)));
+  CHECK(total + 3 >= uint64_t(1.5 * double(d)));
+}
