@@ -96,6 +96,13 @@ void checkReport(const server::WorkerRecord& w, uint32_t level, double cost, dou
   CHECK(w.predicted_improvement == improvement);
 }
 
+// d values start, start + step, start + 2 step, ...
+std::vector<float> ramp(size_t d, float start, float step) {
+  std::vector<float> v(d);
+  for (size_t j = 0; j < d; ++j) v[j] = start + step * float(j);
+  return v;
+}
+
 bool hasError(const std::vector<Outgoing>& out, wire::Error::Code code) {
   for (const auto& o : out) {
     if (o.message.envelope.has_error() && o.message.envelope.error().code() == code) return true;
@@ -381,11 +388,7 @@ TEST_CASE("an acknowledged push of a worker that leaves or is marked gone counts
     const auto [a, b] = h.joinAB();
     const size_t d = h.core->parameters().size();
     const auto x0 = h.core->parameters();
-    std::vector<float> ga(d), gb(d);
-    for (size_t j = 0; j < d; ++j) {
-      ga[j] = 1.0f + float(j);
-      gb[j] = -0.5f * float(j);
-    }
+    const auto ga = ramp(d, 1.0f, 1.0f), gb = ramp(d, 0.0f, -0.5f);
     auto out = h.core->onMessage("A", h.push(a, 0, ga), 50, h.now);
     REQUIRE(out.size() == 1);
     REQUIRE(out[0].message.envelope.has_ack());
@@ -426,11 +429,7 @@ TEST_CASE(
   const auto [a, b] = h.joinAB();
   const size_t d = h.core->parameters().size();
   const auto x0 = h.core->parameters();
-  std::vector<float> g0(d), g2(d);
-  for (size_t j = 0; j < d; ++j) {
-    g0[j] = 0.1f * float(j) - 0.3f;
-    g2[j] = 0.05f - 0.02f * float(j);
-  }
+  const auto g0 = ramp(d, -0.3f, 0.1f), g2 = ramp(d, 0.05f, -0.02f);
   // Round 0: an ordinary step, x1 = x0 - lr v0 with v0 = g0 (both workers push g0).
   h.core->onMessage("A", h.push(a, 0, g0), 50, h.now);
   h.core->onMessage("B", h.push(b, 0, g0), 50, h.now);
