@@ -68,12 +68,16 @@ void MapReader::failHere(const std::string& message) const {
   throw ConfigError(where(node_ ? node_.Mark() : YAML::Mark::null_mark()) + ": " + message);
 }
 
-MapReader MapReader::child(const std::string& key) {
-  seen_.insert(key);
+void MapReader::refuseValueless(const std::string& key) const {
   // A section written without a value ("optimizer:" and nothing under it) is a mistake, not an
   // empty section ("optimizer: {}").
   if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull())
     failAtKey(key, "'" + path_ + key + "' has no value");
+}
+
+MapReader MapReader::child(const std::string& key) {
+  seen_.insert(key);
+  refuseValueless(key);
   if (!has(key)) return MapReader(YAML::Node(YAML::NodeType::Map), file_, path_ + key + ".");
   YAML::Node v = node_[key];
   if (!v.IsMap()) fail(key, "'" + path_ + key + "' must be a mapping");
@@ -82,8 +86,7 @@ MapReader MapReader::child(const std::string& key) {
 
 std::vector<MapReader> MapReader::list(const std::string& key) {
   seen_.insert(key);
-  if (node_ && node_.IsMap() && node_[key] && node_[key].IsNull())
-    failAtKey(key, "'" + path_ + key + "' has no value");
+  refuseValueless(key);
   std::vector<MapReader> out;
   if (!has(key)) return out;
   YAML::Node v = node_[key];

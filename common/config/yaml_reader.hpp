@@ -59,6 +59,8 @@ class MapReader {
 
  private:
   std::string where(const YAML::Mark& mark) const;
+  // Throws "has no value" at a key present without a value (for sections and lists).
+  void refuseValueless(const std::string& key) const;
   YAML::Node node_;
   std::string file_;
   std::string path_;
