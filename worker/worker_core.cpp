@@ -180,8 +180,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                          " bytes, the model's parameters need " +
                          std::to_string(model->numParams() * sizeof(float)));
   std::vector<float> params(model->numParams());
-  if (!bytesToFloats(msg.payload, params))
-    return refuseWelcome("welcome payload has the wrong size");
+  [[maybe_unused]] const bool copied = bytesToFloats(msg.payload, params);  // size checked above
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
     return refuseWelcome("welcome threshold must be finite and >= 0, got " +
                          std::to_string(w.threshold()));
