@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A worker given an unknown key or a missing dataset exits non-zero naming the file and line.
+# A worker given an unknown key exits 2 and one given a missing dataset exits 1, naming the file
+# and line.
 source "$(dirname "$0")/lib.sh"
 
 write_worker "$WORK/w.yaml" tcp://127.0.0.1:1 1
@@ -8,7 +9,7 @@ line=$(grep -n bogus_key "$WORK/w.yaml" | cut -d: -f1)
 set +e
 "$BIN/tern-worker" --config "$WORK/w.yaml" > "$WORK/out" 2>&1; rc=$?
 set -e
-[ $rc -ne 0 ] || fail "unknown key accepted"
+[ $rc -eq 2 ] || { cat "$WORK/out"; fail "unknown key: exit $rc, not 2"; }
 grep -q "$WORK/w.yaml:$line:1: unknown key 'bogus_key'" "$WORK/out" || { cat "$WORK/out"; fail "message does not name file:line:column"; }
 
 write_worker "$WORK/m.yaml" tcp://127.0.0.1:1 1
@@ -16,7 +17,7 @@ sed -i "s|train-images-idx3-ubyte.gz|no-such-file.gz|" "$WORK/m.yaml"
 set +e
 "$BIN/tern-worker" --config "$WORK/m.yaml" > "$WORK/out2" 2>&1; rc=$?
 set -e
-[ $rc -ne 0 ] || fail "missing dataset accepted"
+[ $rc -eq 1 ] || { cat "$WORK/out2"; fail "missing dataset: exit $rc, not 1"; }
 line=$(grep -n no-such-file.gz "$WORK/m.yaml" | cut -d: -f1)
 grep -q "$WORK/m.yaml:$line:[0-9]*: images file not found: .*/no-such-file.gz" "$WORK/out2" ||
   { cat "$WORK/out2"; fail "message does not name the config file and line and the missing file"; }
@@ -25,14 +26,14 @@ printf 'min_workers: "many"\n' > "$WORK/c.yaml"
 set +e
 "$BIN/tern-coordinator" --config "$WORK/c.yaml" > "$WORK/out3" 2>&1; rc=$?
 set -e
-[ $rc -ne 0 ] || fail "wrong type accepted"
+[ $rc -eq 2 ] || { cat "$WORK/out3"; fail "wrong type: exit $rc, not 2"; }
 grep -q "$WORK/c.yaml:1:14: 'min_workers' has the wrong type" "$WORK/out3" || { cat "$WORK/out3"; fail "bad type message"; }
 # A logistic (two-class) model cannot be tested on ten classes: said at start, not at round 1.
 write_coordinator "$WORK/l.yaml" 5 1
 sed -i "s|model: {kind: softmax, classes: 10}|model: {kind: logistic}|" "$WORK/l.yaml"
 set +e
 "$BIN/tern-coordinator" --config "$WORK/l.yaml" > "$WORK/out4" 2>&1; rc=$?
-set -e
+[ $rc -eq 1 ] || { cat "$WORK/out4"; fail "a logistic model on ten classes: exit $rc, not 1"; }
 [ $rc -ne 0 ] || fail "a logistic model on ten classes accepted"
 grep -q "test_data does not fit the model: label [2-9] has no output in a logistic model" "$WORK/out4" ||
   { cat "$WORK/out4"; fail "no clear message for labels the model cannot take"; }

@@ -69,12 +69,16 @@ for _ in $(seq 1 600); do
   sleep 0.05
 done
 T0=$(date +%s.%N)
+ROWS_AT_START=$(($(wc -l < "$WORK/hit.csv") - 1))
 "$BIN/tern-barrage" --endpoint "$EP" --count "$COUNT" --seed 7 --dim 7850 \
   --max-message-bytes "$MAX_BYTES" > "$WORK/barrage.out" 2> "$WORK/barrage.err" \
   || { cat "$WORK/barrage.out" "$WORK/barrage.err"; fail "barrage: not every message was answered"; }
 T1=$(date +%s.%N)
 ROWS_AT_END=$(($(wc -l < "$WORK/hit.csv") - 1))
 kill -0 $CPID 2>/dev/null || fail "the coordinator ended before the barrage did"
+# It kept serving: rounds closed while the barrage ran (it takes seconds; a round, milliseconds).
+[ "$ROWS_AT_END" -gt "$ROWS_AT_START" ] ||
+  fail "no round closed during the barrage ($ROWS_AT_START rows before, $ROWS_AT_END after)"
 finish_run hit
 cat "$WORK/barrage.out"
 
@@ -85,7 +89,7 @@ HIT_REJECTED=$(rejected_total hit)
 grep '^rejections:' "$WORK/hit.out"
 [ "$HIT_REJECTED" -eq $((REF_REJECTED + TO_CORE)) ] ||
   fail "coordinator counted $HIT_REJECTED rejections, expected $REF_REJECTED + $TO_CORE"
-python3 - "$WORK/hit.csv" "$HIT_REJECTED" "$ROWS_AT_END" "$T0" "$T1" <<'PY'
+python3 - "$WORK/hit.csv" "$HIT_REJECTED" "$ROWS_AT_END" "$T0" "$T1" "$ROWS_AT_START" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 assert int(rows[-1]["rejected"]) == int(sys.argv[2]), (rows[-1]["rejected"], sys.argv[2])
@@ -93,6 +97,7 @@ assert all(int(r["participants"]) == 3 for r in rows), "a round closed without e
 t = [float(r["time_s"]) for r in rows]
 gaps = [b - a for a, b in zip(t, t[1:])]
 print(f"barrage lasted {float(sys.argv[5]) - float(sys.argv[4]):.1f} s; "
-      f"{int(sys.argv[3])} rounds closed by its end; longest round gap {max(gaps):.3f} s")
+      f"{int(sys.argv[3]) - int(sys.argv[6])} rounds closed during it, {int(sys.argv[3])} by its "
+      f"end; longest round gap {max(gaps):.3f} s")
 PY
 echo "PASS: $COUNT hostile messages; model identical to the undisturbed run; every message accounted for"

@@ -4,16 +4,16 @@
 # with the round, and STOPPING=1 when training ends.
 source "$(dirname "$0")/lib.sh"
 
-listen() {  # listen SOCKET OUTFILE: one line per datagram, newlines inside shown as '|'
+listen() {  # listen SOCKET OUTFILE: one line per datagram, "SECONDS TEXT", newlines shown as '|'
   python3 - "$1" "$2" <<'PY' &
-import os, socket, sys
+import os, socket, sys, time
 path, out = sys.argv[1], sys.argv[2]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(path)
 with open(out, "w") as f:
     while True:
         data = s.recv(4096).decode()
-        f.write(data.replace("\n", "|") + "\n")
+        f.write(f"{time.monotonic():.4f} " + data.replace("\n", "|") + "\n")
         f.flush()
 PY
   PIDS+=($!)
@@ -21,22 +21,31 @@ PY
   fail "listener did not start"
 }
 
-check_sequence() {  # check_sequence FILE NAME
-  python3 - "$1" "$2" <<'PY'
-import sys
-lines = [l.rstrip("\n") for l in open(sys.argv[1])]
+check_sequence() {  # check_sequence FILE NAME WATCHDOG_USEC
+  python3 - "$1" "$2" "$3" <<'PY'
+import statistics, sys
+stamped = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[1])]
+times = [float(t) for t, _ in stamped]
+lines = [text for _, text in stamped]
 name = sys.argv[2]
+watchdog_usec = int(sys.argv[3])
 assert lines, f"{name}: no notification at all"
 assert lines[0].split("|")[0] == "READY=1", f"{name}: first notification is {lines[0]!r}"
 events = [e for l in lines for e in l.split("|") if e]
 first_watchdog = events.index("WATCHDOG=1") if "WATCHDOG=1" in events else None
 assert first_watchdog is not None, f"{name}: no WATCHDOG=1 in {events}"
 assert events.count("WATCHDOG=1") >= 2, f"{name}: expected repeated pings, got {events}"
+# Pings come at half of WATCHDOG_USEC; systemd would kill a daemon whose pings are further apart
+# than WATCHDOG_USEC. The median gap is robust to a ping delayed now and then on a busy machine.
+pings = [t for t, l in zip(times, lines) if "WATCHDOG=1" in l.split("|")]
+gaps = [b - a for a, b in zip(pings, pings[1:])]
+median_gap = statistics.median(gaps)
+assert median_gap < watchdog_usec / 1e6, f"{name}: median gap between pings {median_gap:.3f} s"
 assert any(e.startswith("STATUS=") for e in events), f"{name}: no STATUS= line"
 assert "STOPPING=1" in events, f"{name}: no STOPPING=1 in {events[-3:]}"
 assert events.index("STOPPING=1") > first_watchdog, f"{name}: STOPPING=1 before any ping"
 print(f"{name}: {len(events)} notifications, first READY=1, "
-      f"{events.count('WATCHDOG=1')} watchdog pings, then STOPPING=1")
+      f"{events.count('WATCHDOG=1')} watchdog pings (median gap {median_gap:.3f} s), then STOPPING=1")
 PY
 }
 
@@ -62,8 +71,8 @@ wait "$CPID" || fail "coordinator exited with $?"
 wait "$WPID" || fail "worker exited with $?"
 sleep 0.3  # let the listeners write the last datagrams
 
-check_sequence "$WORK/coord.notify" coordinator
-check_sequence "$WORK/worker.notify" worker
+check_sequence "$WORK/coord.notify" coordinator 400000
+check_sequence "$WORK/worker.notify" worker 400000
 grep -q 'STATUS=.*round' "$WORK/coord.notify" || fail "coordinator STATUS lacks the round"
 grep -q 'STATUS=.*accuracy' "$WORK/coord.notify" || fail "coordinator STATUS lacks the accuracy"
 

@@ -149,6 +149,9 @@ for cut in ("short", "long"):
     alone = sum(1 for p in parts[down:up] if p == 1)
     print(f"{cut} cut: rounds {down}..{up} closed while the link was down, {alone} of them by "
           f"the near worker alone")
+    if cut == "long":
+        # 7 s is well past the round deadline: the near worker must have trained on alone.
+        assert alone >= 1, "no round closed with the near worker alone during the long cut"
 print(f"{len(rows)} rounds, contiguous, {sum(1 for p in parts if p == 2)} with both workers; "
       f"late pushes dropped: {rows[-1]['late_pushes']}")
 PY
