@@ -55,6 +55,15 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   if (::fsync(d.fd) != 0) fail("fsync failed", dir.string());
 }
 
+void checkWritable(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    if (f.fd < 0) fail("cannot create", tmp);
+  }
+  if (::unlink(tmp.c_str()) != 0) fail("cannot remove", tmp);
+}
+
 std::optional<std::string> readFileIfExists(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) {

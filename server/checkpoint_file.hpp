@@ -10,6 +10,10 @@ namespace tern::server {
 
 // Throws std::runtime_error (with the path and errno text) if any step fails.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
+// Creates and removes PATH.tmp, the file writeFileAtomically writes first: a checkpoint that
+// could never be written is found at start-up rather than when the first one falls due. Throws
+// std::runtime_error (with the path and errno text) if it cannot.
+void checkWritable(const std::string& path);
 // The file's bytes, or nullopt when it does not exist. Throws on any other error.
 std::optional<std::string> readFileIfExists(const std::string& path);
 

@@ -841,7 +841,8 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   rec.late_pushes = c.late_pushes();
   rec.rejected = core->rejectedTotal();
   for (const auto& [id, w] : core->workers_) rec.workers.push_back(w.rec);
-  if (c.finished()) core->phase_ = Phase::kDone;
+  // A run that reached its max_rounds stays finished; given a larger max_rounds it trains on.
+  if (c.finished() && c.round() >= settings.max_rounds) core->phase_ = Phase::kDone;
   return core;
 }
 

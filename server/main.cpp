@@ -158,6 +158,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::unique_ptr<server::CoordinatorCore> core_ptr;
   bool resumed = false;
   if (!s.checkpoint.path.empty()) {
+    server::checkWritable(s.checkpoint.path);
     if (auto bytes = server::readFileIfExists(s.checkpoint.path)) {
       try {
         core_ptr = server::CoordinatorCore::restore(s, std::move(model), test, session,
@@ -166,6 +167,12 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
         throw std::runtime_error(s.checkpoint.path + ": " + e.what());
       }
       spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
+      if (core_ptr->finished()) {
+        spdlog::warn(
+            "training had already finished at round {}: nothing to do (raise max_rounds to train "
+            "on, or remove {} to start again)",
+            core_ptr->round(), s.checkpoint.path);
+      }
       resumed = true;
     }
   }
@@ -174,19 +181,37 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
                                                          steadySeconds);
   }
   server::CoordinatorCore& core = *core_ptr;
+  // A checkpoint that cannot be written (disk full, directory gone) does not end the run: the
+  // last one written stays on disk, training goes on, and the next one falls due as usual.
+  bool checkpoint_failed = false;
   auto saveCheckpoint = [&] {
-    if (s.checkpoint.path.empty()) return;
-    server::writeFileAtomically(s.checkpoint.path, core.checkpoint());
+    if (s.checkpoint.path.empty()) return true;
+    try {
+      server::writeFileAtomically(s.checkpoint.path, core.checkpoint());
+      spdlog::debug("checkpoint written at round {}", core.round());
+      checkpoint_failed = false;
+    } catch (const std::exception& e) {
+      spdlog::error(
+          "checkpoint at round {} not written: {}; a restart resumes from the last one "
+          "written",
+          core.round(), e.what());
+      checkpoint_failed = true;
+    }
     core.checkpointWritten();
-    spdlog::debug("checkpoint written at round {}", core.round());
+    return !checkpoint_failed;
   };
 
   std::unique_ptr<server::MetricsCsv> csv;
   if (!s.metrics_csv.empty()) {
     // A resumed run continues its CSV (rows of the rounds it redoes are dropped).
+    if (!resumed && server::MetricsCsv::keepPrevious(s.metrics_csv)) {
+      spdlog::info("metrics CSV {} held an earlier run: kept as {}.old", s.metrics_csv,
+                   s.metrics_csv);
+    }
     csv = resumed ? std::make_unique<server::MetricsCsv>(s.metrics_csv, core.round())
                   : std::make_unique<server::MetricsCsv>(s.metrics_csv);
   }
+  uint64_t csv_rows_lost = 0;
   bool any_round_closed = false;
   AuthCounters auth;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
@@ -202,7 +227,13 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   auto reportClosedRounds = [&] {
     if (closed_rounds.empty()) return;
     for (const auto& r : closed_rounds) {
-      if (csv) csv->write(r);
+      if (csv && !csv->write(r)) {
+        // Training goes on; the record has a gap, said once and then every 100 rows lost.
+        if (csv_rows_lost++ % 100 == 0) {
+          spdlog::error("metrics CSV {}: cannot write the row of round {} ({} row(s) lost so far)",
+                        s.metrics_csv, r.round, csv_rows_lost);
+        }
+      }
       if (spdlog::should_log(spdlog::level::info)) spdlog::info("{}", server::progressLine(r));
     }
     closed_rounds.clear();
@@ -319,9 +350,10 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   if (!core.finished() && !s.checkpoint.path.empty()) {
     // With checkpoints a stop is a pause: the workers keep waiting and re-join the restarted
     // coordinator on their own.
-    saveCheckpoint();
-    spdlog::info("stop requested: checkpoint written at round {}; workers wait for a restart",
-                 core.round());
+    if (saveCheckpoint()) {
+      spdlog::info("stop requested: checkpoint written at round {}; workers wait for a restart",
+                   core.round());
+    }
   } else if (!core.finished()) {
     spdlog::info("stop requested: telling workers to finish");
     dispatch(core.stop());
@@ -342,7 +374,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::cout << server::finalLine(core.round(), core.lastAccuracy(), core.uploadBytes(),
                                  core.fullBytes())
             << std::endl;
-  return 0;
+  // The last checkpoint could not be written: a restart would redo rounds, so say so.
+  return checkpoint_failed ? 1 : 0;
 }
 
 }  // namespace

@@ -80,9 +80,21 @@ std::string MetricsCsv::row(const RoundRecord& r) {
           r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }));
 }
 
-void MetricsCsv::write(const RoundRecord& r) {
+bool MetricsCsv::write(const RoundRecord& r) {
+  out_.clear();
   out_ << row(r) << '\n';
   out_.flush();
+  return bool(out_);
+}
+
+bool MetricsCsv::keepPrevious(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0 ||
+      ec)
+    return false;
+  std::filesystem::rename(path, path + ".old", ec);
+  if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
+  return true;
 }
 
 std::string progressLine(const RoundRecord& r) {

@@ -17,7 +17,12 @@ class MetricsCsv {
   // that is missing, empty or has another header (an older tern) is started afresh, the old one
   // kept as PATH.old. Throws std::runtime_error when it cannot be read or written.
   MetricsCsv(const std::string& path, uint64_t resume_round);
-  void write(const RoundRecord& r);
+  // False when the row could not be written (disk full, file gone): the caller reports it, and
+  // the next row tries again.
+  bool write(const RoundRecord& r);
+  // Before a run that does not resume: a non-empty file at `path` (an earlier run's record) is
+  // kept as PATH.old rather than truncated. True when it did so; throws when the rename fails.
+  static bool keepPrevious(const std::string& path);
   static std::string header();
   static std::string row(const RoundRecord& r);
 

@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
     if (!s.metrics_csv.empty()) csv = std::make_unique<server::MetricsCsv>(s.metrics_csv);
     sim::Simulator simulator(s);
     auto result = simulator.run([&](const server::RoundRecord& r) {
-      if (csv) csv->write(r);
+      if (csv && !csv->write(r)) {
+        throw std::runtime_error(s.metrics_csv + ": cannot write the row of round " +
+                                 std::to_string(r.round));
+      }
       if (r.evaluated) std::cout << server::progressLine(r) << '\n';
     });
     std::cout << "simulated " << result.virtual_seconds << " s in " << result.events

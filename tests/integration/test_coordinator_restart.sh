@@ -100,4 +100,37 @@ print(f"killed after round {killed - 1}, resumed at round {resumed} "
 print(f"final accuracy {acc:.4f}, undisturbed {ref:.4f}")
 assert abs(acc - ref) <= 0.01, (acc, ref)
 PY
-echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref)"
+
+# 3. The finished reference run, started again: with the same max_rounds there is nothing to do
+# (said, exit 0, no round trained); with a larger one it trains on from its last round.
+rm -f "$WORK/endpoint"
+timeout 60 "$BIN/tern-coordinator" --config "$WORK/ref.yaml" > "$WORK/again.out" 2>&1 ||
+  { cat "$WORK/again.out"; fail "restarting a finished run exited non-zero"; }
+grep -q "training had already finished at round $ROUNDS" "$WORK/again.out" ||
+  { cat "$WORK/again.out"; fail "restarting a finished run did not say it had finished"; }
+grep -q "^final: rounds=$ROUNDS " "$WORK/again.out" || fail "restarting a finished run trained"
+rm -f "$WORK/endpoint"
+MORE=$((ROUNDS + 10))
+"$BIN/tern-coordinator" --config "$WORK/ref.yaml" --max-rounds "$MORE" \
+  --metrics-csv "$WORK/more.csv" > "$WORK/more.out" 2> "$WORK/more.err" &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+run_workers "$(cat "$WORK/endpoint")" more
+wait $CPID || { tail -20 "$WORK/more.out" "$WORK/more.err"; fail "extended run exited with $?"; }
+for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker of the extended run exited non-zero"; done
+grep -q "^final: rounds=$MORE " "$WORK/more.out" || { tail "$WORK/more.out"; fail "the extended run did not reach round $MORE"; }
+FIRST=$(sed -n 2p "$WORK/more.csv" | cut -d, -f1)
+[ "$FIRST" = "$ROUNDS" ] || fail "the extended run started at round $FIRST, not $ROUNDS"
+
+# 4. A checkpoint path that can never be written is refused at start-up, before listening.
+rm -f "$WORK/endpoint"
+coordinator_config "$WORK/bad.yaml" "$WORK/no-such-dir/c.ckpt"
+set +e
+timeout 60 "$BIN/tern-coordinator" --config "$WORK/bad.yaml" > "$WORK/bad.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] || { cat "$WORK/bad.out"; fail "unwritable checkpoint path: exit $rc, not 1"; }
+grep -q "no-such-dir/c.ckpt.tmp: cannot create" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no clear message"; }
+[ ! -e "$WORK/endpoint" ] || fail "the coordinator listened before refusing its checkpoint path"
+echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref);" \
+  "a finished run restarts idle, or trains on to a larger max_rounds; a bad checkpoint path is" \
+  "refused at start-up"

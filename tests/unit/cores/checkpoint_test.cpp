@@ -234,6 +234,19 @@ TEST_CASE("a checkpoint falls due every `every` rounds and when training finishe
   CHECK(resumed->finished());
   CHECK(resumed->round() == 7);
   CHECK(resumed->parameters() == c.core->parameters());
+  // Given a larger max_rounds the finished run trains on from where it stopped.
+  c.settings.max_rounds = 9;
+  auto extended = c.restored(c.core->checkpoint(), 9);
+  CHECK_FALSE(extended->finished());
+  CHECK(extended->parameters() == c.core->parameters());
+  extended->onMessage("A2", join("a", 100), 10, c.now);
+  extended->onMessage("B2", join("b", 100), 10, c.now);
+  runRound(*extended, 9, "A2", a, "B2", b, c.now);
+  CHECK(extended->round() == 8);
+  CHECK(extended->parameters() != c.core->parameters());
+  runRound(*extended, 9, "A2", a, "B2", b, c.now);
+  CHECK(extended->finished());
+  CHECK(extended->round() == 9);
 }
 
 TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {

@@ -73,3 +73,26 @@ TEST_CASE(
         server::MetricsCsv::header() + "\n" + server::MetricsCsv::row(record(1)) + "\n");
   CHECK(slurp(old_format + ".old") == "round,time_s\n0,0.5\n");
 }
+
+TEST_CASE("a run that does not resume keeps an earlier run's metrics CSV as PATH.old") {
+  const std::string path = scratch("fresh.csv");
+  CHECK_FALSE(server::MetricsCsv::keepPrevious(path));  // nothing there
+  std::ofstream(path) << "round,time_s\n0,0.5\n";
+  CHECK(server::MetricsCsv::keepPrevious(path));
+  {
+    server::MetricsCsv csv(path);
+    CHECK(csv.write(record(0)));
+  }
+  CHECK(slurp(path + ".old") == "round,time_s\n0,0.5\n");
+  CHECK(slurp(path) ==
+        server::MetricsCsv::header() + "\n" + server::MetricsCsv::row(record(0)) + "\n");
+  std::ofstream(path, std::ios::trunc).close();
+  CHECK_FALSE(server::MetricsCsv::keepPrevious(path));  // an empty file holds no record
+}
+
+TEST_CASE("a metrics row that cannot be written is reported, and the next row tries again") {
+  if (!std::filesystem::exists("/dev/full")) return;
+  server::MetricsCsv csv("/dev/full");
+  CHECK_FALSE(csv.write(record(0)));
+  CHECK_FALSE(csv.write(record(1)));
+}
