@@ -163,6 +163,17 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   for (auto& [id, cand] : workers_) {
     if (cand.rec.name == join.worker_name()) w = &cand;
   }
+  // A name belongs to one live worker process: another process joining under it (two Pis
+  // configured with the same name) is refused until the holder is marked gone, rather than
+  // taking the id from it and being taken from in turn. The same process on a new connection
+  // (a reconnect) keeps it.
+  if (w && w->rec.alive && w->peer != peer && w->instance != 0 && join.instance() != 0 &&
+      w->instance != join.instance()) {
+    return {reject(peer, wire::Error::NAME_TAKEN, "name_taken",
+                   "worker name '" + join.worker_name() +
+                       "' is held by a live worker of another process; give each worker its own "
+                       "name")};
+  }
   if (!w) {
     uint32_t id = next_id_++;
     w = &workers_[id];
@@ -174,6 +185,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
     spdlog::info("worker {} re-joined as id {}", join.worker_name(), w->rec.id);
   }
   w->peer = peer;
+  w->instance = join.instance();
   w->samples = join.sample_count();
   w->rec.alive = true;
   w->rec.pushed = false;
@@ -188,6 +200,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   auto* wel = m.envelope.mutable_welcome();
   wel->set_worker_id(w->rec.id);
   wel->set_session(session_);
+  wel->set_join_nonce(join.join_nonce());
   auto* spec = wel->mutable_model();
   spec->set_kind(model_->spec().kind);
   spec->set_features(model_->spec().features);

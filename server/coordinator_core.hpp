@@ -133,6 +133,7 @@ class CoordinatorCore {
     WorkerRecord rec;
     std::string peer;
     uint64_t samples = 0;
+    uint64_t instance = 0;  // the worker process holding the name (Join.instance; 0 = unknown)
     double last_seen = 0.0;
     double last_sent = 0.0;
     int64_t synced_round = -1;  // the model round this worker's replica holds

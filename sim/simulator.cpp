@@ -77,7 +77,7 @@ struct Simulator::Impl {
       wset.shard_index = i;
       wset.shard_total = s.workers;
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
-      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, clock));
+      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, clock, i + 1));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
     }
     up_free.assign(s.workers, 0.0);

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <random>
 
 #include "common/config/command_line.hpp"
 #include "common/config/yaml_reader.hpp"
@@ -92,7 +93,9 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition));
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
-  worker::WorkerCore core(s, shard, steadySeconds);
+  std::random_device rd;
+  const uint64_t instance = ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0: "not given"
+  worker::WorkerCore core(s, shard, steadySeconds, instance);
 
   zmq::context_t ctx(1);
   transport::ChannelOptions opts;

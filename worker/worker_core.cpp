@@ -11,11 +11,12 @@
 namespace tern::worker {
 
 WorkerCore::WorkerCore(const config::WorkerSettings& settings,
-                       std::shared_ptr<const ml::Dataset> shard, Clock clock)
+                       std::shared_ptr<const ml::Dataset> shard, Clock clock, uint64_t instance)
     : settings_(settings),
       shard_(std::move(shard)),
       clock_(std::move(clock)),
-      link_(std::make_unique<LinkMonitor>(settings.link, settings.coordinator_patience_seconds)) {}
+      link_(std::make_unique<LinkMonitor>(settings.link, settings.coordinator_patience_seconds)),
+      instance_(instance) {}
 
 WorkerCore::~WorkerCore() = default;
 
@@ -36,10 +37,13 @@ std::vector<Message> WorkerCore::join() {
   joined_ = false;
   join_sent_ = clock_();
   last_heard_ = join_sent_;
+  retry_join_at_ = 0.0;
   Message m;
   m.envelope = makeEnvelope();
   auto* j = m.envelope.mutable_join();
   j->set_worker_name(settings_.name);
+  j->set_join_nonce(++join_nonce_);
+  j->set_instance(instance_);
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {
@@ -116,6 +120,12 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         ++stats_.rejoins;
         return join();
       }
+      if (e.code() == wire::Error::NAME_TAKEN && !joined_) {
+        // Another process holds the name; it is free again once the coordinator marks it gone.
+        spdlog::error("the coordinator refused the name '{}': {}", settings_.name, e.text());
+        retry_join_at_ = clock_() + std::max(1.0, settings_.heartbeat_seconds);
+        return {};
+      }
       if (e.code() == wire::Error::SHUTTING_DOWN) finished_ = true;
       // A push refused (late, or with a bad payload): what it carried is owed again.
       if (e.about_push()) takeBack(e.round());
@@ -128,6 +138,15 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
 
 std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   const auto& w = msg.envelope.welcome();
+  // A welcome answering an earlier join (several went out while the link was down) is ignored:
+  // taking each would reset the worker once per welcome and push the same round once per reset.
+  // The round starts that follow the stale welcomes are refused as arriving before a welcome.
+  if (w.join_nonce() != 0 && w.join_nonce() != join_nonce_) {
+    ++stats_.stale_welcomes;
+    spdlog::debug("ignored a welcome answering an earlier join ({} of {})", w.join_nonce(),
+                  join_nonce_);
+    return {};
+  }
   // A welcome this worker cannot train under is refused, and the coordinator is told so it does
   // not wait for pushes that will never come (it will be welcomed again after a re-join).
   // A shard that cannot train the model (features, labels) will not change: the worker gives up.
@@ -466,6 +485,7 @@ void WorkerCore::onSent(const Message& msg, size_t wire_bytes) {
 std::vector<Message> WorkerCore::onTick() {
   if (finished_) return {};
   const double now = clock_();
+  if (!joined_ && retry_join_at_ > 0.0 && now >= retry_join_at_) return join();
   if (now >= last_heard_ + settings_.coordinator_patience_seconds) {
     spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
     ++stats_.rejoins;
@@ -486,6 +506,7 @@ std::vector<Message> WorkerCore::onTick() {
 double WorkerCore::nextWakeup() const {
   double t = last_heard_ + settings_.coordinator_patience_seconds;
   if (joined_) t = std::min(t, last_sent_ + settings_.heartbeat_seconds);
+  if (!joined_ && retry_join_at_ > 0.0) t = std::min(t, retry_join_at_);
   return t;
 }
 

@@ -31,9 +31,10 @@ struct WorkerStats {
   uint64_t probe_bytes = 0;
   uint64_t received_bytes = 0;  // every coordinator message, as it came off the wire
   uint64_t rejoins = 0;
-  uint64_t rejected = 0;    // coordinator messages this worker refused
-  uint64_t repushes = 0;    // rounds the coordinator asked for again after refusing the push
-  uint64_t taken_back = 0;  // pushes refused as late whose content went back into the residual
+  uint64_t stale_welcomes = 0;  // welcomes answering an earlier join, ignored
+  uint64_t rejected = 0;        // coordinator messages this worker refused
+  uint64_t repushes = 0;        // rounds the coordinator asked for again after refusing the push
+  uint64_t taken_back = 0;      // pushes refused as late whose content went back into the residual
   uint64_t non_finite_gradients = 0;  // pushes without a gradient: it overflowed (not finite)
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
@@ -44,8 +45,10 @@ struct WorkerStats {
 
 class WorkerCore {
  public:
+  // `instance` identifies this worker process to the coordinator (random per process in the
+  // daemon; 0 = not given, which leaves a name unguarded against a second process).
   WorkerCore(const config::WorkerSettings& settings, std::shared_ptr<const ml::Dataset> shard,
-             Clock clock);
+             Clock clock, uint64_t instance = 0);
   ~WorkerCore();
 
   std::vector<Message> start();
@@ -122,6 +125,9 @@ class WorkerCore {
   double last_heard_ = 0.0;
   double last_sent_ = 0.0;
   double join_sent_ = -1.0;
+  uint64_t instance_ = 0;
+  uint64_t join_nonce_ = 0;     // of the last join sent; a welcome answering another is stale
+  double retry_join_at_ = 0.0;  // after NAME_TAKEN: when to ask again (0 = not waiting)
   WorkerStats stats_;
 };
 

@@ -32,11 +32,13 @@ struct Harness {
                                                      nullptr, session, [this] { return now; });
   }
 
-  std::vector<Outgoing> join(const std::string& peer, const std::string& name, uint64_t samples) {
+  std::vector<Outgoing> join(const std::string& peer, const std::string& name, uint64_t samples,
+                             uint64_t instance = 0) {
     Message m;
     m.envelope = makeEnvelope();
     m.envelope.mutable_join()->set_worker_name(name);
     m.envelope.mutable_join()->set_sample_count(samples);
+    m.envelope.mutable_join()->set_instance(instance);
     return core->onMessage(peer, m, 10, now);
   }
 
@@ -514,4 +516,23 @@ TEST_CASE("cost-aware prices each worker's link by bytes, whatever packet size i
   CHECK(ca > 100);
   CHECK(ca < d);
   CHECK(std::abs(int64_t(ca) - int64_t(cb)) <= 1);
+}
+
+TEST_CASE("a name held by a live worker process is refused to another, kept on a reconnect") {
+  Harness h;
+  h.withTimers(2.0, 10.0);
+  const uint32_t a = idOf(h.join("A", "pi", 100, 7), "A");
+  // Another process configured with the same name: refused, and the holder keeps its place.
+  auto out = h.join("B", "pi", 300, 8);
+  CHECK(hasError(out, wire::Error::NAME_TAKEN));
+  CHECK(h.core->rejections().at("name_taken") == 1);
+  CHECK(h.core->aliveWorkers() == 1);
+  // The holder on a new connection (same process): the name and id stay its own.
+  CHECK(idOf(h.join("A2", "pi", 100, 7), "A2") == a);
+  // Once the holder is marked gone the name is free for the other process, under the same id.
+  h.now += 10.5;
+  h.core->onTick();
+  CHECK(idOf(h.join("B", "pi", 300, 8), "B") == a);
+  // Workers that give no instance (older or test workers) re-join by name as before.
+  CHECK(idOf(h.join("C", "pi", 300, 0), "C") == a);
 }

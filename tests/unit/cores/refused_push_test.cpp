@@ -330,3 +330,36 @@ TEST_CASE("a push refused as late goes back into its worker's residual, exactly 
   CHECK(c.coordinator->round() > 2);
   c.finishAndCheckReplicas();
 }
+
+TEST_CASE("joins queued while the link was down are answered once: one push, nothing taken back") {
+  Cluster c(2);
+  // Worker 1's push of round 1 is lost with its link.
+  c.hold = [&](size_t i, const Message& m) { return i == 1 && m.envelope.push().round() == 1; };
+  c.start();
+  REQUIRE(c.coordinator->round() == 1);
+  c.held.clear();
+  c.hold = nullptr;
+  // While the link is down the coordinator stays silent and the worker re-joins on every
+  // patience period: three joins queue up.
+  std::vector<Message> joins;
+  for (int k = 0; k < 3; ++k) {
+    c.now += 1000.5;
+    auto out = c.workers[1]->onTick();
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].envelope.has_join());
+    joins.push_back(std::move(out[0]));
+  }
+  // The link is back: the coordinator answers every join with a welcome and the round's start.
+  std::map<uint64_t, int> pushes_of_round;
+  c.tamper = [&](size_t i, Message& m) {
+    if (i == 1) ++pushes_of_round[m.envelope.push().round()];
+  };
+  c.pump(1, std::move(joins));
+  // Only the welcome answering the last join is taken: round 1 is pushed once, and no copy of it
+  // comes back refused as late into the residual to be applied a second time.
+  CHECK(c.workers[1]->stats().stale_welcomes == 2);
+  CHECK(pushes_of_round[1] == 1);
+  CHECK(c.workers[1]->stats().taken_back == 0);
+  CHECK(c.coordinator->rejections().count("late_or_future_round") == 0);
+  c.finishAndCheckReplicas();
+}
