@@ -199,7 +199,14 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
         dispatch(core.onMessage(*parsed.message, frames->bytes));
       }
     }
-    dispatch(core.onTick());
+    const uint64_t rejoins_before = core.stats().rejoins;
+    auto ticked = core.onTick();
+    if (core.stats().rejoins != rejoins_before && !core.joined()) {
+      // A re-join on silence: the connection may be dead without the socket knowing, and what
+      // queued on it (earlier joins, pushes) is stale. A new connection carries the join.
+      channel.reconnect();
+    }
+    dispatch(std::move(ticked));
     tel.tick();
     if (core.stats().rounds != published_rounds || tel.publishDue()) {
       publish(core.joined() ? "running" : "joining");

@@ -11,6 +11,15 @@ Channel::Channel(zmq::context_t& ctx, zmq::socket_type type, const ChannelOption
   socket_.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
   socket_.set(zmq::sockopt::reconnect_ivl, options.reconnect_ivl_ms);
   socket_.set(zmq::sockopt::reconnect_ivl_max, options.reconnect_ivl_max_ms);
+  if (options.heartbeat_ivl_ms > 0) {
+    socket_.set(zmq::sockopt::heartbeat_ivl, options.heartbeat_ivl_ms);
+    socket_.set(zmq::sockopt::heartbeat_timeout, options.heartbeat_timeout_ms);
+    socket_.set(zmq::sockopt::heartbeat_ttl, options.heartbeat_timeout_ms);
+  }
+  // The kernel's keepalive as a second line, for a peer whose ZMTP heartbeats are off.
+  socket_.set(zmq::sockopt::tcp_keepalive, 1);
+  socket_.set(zmq::sockopt::tcp_keepalive_idle, 60);
+  socket_.set(zmq::sockopt::tcp_keepalive_intvl, 10);
   if (router_) {
     // Unroutable messages are an error we see, not a silent drop.
     socket_.set(zmq::sockopt::router_mandatory, 1);

@@ -32,6 +32,12 @@ struct ChannelOptions {
   int send_high_water_mark = 1000;
   int reconnect_ivl_ms = 100;
   int reconnect_ivl_max_ms = 2000;
+  // ZMTP heartbeats: a PING after this much quiet, and a connection with no traffic from the
+  // peer for heartbeat_timeout_ms after one is dropped (and, on a connecting socket, made again).
+  // Without them a path that goes dead without a reset (a lost NAT mapping, a changed address)
+  // holds the connection until the kernel gives up retransmitting, about 15 minutes.
+  int heartbeat_ivl_ms = 5000;
+  int heartbeat_timeout_ms = 30000;
   CurveOptions curve;
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A worker's link is cut (`ip link set ... down`) and restored, twice: a short cut (below every
 # patience) and a long one (past both the coordinator's worker patience and the worker's
-# coordinator patience). After each, the worker is pushing again within RECOVER_S seconds,
+# coordinator patience); then its connection is blackholed (every packet dropped, no reset).
+# After each, the worker is pushing again within RECOVER_S seconds (15 s after the blackhole),
 # without any operator action; the other worker trains on throughout; no round is skipped or
 # closed twice; and when training stops every replica equals the coordinator's model.
 #
@@ -112,6 +113,33 @@ BACK=$(wait_both_back "$(cat "$WORK/long.rows")" 20 "the long cut") || exit 1
 echo "$BACK" > "$WORK/long.back"
 echo "long cut: both workers back $(python3 -c "print(f'{$BACK - $(cat "$WORK/long.up"):.2f}')") s after link up"
 
+# A path that goes dead without a reset (a lost NAT mapping): every packet of the far worker's
+# connection is dropped, both ways, while new connections get through. The worker re-joins on
+# silence over a new connection; without that, its joins queued on the dead one until ZMTP's
+# heartbeat timeout (30 s) or the kernel (about 15 minutes) gave up on it.
+PORT=$(in_w ss -tnH state established | awk '{print $3}' | sed 's/.*://' | head -n 1)
+[ -n "$PORT" ] || fail "no established connection from the far worker"
+echo "blackholing the far worker's connection (local port $PORT); new connections pass"
+# Without tc's drop action at hand: the flow's packets are classified into an HTB class whose
+# queue holds none (pfifo limit 0), so each is dropped; everything else passes at 1 Gbit/s.
+blackhole() {  # IN DEV MATCH...: e.g. blackhole in_w veth-w sport 1234
+  local in=$1 dev=$2; shift 2
+  $in tc qdisc add dev "$dev" root handle 1: htb default 1
+  $in tc class add dev "$dev" parent 1: classid 1:1 htb rate 1gbit 2> /dev/null
+  $in tc class add dev "$dev" parent 1: classid 1:2 htb rate 8bit 2> /dev/null
+  $in tc qdisc add dev "$dev" parent 1:2 handle 20: pfifo limit 0
+  $in tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip "$@" 0xffff flowid 1:2
+}
+blackhole in_w "$DEV_W" sport "$PORT"
+blackhole in_c "$DEV_C" dport "$PORT"
+HOLE_AT=$(now)
+sleep 1  # rounds already past the filters close; after this one none has both
+at_hole=$(rows)
+RECOVER_S=${BLACKHOLE_RECOVER_S:-15} BACK=$(wait_both_back "$at_hole" 20 "the blackholed connection") || exit 1
+echo "blackholed connection: both workers back $(python3 -c "print(f'{$BACK - $HOLE_AT:.2f}')") s later"
+NEW_PORT=$(in_w ss -tnH state established | awk '{print $3}' | sed 's/.*://' | grep -vx "$PORT" | head -n 1)
+[ -n "$NEW_PORT" ] || { in_w tc -s qdisc show dev "$DEV_W"; in_w ss -tn; fail "the far worker is back but not over a new connection"; }
+
 # Stop training: without checkpoints the coordinator tells every worker to finish, with the
 # last update, so the replicas can be compared with its model.
 kill -TERM "$CPID"
@@ -155,5 +183,6 @@ for cut in ("short", "long"):
 print(f"{len(rows)} rounds, contiguous, {sum(1 for p in parts if p == 2)} with both workers; "
       f"late pushes dropped: {rows[-1]['late_pushes']}")
 PY
-echo "PASS: the far worker came back after a ${SHORT_CUT_S} s and a ${LONG_CUT_S} s link cut;" \
+echo "PASS: the far worker came back after a ${SHORT_CUT_S} s and a ${LONG_CUT_S} s link cut and a" \
+  "blackholed connection;" \
   "replicas match the coordinator's model ($ref)"
