@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <future>
 #include <iostream>
 #include <random>
 
@@ -171,6 +172,26 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       }
     }
   };
+  // A round start is where the gradient is computed, which on a small board can take longer
+  // than the coordinator's patience: it runs on a second thread while this one keeps sending the
+  // worker's heartbeats and pinging the watchdog. The core is touched by the computation alone
+  // until it returns; the heartbeat is built before it starts, and other messages wait queued.
+  auto handle = [&](const Message& m, size_t bytes) -> std::vector<Message> {
+    const auto beat = core.heartbeat();
+    if (!m.envelope.has_round_start() || !beat) return core.onMessage(m, bytes);
+    auto result = std::async(std::launch::async, [&] { return core.onMessage(m, bytes); });
+    double next_beat = steadySeconds() + s.heartbeat_seconds;
+    while (result.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+      if (steadySeconds() >= next_beat) {
+        if (!transport::sendMessage(channel, "", *beat)) {
+          spdlog::debug("heartbeat during a computation would block");
+        }
+        next_beat = steadySeconds() + s.heartbeat_seconds;
+      }
+      tel.tick();
+    }
+    return result.get();
+  };
   dispatch(core.start());
   tel.ready("connecting to " + s.coordinator);
   while (!core.finished() && !stopRequested()) {
@@ -196,7 +217,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
                        parsed.error);
           continue;
         }
-        dispatch(core.onMessage(*parsed.message, frames->bytes));
+        dispatch(handle(*parsed.message, frames->bytes));
       }
     }
     const uint64_t rejoins_before = core.stats().rejoins;

@@ -491,16 +491,19 @@ std::vector<Message> WorkerCore::onTick() {
     ++stats_.rejoins;
     return join();
   }
-  if (joined_ && now >= last_sent_ + settings_.heartbeat_seconds) {
-    Message m;
-    m.envelope = makeEnvelope();
-    auto* hb = m.envelope.mutable_heartbeat();
-    hb->set_session(session_);
-    hb->set_worker_id(id_);
-    hb->set_round(replica_round_);
-    return {sendable(std::move(m))};
-  }
+  if (joined_ && now >= last_sent_ + settings_.heartbeat_seconds) return {sendable(*heartbeat())};
   return {};
+}
+
+std::optional<Message> WorkerCore::heartbeat() const {
+  if (!joined_) return std::nullopt;
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* hb = m.envelope.mutable_heartbeat();
+  hb->set_session(session_);
+  hb->set_worker_id(id_);
+  hb->set_round(replica_round_);
+  return m;
 }
 
 double WorkerCore::nextWakeup() const {

@@ -56,6 +56,10 @@ class WorkerCore {
   // The daemon handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
   void onSent(const Message& msg, size_t wire_bytes);
   std::vector<Message> onTick();
+  // The heartbeat onTick sends when it is due (nullopt before a welcome). The daemon builds one
+  // before a long computation and sends it from its own thread meanwhile: it reads nothing the
+  // computation changes.
+  std::optional<Message> heartbeat() const;
   double nextWakeup() const;
 
   bool finished() const { return finished_; }
