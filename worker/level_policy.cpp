@@ -22,8 +22,10 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
   tuner_ = tuning::makeTuner(spec);
 }
 
-std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link) {
-  if (settings_.cost_model == "payload") return std::make_unique<costmodel::PayloadCostModel>();
+std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link,
+                                                             size_t overhead_bytes) {
+  if (settings_.cost_model == "payload")
+    return std::make_unique<costmodel::PayloadCostModel>(overhead_bytes);
   if (settings_.cost_model == "measured") {
     if (link.valid && std::isfinite(link.a) && std::isfinite(link.b) && link.packet_bytes > 0)
       last_fit_ = link;
@@ -32,19 +34,19 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
       // to nothing, which the model must still accept.
       return std::make_unique<costmodel::PacketCostModel>(std::max(last_fit_->a, 0.0),
                                                           std::max(last_fit_->b, kMinPacketSeconds),
-                                                          last_fit_->packet_bytes);
+                                                          last_fit_->packet_bytes, overhead_bytes);
     }
   }
   // Packet model with configured constants; also "measured" until the first valid fit.
   return std::make_unique<costmodel::PacketCostModel>(settings_.c_fixed, settings_.c_packet,
-                                                      packet_bytes_);
+                                                      packet_bytes_, overhead_bytes);
 }
 
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,
                                            const compression::Compressor& compressor,
-                                           const costmodel::LinkFit& link) {
+                                           const costmodel::LinkFit& link, size_t overhead_bytes) {
   try {
-    auto cost = costModel(link);
+    auto cost = costModel(link, overhead_bytes);
     return tuner_->choose(v, cap, compressor, *cost);
   } catch (const std::exception& e) {
     // A tuning failure must not stop training: send what the cap allows.

@@ -17,14 +17,17 @@ namespace tern::worker {
 class LevelPolicy {
  public:
   LevelPolicy(const config::TuningSettings& settings, uint32_t packet_bytes, double smoothness);
+  // overhead_bytes: what the push carries besides the codec's bytes (envelope, framing), priced
+  // with them by every cost model.
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
-                                const costmodel::LinkFit& link);
+                                const costmodel::LinkFit& link, size_t overhead_bytes = 0);
   // Takes over the last usable fit of the policy this one replaces (a re-join).
   void keepFitOf(const LevelPolicy& previous) { last_fit_ = previous.last_fit_; }
 
  private:
-  std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link);
+  std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link,
+                                                  size_t overhead_bytes);
   config::TuningSettings settings_;
   // The last usable fit: the estimator withdraws its fit while its recent sizes are too alike to
   // separate a and b (after a detected link change too, until it has probed the new link), and

@@ -418,7 +418,18 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   }
   if (v.empty()) v = compressor_->corrected(grad);
   uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
-  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit());
+  // What the push carries besides the codec's bytes: its envelope, with every report field
+  // present (the level at its largest, the cap), and the two frames' headers (the payload's
+  // long one). The link fit prices wire bytes, so the tuner must see these too: a level that
+  // fills its last packet with codec bytes alone would spill into one more.
+  p->set_local_loss(loss);
+  p->set_compute_seconds(clock_() - t0);
+  p->set_level(cap);
+  p->set_predicted_cost(1.0);
+  p->set_predicted_improvement(1.0);
+  const size_t envelope_bytes = m.envelope.ByteSizeLong();
+  const size_t overhead = zmtpWireBytes(envelope_bytes, 256) - 256;
+  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead);
   uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
   compression::Compressed compressed;
   try {

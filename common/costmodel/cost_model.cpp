@@ -11,8 +11,12 @@ double PayloadCostModel::cost(size_t bytes) const {
   return 8.0 * static_cast<double>(bytes + header_bytes_);
 }
 
-PacketCostModel::PacketCostModel(double c_fixed, double c_packet, size_t packet_bytes)
-    : c_fixed_(c_fixed), c_packet_(c_packet), packet_bytes_(packet_bytes) {
+PacketCostModel::PacketCostModel(double c_fixed, double c_packet, size_t packet_bytes,
+                                 size_t overhead_bytes)
+    : c_fixed_(c_fixed),
+      c_packet_(c_packet),
+      packet_bytes_(packet_bytes),
+      overhead_bytes_(overhead_bytes) {
   if (!(c_fixed >= 0.0) || !std::isfinite(c_fixed))
     throw std::invalid_argument("packet cost model: c_fixed must be finite and >= 0");
   if (!(c_packet > 0.0) || !std::isfinite(c_packet))

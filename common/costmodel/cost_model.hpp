@@ -3,7 +3,9 @@
 // of a given size on the wire costs on one technology. All take the real encoded size in bytes
 // (Compressor::encodedBytes), so the tuner prices exactly what the codec sends:
 //  - payload: C = 8 * (bytes + header) bits;                                    [paper, payload]
-//  - packet:  C = c_fixed + c_packet * ceil(bytes / P_max), e.g. seconds;       [paper, packet]
+//  - packet:  C = c_fixed + c_packet * ceil((bytes + overhead) / P_max), e.g. seconds, where
+//    overhead is what every message carries besides the codec's bytes (envelope, framing);
+//                                                                               [paper, packet]
 //    the "measured" model is this one with c_fixed, c_packet fitted from a worker's own pushes;
 //  - affine:  C = c_fixed + c_byte * bytes (the measured model without packetisation).
 #include <cstddef>
@@ -24,6 +26,9 @@ class CostModel {
   // Payload bytes per packet when the cost is a step function of the size (constant inside a
   // packet); the tuner then only has to look inside the packets that could hold the optimum.
   virtual std::optional<size_t> packetBytes() const { return std::nullopt; }
+  // Bytes every message carries besides the codec's (envelope, framing), already inside cost():
+  // with packets, they are what the first packet holds before the codec's bytes begin.
+  virtual size_t overheadBytes() const { return 0; }
 };
 
 class PayloadCostModel final : public CostModel {
@@ -32,6 +37,7 @@ class PayloadCostModel final : public CostModel {
   explicit PayloadCostModel(size_t header_bytes = 0);
   double cost(size_t bytes) const override;
   std::string name() const override { return "payload"; }
+  size_t overheadBytes() const override { return header_bytes_; }
 
  private:
   size_t header_bytes_;
@@ -40,12 +46,17 @@ class PayloadCostModel final : public CostModel {
 class PacketCostModel final : public CostModel {
  public:
   // Throws std::invalid_argument unless c_fixed >= 0, c_packet > 0 and packet_bytes > 0.
-  PacketCostModel(double c_fixed, double c_packet, size_t packet_bytes = 1448);
+  PacketCostModel(double c_fixed, double c_packet, size_t packet_bytes = 1448,
+                  size_t overhead_bytes = 0);
   double cost(size_t bytes) const override;
   std::string name() const override { return "packet"; }
   std::optional<size_t> packetBytes() const override { return packet_bytes_; }
+  size_t overheadBytes() const override { return overhead_bytes_; }
 
-  size_t packets(size_t bytes) const { return (bytes + packet_bytes_ - 1) / packet_bytes_; }
+  // Packets a message of `bytes` codec bytes takes, its overhead included.
+  size_t packets(size_t bytes) const {
+    return (bytes + overhead_bytes_ + packet_bytes_ - 1) / packet_bytes_;
+  }
   double fixedCost() const { return c_fixed_; }
   double packetCost() const { return c_packet_; }
 
@@ -53,6 +64,7 @@ class PacketCostModel final : public CostModel {
   double c_fixed_;
   double c_packet_;
   size_t packet_bytes_;
+  size_t overhead_bytes_;
 };
 
 class AffineCostModel final : public CostModel {

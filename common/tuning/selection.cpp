@@ -92,11 +92,12 @@ struct Block {
 // because at T = d the codec drops the index section, so the size may fall there and no bound
 // from below holds.
 std::vector<Block> makeBlocks(Evaluator& ev, uint32_t m, const compression::Compressor& comp,
-                              uint32_t dim, std::optional<size_t> packet_bytes) {
+                              uint32_t dim, const costmodel::CostModel& cost) {
   std::vector<Block> blocks;
   const uint32_t last = m - 1;
-  const auto steps =
-      last >= 1 ? packetSteps(comp, dim, last, packet_bytes.value_or(0), kBlock) : std::nullopt;
+  const auto steps = last >= 1 ? packetSteps(comp, dim, last, cost.packetBytes().value_or(0),
+                                             kBlock, cost.overheadBytes())
+                               : std::nullopt;
   if (steps) {
     uint32_t lo = 1;
     for (uint32_t s : *steps) {
@@ -129,8 +130,7 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
                       double credit_limit, double base_improvement) {
   checkArguments(p, L, max_level, credit_limit, base_improvement);
   Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
-  std::vector<Block> blocks =
-      makeBlocks(ev, max_level, comp, static_cast<uint32_t>(p.dim()), cost.packetBytes());
+  std::vector<Block> blocks = makeBlocks(ev, max_level, comp, static_cast<uint32_t>(p.dim()), cost);
   size_t bounds = blocks.size();
   // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
   // with their own, tighter bounds before anything in it is evaluated. Once the best bound left
@@ -160,7 +160,8 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
 
 std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& comp, uint32_t dim,
                                                  uint32_t last, size_t packet_bytes,
-                                                 double min_levels_per_packet) {
+                                                 double min_levels_per_packet,
+                                                 size_t overhead_bytes) {
   if (packet_bytes == 0) return std::nullopt;
   std::vector<uint32_t> steps;
   if (last < 2) return steps;
@@ -170,7 +171,9 @@ std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& 
       static_cast<double>(last - 1);
   if (static_cast<double>(packet_bytes) < min_levels_per_packet * bytes_per_level)
     return std::nullopt;
-  auto packetsAt = [&](uint32_t T) { return (bytesAt(T) + packet_bytes - 1) / packet_bytes; };
+  auto packetsAt = [&](uint32_t T) {
+    return (bytesAt(T) + overhead_bytes + packet_bytes - 1) / packet_bytes;
+  };
   const size_t packets_at_last = packetsAt(last);
   for (uint32_t lo = 1; lo < last;) {
     const size_t packets = packetsAt(lo);

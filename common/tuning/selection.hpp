@@ -39,14 +39,15 @@ Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
                       double credit_limit = std::numeric_limits<double>::infinity(),
                       double base_improvement = 0.0);
-// The levels T in [1, last) after which the packet count of encodedBytes(dim, T) steps up: the
-// last level of every packet count but the one `last` is in, ascending (the levels that fill
-// the packets they pay for). nullopt when packet_bytes is 0 or packets hold fewer than
-// min_levels_per_packet levels on average (the cost is then close to affine). Needs
-// encodedBytes non-decreasing in the level up to `last`.
+// The levels T in [1, last) after which the packet count of encodedBytes(dim, T) +
+// overhead_bytes steps up: the last level of every packet count but the one `last` is in,
+// ascending (the levels that fill the packets they pay for). nullopt when packet_bytes is 0 or
+// packets hold fewer than min_levels_per_packet levels on average (the cost is then close to
+// affine). Needs encodedBytes non-decreasing in the level up to `last`.
 std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& comp, uint32_t dim,
                                                  uint32_t last, size_t packet_bytes,
-                                                 double min_levels_per_packet);
+                                                 double min_levels_per_packet,
+                                                 size_t overhead_bytes = 0);
 
 // Sorts p up to max_level and evaluates every T.
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,

@@ -296,15 +296,18 @@ class BinnedSearch {
                                            const compression::Compressor& comp,
                                            const costmodel::CostModel& cost) {
     const size_t P = cost.packetBytes().value_or(0);
-    if (P == fills_packet_ && dim == fills_dim_ && cap == fills_cap_ &&
-        comp.name() == fills_compressor_)
+    const size_t overhead = cost.overheadBytes();
+    if (P == fills_packet_ && overhead == fills_overhead_ && dim == fills_dim_ &&
+        cap == fills_cap_ && comp.name() == fills_compressor_)
       return fills_;
     fills_.clear();
     fills_packet_ = P;
+    fills_overhead_ = overhead;
     fills_dim_ = dim;
     fills_cap_ = cap;
     fills_compressor_ = comp.name();
-    fills_ = packetSteps(comp, dim, cap, P, kMinLevelsPerPacket).value_or(std::vector<uint32_t>{});
+    fills_ = packetSteps(comp, dim, cap, P, kMinLevelsPerPacket, overhead)
+                 .value_or(std::vector<uint32_t>{});
     return fills_;
   }
 
@@ -327,6 +330,7 @@ class BinnedSearch {
   std::vector<float> scratch_;  // the magnitudes of one bin
   std::vector<uint32_t> fills_;
   size_t fills_packet_ = 0;
+  size_t fills_overhead_ = 0;
   uint32_t fills_dim_ = 0, fills_cap_ = 0;
   std::string fills_compressor_;
 };

@@ -21,6 +21,12 @@ TEST_CASE("the packet model charges whole packets and is flat inside one") {
   CHECK(m.packets(1449) == 2);
   CHECK(m.packets(2896) == 2);
   CHECK(m.packetBytes() == 1448u);
+  // 124 bytes of envelope and frames ride in the first packet: 1324 codec bytes fill it.
+  const PacketCostModel e(0.005, 0.0015, 1448, 124);
+  CHECK(e.overheadBytes() == 124u);
+  CHECK(e.cost(1324) == doctest::Approx(0.0065));
+  CHECK(e.cost(1325) == doctest::Approx(0.008));
+  CHECK(e.packets(0) == 1);
 }
 
 TEST_CASE("a 5 ms, 8 Mbit/s link costs 5 ms per message and 1.5 ms per full frame") {

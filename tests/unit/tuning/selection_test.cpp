@@ -33,6 +33,10 @@ std::vector<std::unique_ptr<costmodel::CostModel>> costModels() {
       std::make_unique<costmodel::PacketCostModel>(costmodel::packetModelOfLink(5e-3, 8e6)));
   models.push_back(std::make_unique<costmodel::PacketCostModel>(0.0, 1.0, 16));
   models.push_back(std::make_unique<costmodel::PacketCostModel>(10.0, 1e-3, 1448));
+  // With what a message carries besides the codec's bytes (a push's envelope and frames): the
+  // packet boundaries move by that much.
+  models.push_back(std::make_unique<costmodel::PacketCostModel>(5e-3, 1.5e-3, 1448, 124));
+  models.push_back(std::make_unique<costmodel::PacketCostModel>(0.0, 1.0, 16, 7));
   models.push_back(std::make_unique<costmodel::AffineCostModel>(1e-3, 1e-6));
   models.push_back(std::make_unique<costmodel::AffineCostModel>(0.0, 1.0));
   return models;
@@ -122,7 +126,7 @@ TEST_CASE(
       ++cases;
     }
   });
-  CHECK(cases == 4 * 7 * 4 * 7 * 3);
+  CHECK(cases == 4 * 9 * 4 * 7 * 3);
 }
 
 TEST_CASE("the fast selection evaluates a small fraction of the levels on a gradient-like vector") {
@@ -253,19 +257,22 @@ TEST_CASE("packet steps are exactly the levels after which the packet count rise
     const auto comp = compressorNamed(name);
     for (const uint32_t dim : {300u, 5000u, 47236u}) {
       for (const size_t packet : {size_t{200}, size_t{1448}}) {
-        for (const uint32_t last : {1u, 2u, dim / 3, dim - 1}) {
-          CAPTURE(name);
-          CAPTURE(dim);
-          CAPTURE(packet);
-          CAPTURE(last);
-          const auto steps = packetSteps(*comp, dim, last, packet, 1.0);
-          REQUIRE(steps.has_value());
-          std::vector<uint32_t> expected;
-          for (uint32_t T = 1; T < last; ++T)
-            if ((comp->encodedBytes(dim, T + 1) + packet - 1) / packet >
-                (comp->encodedBytes(dim, T) + packet - 1) / packet)
-              expected.push_back(T);
-          CHECK(*steps == expected);
+        for (const size_t overhead : {size_t{0}, size_t{124}}) {
+          for (const uint32_t last : {1u, 2u, dim / 3, dim - 1}) {
+            CAPTURE(name);
+            CAPTURE(dim);
+            CAPTURE(packet);
+            CAPTURE(overhead);
+            CAPTURE(last);
+            const auto steps = packetSteps(*comp, dim, last, packet, 1.0, overhead);
+            REQUIRE(steps.has_value());
+            std::vector<uint32_t> expected;
+            for (uint32_t T = 1; T < last; ++T)
+              if ((comp->encodedBytes(dim, T + 1) + overhead + packet - 1) / packet >
+                  (comp->encodedBytes(dim, T) + overhead + packet - 1) / packet)
+                expected.push_back(T);
+            CHECK(*steps == expected);
+          }
         }
       }
     }

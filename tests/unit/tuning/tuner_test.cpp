@@ -206,12 +206,13 @@ TEST_CASE("between recomputes, S+Q takes the best magnitude bin, near the full s
   const costmodel::PayloadCostModel payload(66);
   const costmodel::PacketCostModel packet(5e-3, 1.5e-3, 200);
   const costmodel::PacketCostModel mtu(5e-3, 1.5e-3, 1448);
+  const costmodel::PacketCostModel with_envelope(5e-3, 1.5e-3, 200, 124);
   const double L = 2.0;
   const size_t d = 5000;
   REQUIRE(packet.cost(comp->encodedBytes(uint32_t(d), 4000)) >
           packet.cost(comp->encodedBytes(uint32_t(d), 40)));
-  for (const costmodel::CostModel* cost :
-       std::initializer_list<const costmodel::CostModel*>{&payload, &packet, &mtu}) {
+  for (const costmodel::CostModel* cost : std::initializer_list<const costmodel::CostModel*>{
+           &payload, &packet, &mtu, &with_envelope}) {
     double worst = 1.0;
     for (uint32_t cap : {0u, 50u, 1000u}) {
       for (Shape shape :
