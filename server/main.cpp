@@ -21,6 +21,7 @@
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
+#include "common/util/text_file.hpp"
 #include "server/allocate_command.hpp"
 #include "server/checkpoint_file.hpp"
 #include "server/coordinator_core.hpp"
@@ -249,14 +250,15 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   transport::HandshakeMonitor handshakes(ctx, channel.socket());
   std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
   if (zap) also_wake_on.push_back(&zap->socket());
-  std::string endpoint = channel.bind(s.bind);
+  std::string endpoint;
+  try {
+    endpoint = channel.bind(s.bind);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot listen on " + s.bind + ": " + e.what());
+  }
   spdlog::info("coordinator listening on {} (session {:x}, {} parameters, waiting for {} workers)",
                endpoint, session, core.parameters().size(), s.min_workers);
-  if (!s.endpoint_file.empty()) {
-    std::string tmp = s.endpoint_file + ".tmp";
-    std::ofstream(tmp) << endpoint << '\n';
-    std::filesystem::rename(tmp, s.endpoint_file);
-  }
+  if (!s.endpoint_file.empty()) writeTextFileAtomically(s.endpoint_file, endpoint + '\n');
   tel.ready("listening on " + endpoint);
   publish("waiting");
 
@@ -420,7 +422,11 @@ int main(int argc, char** argv) {
     }
     auto s = config::loadCoordinatorSettings(config_file);
     if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;
-    if (!bind.empty()) s.bind = bind;
+    if (!bind.empty()) {
+      if (auto why = config::endpointProblem(bind, true); !why.empty())
+        throw config::ConfigError("--bind " + why);
+      s.bind = bind;
+    }
     if (!endpoint_file.empty()) s.endpoint_file = endpoint_file;
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;

@@ -105,7 +105,11 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   transport::Channel channel(ctx, zmq::socket_type::dealer, opts);
   transport::HandshakeMonitor handshakes(ctx, channel.socket());
   std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
-  channel.connect(s.coordinator);
+  try {
+    channel.connect(s.coordinator);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot connect to " + s.coordinator + ": " + e.what());
+  }
   uint64_t auth_refused = 0;
   uint64_t handshake_failed = 0;
   double last_handshake_log = -1e9;
@@ -279,7 +283,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto s = config::loadWorkerSettings(config_file);
-    if (!coordinator.empty()) s.coordinator = coordinator;
+    if (!coordinator.empty()) {
+      if (auto why = config::endpointProblem(coordinator, false); !why.empty())
+        throw config::ConfigError("--coordinator " + why);
+      s.coordinator = coordinator;
+    }
     if (!name.empty()) s.name = name;
     if (shard_index >= 0) {
       if (size_t(shard_index) >= s.shard_total) {

@@ -1,5 +1,6 @@
 #include "common/config/settings.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -8,9 +9,32 @@
 #include "common/costmodel/link_estimator.hpp"
 
 namespace tern::config {
+
+std::string endpointProblem(const std::string& v, bool bind) {
+  const std::string form = "must be tcp://HOST:PORT or ipc://PATH, got '" + v + "': ";
+  if (v.rfind("ipc://", 0) == 0) return v.size() == 6 ? form + "no path" : "";
+  if (v.rfind("tcp://", 0) != 0) return form + "no tcp:// or ipc:// in front";
+  const std::string rest = v.substr(6);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return form + "no HOST:PORT after tcp://";
+  const std::string port = rest.substr(colon + 1);
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!(digits && std::stoul(port) <= 65535) && !(bind && port == "*")) {
+    return form + "the port must be a number from 0 to 65535" + (bind ? " or *" : "");
+  }
+  if (!bind && std::stoul(port) == 0) return form + "a worker connects to a port, not 0";
+  return "";
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void checkEndpoint(MapReader& m, const std::string& key, const std::string& v, bool bind) {
+  if (std::string why = endpointProblem(v, bind); !why.empty()) m.fail(key, "'" + key + "' " + why);
+}
 
 void readLogging(MapReader m, LoggingSettings& s) {
   s.level = m.oneOf("level", m.get<std::string>("level", s.level),
@@ -128,6 +152,7 @@ void readAllocation(MapReader m, AllocationSettings& s) {
 
 void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.bind = m.get<std::string>("bind", s.bind);
+  if (m.has("bind")) checkEndpoint(m, "bind", s.bind, true);
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
   s.min_workers =
       m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers), 1, 100000);
@@ -238,6 +263,7 @@ void readLink(MapReader m, LinkSettings& s) {
 void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   s.name = m.get<std::string>("name", s.name);
   s.coordinator = m.get<std::string>("coordinator", s.coordinator);
+  if (m.has("coordinator")) checkEndpoint(m, "coordinator", s.coordinator, false);
   if (with_data) {
     MapReader d = m.child("data");
     readDataSource(d, s.data, ml::DataSource::Split::kTrain);
@@ -350,9 +376,24 @@ SimSettings loadSimSettings(const std::string& file) {
   SimSettings s;
   s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, 100000);
   MapReader c = m.child("coordinator");
+  // Keys only a daemon uses would be read and silently ignored: refused at their line instead.
+  for (const std::string key :
+       {"bind", "endpoint_file", "min_workers", "metrics_csv", "checkpoint"}) {
+    if (c.has(key)) {
+      c.fail(key, "'coordinator." + key + "' is for tern-coordinator's own file; tern-sim does " +
+                      "not use it" +
+                      (key == "metrics_csv" ? " (its CSV is the top-level 'metrics_csv')" : ""));
+    }
+  }
   readCoordinatorBody(c, s.coordinator);
   c.done();
   MapReader w = m.child("worker");
+  for (const std::string key : {"name", "coordinator"}) {
+    if (w.has(key)) {
+      w.fail(key, "'worker." + key + "' is for tern-worker's own file; tern-sim names and " +
+                      "connects its workers itself");
+    }
+  }
   readWorkerBody(w, s.worker, false);
   MapReader part = w.child("partition");
   readPartition(part, s.worker.partition);

@@ -147,4 +147,8 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file);
 WorkerSettings loadWorkerSettings(const std::string& file);
 SimSettings loadSimSettings(const std::string& file);
 
+// "" when `endpoint` is a ZeroMQ endpoint a daemon can bind (bind = true) or connect to:
+// tcp://HOST:PORT (HOST * and PORT 0 or * to bind only) or ipc://PATH; else why it is not.
+std::string endpointProblem(const std::string& endpoint, bool bind);
+
 }  // namespace tern::config

@@ -1,6 +1,9 @@
 #include "common/config/yaml_reader.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 namespace tern::config {
@@ -123,6 +126,9 @@ std::string MapReader::oneOf(const std::string& key, const std::string& value,
 YAML::Node loadYamlFile(const std::string& file) {
   if (!std::filesystem::exists(file))
     throw ConfigError(file + ":1:1: configuration file not found");
+  if (std::ifstream probe(file); !probe) {
+    throw ConfigError(file + ":1:1: cannot read the configuration file: " + std::strerror(errno));
+  }
   try {
     YAML::Node n = YAML::LoadFile(file);
     if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/telemetry/telemetry_service.hpp"
+#include "common/util/text_file.hpp"
 
 namespace tern::telemetry {
 
@@ -19,10 +20,7 @@ DaemonTelemetry::DaemonTelemetry(const TelemetryOptions& options, Clock clock,
     url_ = "http://" + service_->serve(options_.http_bind);
     spdlog::info("telemetry endpoint on {} (/metrics /status /healthz)", url_);
     if (!options_.http_url_file.empty()) {
-      // Written then renamed: a reader polling for the file never sees half a URL.
-      std::string tmp = options_.http_url_file + ".tmp";
-      std::ofstream(tmp) << url_ << '\n';
-      std::filesystem::rename(tmp, options_.http_url_file);
+      writeTextFileAtomically(options_.http_url_file, url_ + '\n');
     }
   } else if (!options_.http_url_file.empty()) {
     throw std::invalid_argument("--http-url-file needs an HTTP address (--http)");

@@ -63,6 +63,26 @@ for prog in tern-coordinator tern-worker tern-sim; do
   grep -q "no-such-flag" "$WORK/out6" || { cat "$WORK/out6"; fail "$prog: the unknown flag is not named"; }
   "$BIN/$prog" --help > "$WORK/out7" 2>&1 || fail "$prog --help exited non-zero"
 done
+# An endpoint that is not tcp://HOST:PORT is refused at once, from YAML or a flag (exit 2); a
+# URL file in a directory that does not exist is named (exit 1).
+set +e
+"$BIN/tern-coordinator" --config "$WORK/ok_c.yaml" --bind 127.0.0.1:5555 > "$WORK/out9" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q -- "--bind must be tcp://HOST:PORT or ipc://PATH" "$WORK/out9" ||
+  { cat "$WORK/out9"; fail "a bind without tcp://: exit $rc"; }
+sed 's|^coordinator: .*|coordinator: 127.0.0.1:5555|' "$WORK/ok_w.yaml" > "$WORK/ep_w.yaml"
+line=$(grep -n "^coordinator:" "$WORK/ep_w.yaml" | cut -d: -f1)
+set +e
+"$BIN/tern-worker" --config "$WORK/ep_w.yaml" > "$WORK/out10" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "$WORK/ep_w.yaml:$line:[0-9]*: 'coordinator' must be tcp://HOST:PORT" "$WORK/out10" ||
+  { cat "$WORK/out10"; fail "a worker's coordinator without tcp://: exit $rc"; }
+set +e
+(cd "$WORK" && timeout 20 "$BIN/tern-coordinator" --config "$WORK/ok_c.yaml" --http 127.0.0.1:0 \
+  --http-url-file "$WORK/no-such-dir/url" > "$WORK/out11" 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "no-such-dir/url: cannot write" "$WORK/out11" ||
+  { cat "$WORK/out11"; fail "a URL file in a missing directory: exit $rc"; }
 set +e
 "$BIN/tern-sim" > "$WORK/out8" 2>&1; rc=$?
 set -e

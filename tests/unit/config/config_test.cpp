@@ -362,3 +362,34 @@ TEST_CASE("calibration probe sizes outside [1, 4096] packets, or too many of the
   auto ok = writeTemp("calibration_ok.yaml", head + "link:\n  calibration_packets: [1, 4096]\n");
   CHECK(loadWorkerSettings(ok).link.calibration_packets == std::vector<size_t>{1, 4096});
 }
+
+TEST_CASE("endpoints are checked where they are written: tcp://HOST:PORT or ipc://PATH") {
+  CHECK(endpointProblem("tcp://127.0.0.1:5555", false).empty());
+  CHECK(endpointProblem("tcp://pi-4.local:5555", false).empty());
+  CHECK(endpointProblem("tcp://*:5555", true).empty());
+  CHECK(endpointProblem("tcp://127.0.0.1:0", true).empty());
+  CHECK(endpointProblem("tcp://[::1]:*", true).empty());
+  CHECK(endpointProblem("ipc:///run/tern/sock", false).empty());
+  CHECK_FALSE(endpointProblem("127.0.0.1:5555", false).empty());  // no scheme
+  CHECK_FALSE(endpointProblem("tcp://127.0.0.1", true).empty());  // no port
+  CHECK_FALSE(endpointProblem("tcp://:5555", true).empty());      // no host
+  CHECK_FALSE(endpointProblem("tcp://h:65536", false).empty());   // port out of range
+  CHECK_FALSE(endpointProblem("tcp://h:*", false).empty());       // * only to bind
+  CHECK_FALSE(endpointProblem("tcp://h:0", false).empty());       // 0 only to bind
+  CHECK_FALSE(endpointProblem("ipc://", false).empty());
+  auto f = writeTemp("endpoint.yaml", "min_workers: 1\nbind: 127.0.0.1:5555\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(f);
+        }).rfind(f + ":2:7: 'bind' must be tcp://HOST:PORT or ipc://PATH", 0) == 0);
+}
+
+TEST_CASE("a simulator file refuses the keys only a daemon uses, at their line") {
+  auto f = writeTemp("sim-daemon-keys.yaml", "coordinator:\n  checkpoint: {path: c.ckpt}\n");
+  CHECK(errorOf([&] {
+          loadSimSettings(f);
+        }).rfind(f + ":2:15: 'coordinator.checkpoint' is for tern-coordinator's own file", 0) == 0);
+  auto w = writeTemp("sim-worker-keys.yaml", "worker:\n  coordinator: tcp://10.0.0.1:1\n");
+  CHECK(errorOf([&] {
+          loadSimSettings(w);
+        }).rfind(w + ":2:16: 'worker.coordinator' is for tern-worker's own file", 0) == 0);
+}
