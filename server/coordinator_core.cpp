@@ -158,6 +158,16 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   if (join.worker_name().empty() || join.worker_name().size() > 256) {
     return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name empty or too long")};
   }
+  // The welcome carries the whole model in one frame: a worker whose socket would drop it says
+  // so now, and hears why, instead of waiting for a welcome that never arrives.
+  const uint64_t model_bytes = uint64_t(params_.size()) * sizeof(float);
+  if (join.max_message_bytes() != 0 && model_bytes > join.max_message_bytes()) {
+    return {reject(peer, wire::Error::MESSAGE_LIMIT, "message_limit",
+                   "the model's " + std::to_string(model_bytes) +
+                       " bytes do not fit this worker's max_message_bytes of " +
+                       std::to_string(join.max_message_bytes()) + ": raise it to at least " +
+                       std::to_string(model_bytes))};
+  }
   // A worker that re-joins under the same name keeps its id (restart, network change).
   Worker* w = nullptr;
   for (auto& [id, cand] : workers_) {

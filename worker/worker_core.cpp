@@ -44,6 +44,7 @@ std::vector<Message> WorkerCore::join() {
   j->set_worker_name(settings_.name);
   j->set_join_nonce(++join_nonce_);
   j->set_instance(instance_);
+  j->set_max_message_bytes(settings_.max_message_bytes);
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {
@@ -68,7 +69,18 @@ std::vector<Message> WorkerCore::refuse(const std::string& why) {
 std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes) {
   stats_.received_bytes += wire_bytes;
   const auto& env = msg.envelope;
-  if (env.version() != wire::PROTOCOL_VERSION) return refuse("protocol version mismatch");
+  if (env.version() != wire::PROTOCOL_VERSION) {
+    // The coordinator's refusal of this worker's version comes in its own version: read it, and
+    // stop, since no re-join can help.
+    if (env.has_error() && env.error().code() == wire::Error::BAD_VERSION) {
+      fatal_ = "the coordinator speaks protocol version " + std::to_string(env.version()) +
+               ", this worker " + std::to_string(wire::PROTOCOL_VERSION) +
+               ": run the same tern release on both";
+      finished_ = true;
+      return {};
+    }
+    return refuse("protocol version mismatch");
+  }
   last_heard_ = clock_();
   switch (env.body_case()) {
     case wire::Envelope::kWelcome:
@@ -119,6 +131,12 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         if (!joined_ && clock_() - join_sent_ < settings_.coordinator_patience_seconds) return {};
         ++stats_.rejoins;
         return join();
+      }
+      if (e.code() == wire::Error::MESSAGE_LIMIT) {
+        // The model will not fit however often this worker asks: a configuration to change.
+        fatal_ = "the coordinator refused this worker: " + e.text();
+        finished_ = true;
+        return {};
       }
       if (e.code() == wire::Error::NAME_TAKEN && !joined_) {
         // Another process holds the name; it is free again once the coordinator marks it gone.

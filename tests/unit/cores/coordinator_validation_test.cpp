@@ -536,3 +536,21 @@ TEST_CASE("a name held by a live worker process is refused to another, kept on a
   // Workers that give no instance (older or test workers) re-join by name as before.
   CHECK(idOf(h.join("C", "pi", 300, 0), "C") == a);
 }
+
+TEST_CASE("a join whose worker could not take the model's welcome is refused, saying why") {
+  Harness h;
+  const size_t model_bytes = h.core->parameters().size() * sizeof(float);
+  Message m;
+  m.envelope = makeEnvelope();
+  m.envelope.mutable_join()->set_worker_name("small");
+  m.envelope.mutable_join()->set_sample_count(10);
+  m.envelope.mutable_join()->set_max_message_bytes(model_bytes - 1);
+  auto out = h.core->onMessage("S", m, 10, h.now);
+  REQUIRE(hasError(out, wire::Error::MESSAGE_LIMIT));
+  CHECK(out[0].message.envelope.error().text().find(std::to_string(model_bytes)) !=
+        std::string::npos);
+  CHECK(h.core->aliveWorkers() == 0);
+  // Room for exactly the model: welcomed.
+  m.envelope.mutable_join()->set_max_message_bytes(model_bytes);
+  CHECK(idOf(h.core->onMessage("S", m, 10, h.now), "S") == 0);
+}

@@ -596,3 +596,35 @@ TEST_CASE(
   rig.core->onMessage(softmaxWelcome(rig.session, 2, 8, 4, 0.1), 0);
   CHECK(rig.core->joined());
 }
+
+TEST_CASE("a worker stops, saying why, when no re-join can help") {
+  auto errorIn = [](uint32_t version, wire::Error::Code code) {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.set_version(version);
+    m.envelope.mutable_error()->set_code(code);
+    m.envelope.mutable_error()->set_text("refused");
+    return m;
+  };
+  SUBCASE("the coordinator speaks another protocol version") {
+    Rig rig;
+    CHECK(rig.core->onMessage(errorIn(wire::PROTOCOL_VERSION + 1, wire::Error::BAD_VERSION), 0)
+              .empty());
+    CHECK(rig.core->finished());
+    CHECK(rig.core->fatalError().find("protocol version " +
+                                      std::to_string(wire::PROTOCOL_VERSION + 1)) !=
+          std::string::npos);
+  }
+  SUBCASE("another version's other messages are refused, not obeyed") {
+    Rig rig;
+    rig.core->onMessage(errorIn(wire::PROTOCOL_VERSION + 1, wire::Error::SHUTTING_DOWN), 0);
+    CHECK_FALSE(rig.core->finished());
+    CHECK(rig.core->stats().rejected == 1);
+  }
+  SUBCASE("the model does not fit the worker's max_message_bytes") {
+    Rig rig;
+    rig.core->onMessage(errorIn(wire::PROTOCOL_VERSION, wire::Error::MESSAGE_LIMIT), 0);
+    CHECK(rig.core->finished());
+    CHECK(rig.core->fatalError() == "the coordinator refused this worker: refused");
+  }
+}
