@@ -2,7 +2,9 @@
 # kill -9 the coordinator mid-run and start it again on the same endpoint: it resumes from its
 # last checkpoint, every worker re-joins on its own and continues, training finishes, replicas
 # match the coordinator's model, and the final accuracy is within 1 point of an undisturbed run
-# with the same seed. Prints the time from restart to the first resumed round.
+# with the same seed. Prints the time from restart to the first resumed round. Then: a finished
+# run restarted (idle, or trained on to a larger max_rounds), SIGTERM as a pause, and a
+# checkpoint path that can never be written.
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-200}
@@ -122,7 +124,44 @@ grep -q "^final: rounds=$MORE " "$WORK/more.out" || { tail "$WORK/more.out"; fai
 FIRST=$(sed -n 2p "$WORK/more.csv" | cut -d, -f1)
 [ "$FIRST" = "$ROUNDS" ] || fail "the extended run started at round $FIRST, not $ROUNDS"
 
-# 4. A checkpoint path that can never be written is refused at start-up, before listening.
+# 4. SIGTERM with checkpoints is a pause: the coordinator writes its checkpoint at the round it
+# stopped in and exits 0 without telling the workers to finish; they wait, re-join the restarted
+# coordinator, and training goes on from that round, nothing redone.
+rm -f "$WORK/endpoint"
+coordinator_config "$WORK/pause.yaml" "$WORK/pause.ckpt"
+sed -i 's/every: 5}/every: 50}/' "$WORK/pause.yaml"
+"$BIN/tern-coordinator" --config "$WORK/pause.yaml" --metrics-csv "$WORK/pause.csv" \
+  > "$WORK/pause1.out" 2> "$WORK/pause1.err" &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+EP=$(cat "$WORK/endpoint")
+run_workers "$EP" pause
+for _ in $(seq 1 1200); do
+  [ -s "$WORK/pause.csv" ] && [ "$(wc -l < "$WORK/pause.csv")" -gt 60 ] && break
+  sleep 0.05
+done
+kill -TERM "$CPID"
+wait "$CPID" || fail "the paused coordinator exited with $?"
+STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/pause1.out")
+[ -n "$STOPPED" ] || { tail "$WORK/pause1.out"; fail "SIGTERM did not write a pause checkpoint"; }
+[ "$STOPPED" -lt "$ROUNDS" ] || fail "training finished before the pause"
+sleep 1
+for p in "${WPIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a worker ended at the pause"; done
+"$BIN/tern-coordinator" --config "$WORK/pause.yaml" --bind "$EP" --metrics-csv "$WORK/pause.csv" \
+  > "$WORK/pause2.out" 2> "$WORK/pause2.err" &
+CPID=$!; PIDS+=($CPID)
+wait $CPID || { tail -20 "$WORK/pause2.out"; fail "the coordinator restarted after the pause exited with $?"; }
+for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker exited non-zero after the pause"; done
+grep -q "resumed from checkpoint .* at round $STOPPED\b" "$WORK/pause2.out" ||
+  { grep resumed "$WORK/pause2.out"; fail "the restart did not resume at round $STOPPED"; }
+grep -q "^final: rounds=$ROUNDS " "$WORK/pause2.out" || fail "training did not finish after the pause"
+python3 - "$WORK/pause.csv" "$ROUNDS" <<'PY'
+import csv, sys
+rounds = [int(r["round"]) for r in csv.DictReader(open(sys.argv[1]))]
+assert rounds == list(range(int(sys.argv[2]))), (rounds[:3], len(rounds))
+PY
+
+# 5. A checkpoint path that can never be written is refused at start-up, before listening.
 rm -f "$WORK/endpoint"
 coordinator_config "$WORK/bad.yaml" "$WORK/no-such-dir/c.ckpt"
 set +e
@@ -132,5 +171,5 @@ set -e
 grep -q "no-such-dir/c.ckpt.tmp: cannot create" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no clear message"; }
 [ ! -e "$WORK/endpoint" ] || fail "the coordinator listened before refusing its checkpoint path"
 echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref);" \
-  "a finished run restarts idle, or trains on to a larger max_rounds; a bad checkpoint path is" \
-  "refused at start-up"
+  "a finished run restarts idle, or trains on to a larger max_rounds; SIGTERM pauses and a" \
+  "restart resumes at that round; a bad checkpoint path is refused at start-up"

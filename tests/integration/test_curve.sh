@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CURVE on loopback: keys made by both keygen subcommands (secret files 0600, no overwrite without
 # --force); a coordinator with an allowlist trains with the listed worker while it refuses a worker
-# whose key is not listed and a plaintext worker, counting both; after the second key is added and
+# whose key is not listed, a plaintext worker and a worker expecting another coordinator key,
+# counting them; after the second key is added and
 # SIGHUP sent, that worker is admitted and takes part in rounds. As root, a capture of the port
 # shows no plaintext of a marker (a worker's name, sent in its join) with CURVE on, and - the
 # control that the check can see it - shows the marker in a run with `security: none`.
@@ -101,6 +102,8 @@ worker_config() {  # worker_config NAME SECURITY
 worker_config listed "{mode: curve, secret_key_file: $WORK/keys/listed.key, server_public_key_file: $WORK/keys/coordinator.pub}"
 worker_config unlisted "{mode: curve, secret_key_file: $WORK/keys/unlisted.key, server_public_key_file: $WORK/keys/coordinator.pub}"
 worker_config plain none
+# A listed key, but the wrong coordinator key: the worker must not talk to whoever holds it.
+worker_config wrongserver "{mode: curve, secret_key_file: $WORK/keys/listed.key, server_public_key_file: $WORK/keys/unlisted.pub}"
 "$BIN/tern-worker" --config "$WORK/listed.yaml" --name "$MARKER" --shard-index 0 \
   > "$WORK/listed.out" 2> "$WORK/listed.err" &
 LPID=$!; PIDS+=($LPID)
@@ -110,17 +113,23 @@ UPID=$!; PIDS+=($UPID)
 "$BIN/tern-worker" --config "$WORK/plain.yaml" --name plain --shard-index 1 \
   > "$WORK/plain.out" 2> "$WORK/plain.err" &
 PPID_=$!; PIDS+=($PPID_)
+"$BIN/tern-worker" --config "$WORK/wrongserver.yaml" --name wrongserver --shard-index 1 \
+  > "$WORK/wrongserver.out" 2> "$WORK/wrongserver.err" &
+WSPID=$!; PIDS+=($WSPID)
 
 # The listed worker trains alone while the other two are refused and counted.
 wait_for '[ "$(rounds_with 1)" -ge 5 ]'
 wait_for 'grep -q "refused this worker.s key" "$WORK/unlisted.out"'
 wait_for 'grep -q "handshake with the coordinator .* failed" "$WORK/plain.out"'
+wait_for 'grep -q "handshake with the coordinator .* failed" "$WORK/wrongserver.out"'
+! grep -q "worker wrongserver joined" "$WORK/coord.out" || fail "a worker expecting another coordinator key joined"
 wait_for '[ "$(metric tern_connections_auth_refused_total)" != 0.0 ]'
 wait_for '[ "$(metric tern_connections_handshake_failed_total)" != 0.0 ]'
 grep -q "refused .* connection(s) so far" "$WORK/coord.out" || { cat "$WORK/coord.out"; fail "no refusal log"; }
 grep -q "admitted worker key .* (listed)" "$WORK/coord.out" || fail "the listed worker's admission was not logged"
 [ "$(rounds_with 2)" -eq 0 ] || fail "a refused worker took part in a round"
 kill -0 "$PPID_" && kill -TERM "$PPID_"
+kill -0 "$WSPID" && kill -TERM "$WSPID"
 
 # SIGHUP after adding the second key: the refused worker is admitted and joins the rounds.
 cp "$WORK/keys/unlisted.pub" "$WORK/allow/"
