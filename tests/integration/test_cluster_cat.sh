@@ -38,14 +38,16 @@ assert len(pushes) == 3, pushes.keys()
 distinct = set(t for p in pushes.values() for t, _, _ in p)
 assert len(distinct) >= 3, f"CAT's levels do not move: {sorted(distinct)}"
 assert below_cap > 0, "every push at its cap: CAT never chose"
-# Payload model: C(T) is the encoded size in bits of a T-coordinate top-T push. It never falls as
-# T grows, and the wire format bounds it: fp32 values (32 bits each) plus indices of at most 32
-# bits each and a header under 64 bytes.
+# Payload model: C(T) is the size in bits of a T-coordinate top-T push on the wire: the codec's
+# bytes, which the wire format bounds (fp32 values, 32 bits each, plus indices of at most 32 bits
+# each and a header under 64 bytes), and what the push carries besides (its envelope and frame
+# headers, under 256 bytes). The codec's part never falls as T grows; the envelope's size moves a
+# little from push to push (its link model and loss fields).
 allp = sorted(set((t, c) for p in pushes.values() for t, c, _ in p))
 for (ta, ca), (tb, cb) in zip(allp, allp[1:]):
-    assert ca <= cb, ((ta, ca), (tb, cb))
+    assert ca <= cb + 8 * 256, ((ta, ca), (tb, cb))
 for t, c in allp:
-    assert 32 * t < c <= 64 * t + 8 * 64, (t, c)
+    assert 32 * t < c <= 64 * t + 8 * (64 + 256), (t, c)
 first = sum(float(r["train_loss"]) for r in rows[:5]) / 5
 last = sum(float(r["train_loss"]) for r in rows[-5:]) / 5
 assert last < 0.8 * first, (first, last)
