@@ -142,6 +142,9 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
+  b.bytes_per_coordinate =
+      m.inRange<uint32_t>("bytes_per_coordinate",
+                          m.get<uint32_t>("bytes_per_coordinate", b.bytes_per_coordinate), 1, 64);
   if (b.whole_packets && !(b.seconds_per_round > 0.0)) {
     m.fail("whole_packets",
            "'whole_packets' prices uploads in link seconds: it needs 'seconds_per_round' > 0");

@@ -393,3 +393,12 @@ TEST_CASE("a simulator file refuses the keys only a daemon uses, at their line")
           loadSimSettings(w);
         }).rfind(w + ":2:16: 'worker.coordinator' is for tern-worker's own file", 0) == 0);
 }
+
+TEST_CASE("allocation.bytes_per_coordinate is read and checked") {
+  auto f = writeTemp("bpc.yaml", "security: none\nallocation: {bytes_per_coordinate: 5}\n");
+  CHECK(loadCoordinatorSettings(f).allocation.budget.bytes_per_coordinate == 5);
+  auto g = writeTemp("bpc0.yaml", "security: none\nallocation: {bytes_per_coordinate: 0}\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(g);
+        }).find("'bytes_per_coordinate' must be in [1, 64]") != std::string::npos);
+}
