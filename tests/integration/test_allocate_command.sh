@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `tern-coordinator allocate` prints the plan as JSON: uniform against its closed form (every
+# ratio the mean, Phi = 1 / ratio), DAGC-R against its closed form written out again here from
+# the paper's Theorem 4 (shares sorted largest first; j* = argmin phi_j, p_ref the smallest
+# share, or the second smallest when j is the smallest); bad argument combinations exit 2.
+source "$(dirname "$0")/lib.sh"
+
+"$BIN/tern-coordinator" allocate --shares 0.5,0.5 --mean-ratio 0.1 --dim 100 --method uniform \
+  > "$WORK/uniform.json" || fail "uniform plan exited $?"
+"$BIN/tern-coordinator" allocate --shares 0.5,0.3,0.2 --mean-ratio 0.01 --dim 7850 \
+  --method dagc-r > "$WORK/dagcr.json" || fail "dagc-r plan exited $?"
+python3 - "$WORK/uniform.json" "$WORK/dagcr.json" <<'PY'
+import json, math, sys
+u = json.load(open(sys.argv[1]))
+assert u["caps"] == [10, 10], u["caps"]
+assert all(abs(r - 0.1) < 1e-12 for r in u["ratios"]), u["ratios"]
+assert abs(u["phi"] - 10.0) < 1e-9, u["phi"]
+
+d = json.load(open(sys.argv[2]))
+p = [0.5, 0.3, 0.2]
+n, B = len(p), 3 * 0.01
+P = sum(x ** (2 / 3) for x in p)
+def parts(j):
+    ref = p[n - 2] if j == n - 1 else p[n - 1]
+    q = (P - p[j] ** (2 / 3)) / ref ** (2 / 3)
+    return (p[j] * (1 + q) + ref * q * (1 + q)) / B, ref, q
+j = min(range(n), key=lambda j: parts(j)[0])
+_, ref, q = parts(j)
+floor = B / (q + 1)
+delta = [floor if i == j else floor * (p[i] / ref) ** (2 / 3) for i in range(n)]
+assert all(abs(a - b) < 1e-12 for a, b in zip(d["ratios"], delta)), (d["ratios"], delta)
+phi = sum(pi / math.sqrt(di) for pi, di in zip(p, delta)) / math.sqrt(min(delta))
+assert abs(d["phi"] - phi) < 1e-9 * phi, (d["phi"], phi)
+assert sum(d["caps"]) <= math.floor(B * 7850), d["caps"]
+print(f"dagc-r ratios {[round(x, 6) for x in delta]}, Phi {phi:.4f}, caps {d['caps']}")
+PY
+
+check_refused() {  # MESSAGE ARGS...
+  local msg=$1; shift
+  set +e
+  "$BIN/tern-coordinator" allocate "$@" > "$WORK/err" 2>&1; local rc=$?
+  set -e
+  [ $rc -eq 2 ] && grep -q -- "$msg" "$WORK/err" || { cat "$WORK/err"; fail "allocate $*: exit $rc"; }
+}
+check_refused "--costs needs one value per share" --shares 0.5,0.3 --costs 0.001 --dim 7850 \
+  --method cost-aware --seconds-per-round 0.01
+check_refused "--whole-packets needs --seconds-per-round" --shares 0.5,0.5 --dim 100 \
+  --method uniform --mean-ratio 0.1 --whole-packets
+echo "PASS: allocate prints the closed-form plans and refuses bad arguments"
