@@ -194,6 +194,16 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.close('}');
   w.key("phi");
   w.number(allocation.phi);
+  // The key factor of what is sent: the integer caps (at least 1, rounded to the budget) can
+  // sit far from the planned ratios when they are a few coordinates each.
+  double phi_caps = std::nan("");
+  if (n > 0 && dim > 0 && allocation.caps.size() == n) {
+    std::vector<double> sent(n);
+    for (std::size_t i = 0; i < n; ++i) sent[i] = double(allocation.caps[i]) / double(dim);
+    phi_caps = keyFactor(shares, sent);
+  }
+  w.key("phi_caps");
+  w.number(phi_caps);
   w.key("phi_uniform");
   w.number(phi_uniform);
   w.key("total_ratio");

@@ -40,6 +40,13 @@ TEST_CASE("the JSON report parses and carries ratios, caps, phi and the budget")
   CHECK(tree.get<uint32_t>("dim") == 7850);
   CHECK(tree.get<double>("budget.mean_ratio") == doctest::Approx(0.01));
   CHECK(tree.get<double>("phi") == a.phi);  // shortest round-trip formatting is exact
+  {
+    // Phi of the integer caps sent, written out again (phiReference) from caps / d.
+    std::vector<double> sent;
+    for (uint32_t k : a.caps) sent.push_back(double(k) / 7850.0);
+    CHECK(tree.get<double>("phi_caps") ==
+          doctest::Approx(phiReference({0.5, 0.3, 0.2}, sent)).epsilon(1e-12));
+  }
   CHECK(tree.get<double>("phi_uniform") == doctest::Approx(100.0));
   const auto ratios = arrayOf(tree, "ratios");
   const auto caps = arrayOf(tree, "caps");
