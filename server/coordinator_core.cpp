@@ -620,6 +620,15 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   if (phase_ == Phase::kDone) return out;
   const double now = clock_();
   bool membership_changed = false;
+  // A worker gone for long is forgotten (its entry, counters and id), so that the table, every
+  // round's record and the checkpoint do not grow with each name ever seen. One that returns
+  // within the horizon keeps its id; later it joins as new. A push still in its round stays.
+  const double forget_after =
+      std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds);
+  std::erase_if(workers_, [&](const auto& entry) {
+    const Worker& w = entry.second;
+    return !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > forget_after;
+  });
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
     if (now >= w.last_seen + settings_.worker_patience_seconds) {
@@ -824,8 +833,10 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
     w.rec.link = cw.link();
     w.rec.upload_bytes = cw.upload_bytes();
     w.rec.download_bytes = cw.download_bytes();
-    // Not alive: its ROUTER identity belonged to the previous process. It re-joins by name.
+    // Not alive: its ROUTER identity belonged to the previous process. It re-joins by name, and
+    // is remembered from now on, however long the coordinator was down.
     w.rec.alive = false;
+    w.last_seen = core->clock_();
     w.samples = cw.samples();
   }
   core->next_id_ = c.next_worker_id();

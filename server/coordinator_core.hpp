@@ -120,6 +120,8 @@ class CoordinatorCore {
   uint64_t stepsRefused() const { return steps_refused_; }
   // The most samples a worker may declare in its join: shares then never overflow.
   static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
+  // A worker gone this long (or 10 worker patiences, if longer) is forgotten.
+  static constexpr double kForgetGoneAfterSeconds = 600.0;
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
   size_t aliveWorkers() const;

@@ -554,3 +554,44 @@ TEST_CASE("a join whose worker could not take the model's welcome is refused, sa
   m.envelope.mutable_join()->set_max_message_bytes(model_bytes);
   CHECK(idOf(h.core->onMessage("S", m, 10, h.now), "S") == 0);
 }
+
+TEST_CASE("workers gone for long are forgotten, so the table does not grow with every name seen") {
+  Harness h;
+  h.withTimers(2.0, 3.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  // Forty short-lived workers (killed, never back) join and fall silent.
+  for (int i = 0; i < 40; ++i)
+    idOf(h.join("X" + std::to_string(i), "x" + std::to_string(i), 10), "X" + std::to_string(i));
+  Message hb;
+  hb.envelope = makeEnvelope();
+  hb.envelope.mutable_heartbeat()->set_session(h.session);
+  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  auto beat = [&] { h.core->onMessage("A", hb, 10, h.now); };
+  h.now += 4.0;
+  beat();
+  h.core->onTick();  // marked gone, still known: one coming back now keeps its id
+  CHECK(h.core->aliveWorkers() == 1);
+  CHECK(idOf(h.join("X0b", "x0", 10), "X0b") == 1);
+  // Past the horizon (600 s here: ten patiences are less) the silent ones are forgotten; the
+  // worker that kept sending heartbeats, and the one that came back, stay.
+  for (int t = 0; t < 61; ++t) {
+    h.now += 10.0;
+    beat();
+    h.core->onMessage(
+        "X0b",
+        [&] {
+          Message m = hb;
+          m.envelope.mutable_heartbeat()->set_worker_id(1);
+          return m;
+        }(),
+        10, h.now);
+    h.core->onTick();
+  }
+  CHECK(h.core->aliveWorkers() == 2);
+  // The checkpoint holds the two alone.
+  wire::Checkpoint cp;
+  REQUIRE(cp.ParseFromString(h.core->checkpoint()));
+  CHECK(cp.workers_size() == 2);
+  // A forgotten name that returns joins as a new worker, under a new id.
+  CHECK(idOf(h.join("X5b", "x5", 10), "X5b") == 41);
+}
