@@ -3,8 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <random>
 
@@ -19,11 +17,10 @@
 #include "common/transport/handshake_monitor.hpp"
 #include "common/transport/zap_handler.hpp"
 #include "common/util/checksum.hpp"
+#include "common/util/durable_file.hpp"
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
-#include "common/util/text_file.hpp"
 #include "server/allocate_command.hpp"
-#include "server/checkpoint_file.hpp"
 #include "server/coordinator_core.hpp"
 #include "server/metrics_csv.hpp"
 
@@ -159,8 +156,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::unique_ptr<server::CoordinatorCore> core_ptr;
   bool resumed = false;
   if (!s.checkpoint.path.empty()) {
-    server::checkWritable(s.checkpoint.path);
-    if (auto bytes = server::readFileIfExists(s.checkpoint.path)) {
+    checkWritable(s.checkpoint.path);
+    if (auto bytes = readFileIfExists(s.checkpoint.path)) {
       try {
         core_ptr = server::CoordinatorCore::restore(s, std::move(model), test, session,
                                                     steadySeconds, *bytes);
@@ -188,7 +185,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   auto saveCheckpoint = [&] {
     if (s.checkpoint.path.empty()) return true;
     try {
-      server::writeFileAtomically(s.checkpoint.path, core.checkpoint());
+      writeFileAtomically(s.checkpoint.path, core.checkpoint());
       spdlog::debug("checkpoint written at round {}", core.round());
       checkpoint_failed = false;
     } catch (const std::exception& e) {
@@ -258,7 +255,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   }
   spdlog::info("coordinator listening on {} (session {:x}, {} parameters, waiting for {} workers)",
                endpoint, session, core.parameters().size(), s.min_workers);
-  if (!s.endpoint_file.empty()) writeTextFileAtomically(s.endpoint_file, endpoint + '\n');
+  if (!s.endpoint_file.empty()) writeFileAtomically(s.endpoint_file, endpoint + '\n');
   tel.ready("listening on " + endpoint);
   publish("waiting");
 

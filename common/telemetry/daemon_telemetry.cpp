@@ -2,12 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include "common/telemetry/telemetry_service.hpp"
-#include "common/util/text_file.hpp"
+#include "common/util/durable_file.hpp"
 
 namespace tern::telemetry {
 
@@ -20,7 +18,7 @@ DaemonTelemetry::DaemonTelemetry(const TelemetryOptions& options, Clock clock,
     url_ = "http://" + service_->serve(options_.http_bind);
     spdlog::info("telemetry endpoint on {} (/metrics /status /healthz)", url_);
     if (!options_.http_url_file.empty()) {
-      writeTextFileAtomically(options_.http_url_file, url_ + '\n');
+      writeFileAtomically(options_.http_url_file, url_ + '\n');
     }
   } else if (!options_.http_url_file.empty()) {
     throw std::invalid_argument("--http-url-file needs an HTTP address (--http)");

@@ -81,7 +81,7 @@ set +e
 (cd "$WORK" && timeout 20 "$BIN/tern-coordinator" --config "$WORK/ok_c.yaml" --http 127.0.0.1:0 \
   --http-url-file "$WORK/no-such-dir/url" > "$WORK/out11" 2>&1); rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "no-such-dir/url: cannot write" "$WORK/out11" ||
+[ $rc -eq 1 ] && grep -q "no-such-dir/url.tmp: cannot create" "$WORK/out11" ||
   { cat "$WORK/out11"; fail "a URL file in a missing directory: exit $rc"; }
 # A worker whose max_message_bytes cannot take the model's welcome (31,400 bytes of softmax
 # parameters) is told so at its join and stops (exit 1), rather than waiting for ever.

@@ -1,12 +1,13 @@
 #pragma once
-// Durable checkpoint files for the coordinator daemon. A checkpoint is replaced atomically: the
-// bytes go to a temporary file in the same directory, which is fsynced, renamed over the old
-// file, and the directory is fsynced, so after a crash the path holds either the old or the new
-// checkpoint, never a torn one.
+// Durable files for the daemons: the coordinator's checkpoint, and the small files readers poll
+// for (the bound endpoint, the HTTP URL). A file is replaced atomically: the bytes go to a
+// temporary file in the same directory (mode 0600), which is fsynced, renamed over the old file,
+// and the directory is fsynced, so after a crash the path holds either the old or the new
+// contents, never a torn file, and a reader never sees half of one.
 #include <optional>
 #include <string>
 
-namespace tern::server {
+namespace tern {
 
 // Throws std::runtime_error (with the path and errno text) if any step fails.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
@@ -17,4 +18,4 @@ void checkWritable(const std::string& path);
 // The file's bytes, or nullopt when it does not exist. Throws on any other error.
 std::optional<std::string> readFileIfExists(const std::string& path);
 
-}  // namespace tern::server
+}  // namespace tern

@@ -1,4 +1,4 @@
-#include "server/checkpoint_file.hpp"
+#include "common/util/durable_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-namespace tern::server {
+namespace tern {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
@@ -84,4 +84,4 @@ std::optional<std::string> readFileIfExists(const std::string& path) {
   return out;
 }
 
-}  // namespace tern::server
+}  // namespace tern
