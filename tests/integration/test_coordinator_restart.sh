@@ -30,13 +30,28 @@ coordinator_config() {  # FILE CHECKPOINT
 
 final_accuracy() { sed -n 's/^final: .*test_accuracy=\([0-9.]*\).*/\1/p' "$1"; }
 
+# start_cluster CONFIG CSV NAME PREFIX [FLAG...]: a coordinator (output in NAME.out, NAME.err)
+# and its three workers (PREFIX-w*.out); sets CPID and EP.
+start_cluster() {
+  rm -f "$WORK/endpoint"
+  "$BIN/tern-coordinator" --config "$1" --metrics-csv "$2" "${@:5}" \
+    > "$WORK/$3.out" 2> "$WORK/$3.err" &
+  CPID=$!; PIDS+=($CPID)
+  wait_for_file "$WORK/endpoint"
+  EP=$(cat "$WORK/endpoint")
+  run_workers "$EP" "$4"
+}
+
+wait_rows() {  # CSV N: until the CSV holds more than N lines (header included)
+  for _ in $(seq 1 1200); do
+    [ -s "$1" ] && [ "$(wc -l < "$1")" -gt "$2" ] && return 0
+    sleep 0.05
+  done
+}
+
 # 1. The undisturbed reference, with checkpoints written the same way.
 coordinator_config "$WORK/ref.yaml" "$WORK/ref.ckpt"
-"$BIN/tern-coordinator" --config "$WORK/ref.yaml" --metrics-csv "$WORK/ref.csv" \
-  > "$WORK/ref.out" 2> "$WORK/ref.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-run_workers "$(cat "$WORK/endpoint")" ref
+start_cluster "$WORK/ref.yaml" "$WORK/ref.csv" ref ref
 wait $CPID || { tail -20 "$WORK/ref.out" "$WORK/ref.err"; fail "reference coordinator exited with $?"; }
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a reference worker exited non-zero"; done
 REF_ACC=$(final_accuracy "$WORK/ref.out")
@@ -45,16 +60,8 @@ rm -f "$WORK/endpoint"
 
 # 2. The same run, with the coordinator killed mid-run and restarted on the same endpoint.
 coordinator_config "$WORK/coord.yaml" "$WORK/coord.ckpt"
-"$BIN/tern-coordinator" --config "$WORK/coord.yaml" --metrics-csv "$WORK/before.csv" \
-  > "$WORK/before.out" 2> "$WORK/before.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-EP=$(cat "$WORK/endpoint")
-run_workers "$EP" run
-for _ in $(seq 1 1200); do
-  [ -s "$WORK/before.csv" ] && [ "$(wc -l < "$WORK/before.csv")" -gt "$KILL_AFTER" ] && break
-  sleep 0.05
-done
+start_cluster "$WORK/coord.yaml" "$WORK/before.csv" before run
+wait_rows "$WORK/before.csv" "$KILL_AFTER"
 kill -9 "$CPID"
 wait "$CPID" 2>/dev/null || true
 KILLED_AT=$(($(wc -l < "$WORK/before.csv") - 1))
@@ -111,13 +118,8 @@ timeout 60 "$BIN/tern-coordinator" --config "$WORK/ref.yaml" > "$WORK/again.out"
 grep -q "training had already finished at round $ROUNDS" "$WORK/again.out" ||
   { cat "$WORK/again.out"; fail "restarting a finished run did not say it had finished"; }
 grep -q "^final: rounds=$ROUNDS " "$WORK/again.out" || fail "restarting a finished run trained"
-rm -f "$WORK/endpoint"
 MORE=$((ROUNDS + 10))
-"$BIN/tern-coordinator" --config "$WORK/ref.yaml" --max-rounds "$MORE" \
-  --metrics-csv "$WORK/more.csv" > "$WORK/more.out" 2> "$WORK/more.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-run_workers "$(cat "$WORK/endpoint")" more
+start_cluster "$WORK/ref.yaml" "$WORK/more.csv" more more --max-rounds "$MORE"
 wait $CPID || { tail -20 "$WORK/more.out" "$WORK/more.err"; fail "extended run exited with $?"; }
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker of the extended run exited non-zero"; done
 grep -q "^final: rounds=$MORE " "$WORK/more.out" || { tail "$WORK/more.out"; fail "the extended run did not reach round $MORE"; }
@@ -127,19 +129,10 @@ FIRST=$(sed -n 2p "$WORK/more.csv" | cut -d, -f1)
 # 4. SIGTERM with checkpoints is a pause: the coordinator writes its checkpoint at the round it
 # stopped in and exits 0 without telling the workers to finish; they wait, re-join the restarted
 # coordinator, and training goes on from that round, nothing redone.
-rm -f "$WORK/endpoint"
 coordinator_config "$WORK/pause.yaml" "$WORK/pause.ckpt"
 sed -i 's/every: 5}/every: 50}/' "$WORK/pause.yaml"
-"$BIN/tern-coordinator" --config "$WORK/pause.yaml" --metrics-csv "$WORK/pause.csv" \
-  > "$WORK/pause1.out" 2> "$WORK/pause1.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-EP=$(cat "$WORK/endpoint")
-run_workers "$EP" pause
-for _ in $(seq 1 1200); do
-  [ -s "$WORK/pause.csv" ] && [ "$(wc -l < "$WORK/pause.csv")" -gt 60 ] && break
-  sleep 0.05
-done
+start_cluster "$WORK/pause.yaml" "$WORK/pause.csv" pause1 pause
+wait_rows "$WORK/pause.csv" 60
 kill -TERM "$CPID"
 wait "$CPID" || fail "the paused coordinator exited with $?"
 STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/pause1.out")
