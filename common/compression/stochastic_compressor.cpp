@@ -42,11 +42,24 @@ double StochasticCompressor::solveLambda(std::span<const float> g, uint32_t expe
   std::vector<double> mags(top_.size());
   for (size_t i = 0; i < top_.size(); ++i) mags[i] = std::fabs(double(top_values_[i]));
   std::sort(mags.begin(), mags.end(), std::greater<double>());
-  double rest = total;
+  // The sum of the magnitudes below the m largest, built up from the small end: subtracting
+  // the largest from the total would cancel catastrophically when one magnitude dwarfs the
+  // rest (1e30 against ones: the total has no trace of them left).
+  const double kth = mags.back();
+  double below = 0.0;
+  size_t ties = 0;
+  for (float x : g) {
+    const double a = std::fabs(double(x));
+    if (a < kth) below += a;
+    ties += a == kth;
+  }
+  const size_t ties_kept = size_t(std::count(mags.begin(), mags.end(), kth));
+  std::vector<double> rest(mags.size() + 1);
+  rest[mags.size()] = below + double(ties - ties_kept) * kth;
+  for (size_t m = mags.size(); m-- > 0;) rest[m] = rest[m + 1] + mags[m];
   for (uint32_t m = 0; m < expected; ++m) {
-    const double lambda = double(expected - m) / rest;
+    const double lambda = double(expected - m) / rest[m];
     if (lambda * mags[m] < 1.0 || m + 1 == expected) return lambda;
-    rest -= mags[m];
   }
   return double(expected) / total;  // unreachable: the loop returns at m = T - 1
 }

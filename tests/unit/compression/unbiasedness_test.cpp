@@ -96,6 +96,27 @@ TEST_CASE("stochastic sparsification chooses lambda with sum min(1, lambda |g_j|
   }
 }
 
+TEST_CASE("stochastic sparsification keeps its expected count when one magnitude dwarfs the rest") {
+  // 1e30 next to magnitudes of about one: in double the plain total has no trace of the small
+  // ones, and lambda taken from (total - 1e30) came out infinite, sending all d coordinates.
+  StochasticCompressor c;
+  auto g = gaussianGradient(1000, 4);
+  g[3] = 1e30f;
+  g[600] = -3e29f;
+  for (uint32_t t : {2u, 3u, 10u, 100u}) {
+    CAPTURE(t);
+    const double lambda = c.solveLambda(g, t);
+    REQUIRE(std::isfinite(lambda));
+    double sum = 0.0;
+    for (float x : g) sum += std::min(1.0, lambda * std::fabs(double(x)));
+    CHECK(sum == doctest::Approx(double(t)).epsilon(1e-9));
+    tern::Rng rng(t);
+    const Compressed out = c.compress(g, t, rng);
+    // Two saturate; the rest is a sum of independent Bernoullis with mean t - 2 <= 98.
+    CHECK(out.decoded.indices.size() <= t + 5.0 * std::sqrt(double(t)) + 5.0);
+  }
+}
+
 TEST_CASE("stochastic sparsification is unbiased and sends T coordinates on average") {
   const size_t d = 60;
   const uint32_t t = 10;
