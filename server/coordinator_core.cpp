@@ -77,10 +77,18 @@ const char* invalidLinkModel(const wire::LinkModel& l, size_t max_message_bytes)
   constexpr double kMaxSeconds = 86400.0;
   if (l.b_seconds_per_packet() < 0 || l.b_seconds_per_packet() > kMaxSeconds)
     return "b out of range";
-  if (l.samples() > 0 && (l.packet_bytes() < 64 || l.packet_bytes() > 65536)) {
+  const bool measured = l.samples() > 0 || l.b_seconds_per_packet() > 0;
+  if (measured && (l.packet_bytes() < 64 || l.packet_bytes() > 65536)) {
     return "packet size out of range";
   }
-  const double packet_bytes = l.samples() > 0 ? l.packet_bytes() : 1448.0;
+  const double packet_bytes = measured ? l.packet_bytes() : 1448.0;
+  // b = 0 reads "not measured"; a measured b faster than any link (a packet at 1 Tbit/s; the
+  // worker's own fit stops at 100 Gbit/s) would be priced as free by the allocator.
+  constexpr double kFastestBitsPerSecond = 1e12;
+  if (l.b_seconds_per_packet() > 0 &&
+      l.b_seconds_per_packet() < packet_bytes * 8.0 / kFastestBitsPerSecond) {
+    return "b faster than any link";
+  }
   const double max_packets = std::ceil(double(max_message_bytes) / packet_bytes);
   const double floor_a = -l.b_seconds_per_packet() * std::max(1.0, max_packets);
   const double slack = 1e-9 * std::abs(floor_a) + 1e-15;  // rounding of a = -b x

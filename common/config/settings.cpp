@@ -145,6 +145,11 @@ void readAllocation(MapReader m, AllocationSettings& s) {
   b.bytes_per_coordinate =
       m.inRange<uint32_t>("bytes_per_coordinate",
                           m.get<uint32_t>("bytes_per_coordinate", b.bytes_per_coordinate), 1, 64);
+  if (s.method == "dagc-a" && !(b.mean_threshold > 0.0)) {
+    m.fail(
+        m.has("mean_threshold") ? "mean_threshold" : "method",
+        "'dagc-a' sets each worker's threshold from the mean one: it needs 'mean_threshold' > 0");
+  }
   if (b.whole_packets && !(b.seconds_per_round > 0.0)) {
     m.fail("whole_packets",
            "'whole_packets' prices uploads in link seconds: it needs 'seconds_per_round' > 0");

@@ -234,6 +234,26 @@ TEST_CASE("whole-packet pricing is read, and refused without a link-seconds budg
   CHECK(error.find("needs 'seconds_per_round'") != std::string::npos);
 }
 
+TEST_CASE(
+    "dagc-a is refused at load time without a mean threshold, where its allocator would throw at "
+    "the first join") {
+  auto ok = loadCoordinatorSettings(writeTemp(
+      "dagc-a.yaml", "security: none\nallocation: {method: dagc-a, mean_threshold: 0.01}\n"));
+  CHECK(ok.allocation.budget.mean_threshold == doctest::Approx(0.01));
+  const std::string missing = errorOf([&] {
+    loadCoordinatorSettings(
+        writeTemp("dagc-a-bad.yaml", "security: none\nallocation:\n  method: dagc-a\n"));
+  });
+  CHECK(missing.find("dagc-a-bad.yaml:3:") != std::string::npos);
+  CHECK(missing.find("needs 'mean_threshold' > 0") != std::string::npos);
+  const std::string zero = errorOf([&] {
+    loadCoordinatorSettings(
+        writeTemp("dagc-a-zero.yaml",
+                  "security: none\nallocation:\n  method: dagc-a\n  mean_threshold: 0\n"));
+  });
+  CHECK(zero.find("dagc-a-zero.yaml:4:") != std::string::npos);
+}
+
 TEST_CASE("the hybrid's drift factor is read, and refused between 0 and 1") {
   const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
   auto w = loadWorkerSettings(writeTemp(

@@ -287,6 +287,10 @@ TEST_CASE("a link model no link could have is dropped and counted, and its gradi
       {"negative stderr", withLink(1, 1e-3, 1e-3, 0.9, -1e-4, 0, 1448)},
       {"r2 above 1", withLink(1, 1e-3, 1e-3, 1.5, 0, 0, 1448)},
       {"packet of 8 bytes", withLink(1, 1e-3, 1e-3, 0.9, 0, 0, 8)},
+      // A 1448-byte packet in 1e-300 s (the allocator would give such a worker every
+      // coordinate for free); 1 Tbit/s is the floor: 1.16e-8 s.
+      {"b of 1e-300 s", withLink(1, 1e-3, 1e-300, 0.9, 0, 0, 1448)},
+      {"b just under a packet at 1 Tbit/s", withLink(1, 1e-3, 1.1e-8, 0.9, 0, 0, 1448)},
   };
   for (auto& c : bad) {
     CAPTURE(c.what);
