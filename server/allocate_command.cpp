@@ -26,6 +26,14 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
   app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round");
   app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round");
   app.add_option("--mean-threshold", o.mean_threshold, "lambda_bar for dagc-a");
+  app.add_option("--bytes-per-coordinate", o.bytes_per_coordinate,
+                 "wire bytes a kept coordinate costs (a running coordinator measures it)")
+      ->check(CLI::Range(0.125, 64.0));
+  app.add_option("--bytes-per-push", o.bytes_per_push,
+                 "wire bytes a push costs besides its coordinates (envelope, frames)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--packet-bytes", o.packet_bytes, "payload bytes per packet")
+      ->check(CLI::Range(64, 65536));
   app.add_option("--dim", o.dim, "model dimension d")->required();
   app.add_option("--method", o.method, "uniform|dagc-r|dagc-a|dagc-opt|cost-aware");
 }
@@ -71,6 +79,9 @@ int runAllocate(const AllocateOptions& o) {
   b.deadline_seconds = o.deadline;
   b.round_overhead_seconds = o.round_overhead;
   b.whole_packets = o.whole_packets;
+  b.bytes_per_coordinate = o.bytes_per_coordinate;
+  b.bytes_per_push = o.bytes_per_push;
+  b.packet_bytes = o.packet_bytes;
   auto allocator = allocation::makeAllocator(o.method);
   auto plan = allocator->allocate(loads, o.dim, b);
   std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;

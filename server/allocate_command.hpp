@@ -18,6 +18,9 @@ struct AllocateOptions {
   double deadline = 0.0;
   double round_overhead = 0.0;
   bool whole_packets = false;
+  double bytes_per_coordinate = 8.0;
+  double bytes_per_push = 0.0;
+  uint32_t packet_bytes = 1448;
   uint32_t dim = 0;
   std::string method = "uniform";
 };

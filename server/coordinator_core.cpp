@@ -285,13 +285,53 @@ void CoordinatorCore::reallocate() {
     l.seconds_fixed = w->rec.link.a_seconds();
     loads.push_back(l);
   }
-  auto plan = allocator_->allocate(loads, uint32_t(params_.size()), settings_.allocation.budget);
+  allocation::Budget budget = settings_.allocation.budget;
+  if (settings_.allocation.measure_push_bytes && push_bytes_known_) {
+    budget.bytes_per_coordinate = push_coordinate_bytes_;
+    budget.bytes_per_push = push_fixed_bytes_;
+  }
+  auto plan = allocator_->allocate(loads, uint32_t(params_.size()), budget);
+  planned_budget_ = budget;
+  link_moved_ = false;
   for (size_t i = 0; i < alive.size(); ++i) {
+    alive[i]->planned_seconds_per_packet = alive[i]->rec.link.b_seconds_per_packet();
     alive[i]->rec.share = loads[i].share;
     alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());
     alive[i]->rec.threshold = i < plan.thresholds.size() ? plan.thresholds[i] : 0.0;
   }
   rounds_since_alloc_ = 0;
+}
+
+bool CoordinatorCore::planInputsMoved() {
+  const auto& budget = settings_.allocation.budget;
+  bool moved = link_moved_;
+  if (round_pushes_ > 0 && round_coordinates_ > 0.0) {
+    const double fixed = round_fixed_bytes_ / double(round_pushes_);
+    const double per_coordinate = round_payload_bytes_ / round_coordinates_;
+    // A running mean over rounds: stochastic compressors send a varying count.
+    constexpr double kWeight = 0.25;
+    push_fixed_bytes_ =
+        push_bytes_known_ ? (1 - kWeight) * push_fixed_bytes_ + kWeight * fixed : fixed;
+    push_coordinate_bytes_ = push_bytes_known_
+                                 ? (1 - kWeight) * push_coordinate_bytes_ + kWeight * per_coordinate
+                                 : per_coordinate;
+    push_bytes_known_ = true;
+  }
+  round_fixed_bytes_ = round_payload_bytes_ = round_coordinates_ = 0.0;
+  round_pushes_ = 0;
+  // Push bytes only matter to a budget in bytes or one priced per coordinate in link seconds;
+  // they moved when the caps now planned would cost 10% more or less than planned.
+  const bool priced_in_bytes = budget.bytes_per_round > 0.0 || budget.seconds_per_round > 0.0;
+  if (settings_.allocation.measure_push_bytes && push_bytes_known_ && priced_in_bytes) {
+    double planned = 0.0, now = 0.0;
+    for (const auto& [id, w] : workers_) {
+      if (!w.rec.alive) continue;
+      planned += planned_budget_.bytes_per_push + planned_budget_.bytes_per_coordinate * w.rec.cap;
+      now += push_fixed_bytes_ + push_coordinate_bytes_ * w.rec.cap;
+    }
+    if (planned > 0.0 && std::abs(now / planned - 1.0) > kReplanPushBytesChange) moved = true;
+  }
+  return moved;
 }
 
 Message CoordinatorCore::roundStartFor(const Worker& w) const {
@@ -350,6 +390,15 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
                       std::string("link model dropped: ") + why);
     } else {
       w->rec.link = push.link();
+      // Only cost-aware plans with the links: a first fit, or b moved by a quarter since the
+      // plan, re-plans at the round's close (joins alone would plan with the models of the
+      // calibration train, or with none).
+      if (settings_.allocation.method == "cost-aware") {
+        const double was = w->planned_seconds_per_packet;
+        const double b = push.link().b_seconds_per_packet();
+        if ((was > 0.0) != (b > 0.0) || (was > 0.0 && std::abs(b / was - 1.0) > kReplanLinkChange))
+          link_moved_ = true;
+      }
     }
   }
   auto withNotice = [&](std::vector<Outgoing> out) {
@@ -404,6 +453,10 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
                                  "gradient rejected: " + decoded.error));
   }
   w->pending = std::move(*decoded.value);
+  round_fixed_bytes_ += double(wire_bytes) - double(std::min(wire_bytes, msg.payload.size()));
+  round_payload_bytes_ += double(msg.payload.size());
+  round_coordinates_ += double(w->pending->nonZeros());
+  ++round_pushes_;
   w->loss = push.local_loss();
   w->rec.pushed = true;
   recordReport(*w, push);
@@ -582,8 +635,11 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
       (settings_.checkpoint.every > 0 && round_ % settings_.checkpoint.every == 0)) {
     checkpoint_due_ = true;
   }
-  if (settings_.allocation.reallocate_every > 0 &&
-      rounds_since_alloc_ >= settings_.allocation.reallocate_every) {
+  if (planInputsMoved()) {
+    ++input_replans_;
+    reallocate();
+  } else if (settings_.allocation.reallocate_every > 0 &&
+             rounds_since_alloc_ >= settings_.allocation.reallocate_every) {
     reallocate();
   }
   if (last || reached) {

@@ -75,6 +75,10 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
   c.allocation.budget.seconds_per_round = run.seconds_per_round;
   c.allocation.budget.whole_packets = run.whole_packets;
   c.allocation.reallocate_every = run.reallocate_every;
+  // The study's budgets are volumes of coordinates (and their link seconds at the configured
+  // 8 bytes each, uniformLinkSeconds), the same for every method: not re-priced by what the
+  // pushes measure.
+  c.allocation.measure_push_bytes = false;
   c.test_data = data.test();
   c.logging.level = "warn";
 

@@ -26,11 +26,16 @@ struct Budget {
   // itself, minimising Phi * (round_overhead_seconds + slowest upload a_i + b_i * k_i), the
   // key factor times the round time of a synchronous round (0 = off).
   double round_overhead_seconds = 0.0;
-  uint32_t bytes_per_coordinate = 8;  // wire bytes one kept coordinate costs (index + value)
+  // What a push costs on the wire: bytes_per_push + bytes_per_coordinate * k for k kept
+  // coordinates (index + value; the coordinator measures both from the pushes it receives
+  // unless allocation.bytes_per_coordinate is configured, which keeps bytes_per_push at 0).
+  double bytes_per_coordinate = 8.0;
+  double bytes_per_push = 0.0;
   uint32_t packet_bytes = 1448;
   // cost-aware under seconds_per_round: price uploads in whole packets as the link model does
   // (a_i + b_i * ceil(bytes / packet_bytes)) rather than per coordinate, so every cap fills the
-  // packets it pays for: caps are multiples of floor(packet_bytes / bytes_per_coordinate) (or d),
+  // packets it pays for: caps are multiples of
+  // floor((packet_bytes - bytes_per_push) / bytes_per_coordinate) (or d),
   // at least one packet each. Ignored without a seconds budget or fitted links.
   bool whole_packets = false;
 };

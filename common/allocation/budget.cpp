@@ -48,11 +48,15 @@ double totalRatioBudget(std::size_t n, uint32_t dim, const Budget& budget) {
   if (dim == 0) throw std::invalid_argument("allocation: model dimension must be positive");
   double total = 0.0;
   if (budget.bytes_per_round > 0.0) {
-    if (budget.bytes_per_coordinate == 0) {
-      throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+    if (!(budget.bytes_per_coordinate > 0.0) || !(budget.bytes_per_push >= 0.0)) {
+      throw std::invalid_argument(
+          "allocation: bytes_per_coordinate must be positive and bytes_per_push >= 0");
     }
-    total = budget.bytes_per_round /
-            (static_cast<double>(dim) * static_cast<double>(budget.bytes_per_coordinate));
+    // Every push pays its fixed bytes first; what is left buys coordinates (none when the
+    // fixed bytes alone exceed the budget: every worker then gets the floor of one).
+    const double for_coordinates =
+        std::max(0.0, budget.bytes_per_round - static_cast<double>(n) * budget.bytes_per_push);
+    total = for_coordinates / (static_cast<double>(dim) * budget.bytes_per_coordinate);
   } else if (budget.mean_ratio > 0.0 && std::isfinite(budget.mean_ratio)) {
     total = static_cast<double>(n) * budget.mean_ratio;
   } else {

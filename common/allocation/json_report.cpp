@@ -186,7 +186,9 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.key("round_overhead_seconds");
   w.number(budget.round_overhead_seconds);
   w.key("bytes_per_coordinate");
-  w.integer(budget.bytes_per_coordinate);
+  w.number(budget.bytes_per_coordinate);
+  w.key("bytes_per_push");
+  w.number(budget.bytes_per_push);
   w.key("packet_bytes");
   w.integer(budget.packet_bytes);
   w.key("whole_packets");
@@ -211,7 +213,7 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.key("total_coordinates");
   w.integer(total_caps);
   w.key("total_bytes");
-  w.integer(total_caps * budget.bytes_per_coordinate);
+  w.number(double(total_caps) * budget.bytes_per_coordinate + double(n) * budget.bytes_per_push);
   w.array("shares", shares);
   w.array("ratios", allocation.ratios);
   w.array("caps", allocation.caps);

@@ -30,8 +30,10 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   if (budget.packet_bytes == 0) {
     throw std::invalid_argument("allocation: packet_bytes must be positive");
   }
-  const double packets_per_coordinate =
-      static_cast<double>(budget.bytes_per_coordinate) / budget.packet_bytes;
+  if (!(budget.bytes_per_coordinate > 0.0)) {
+    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+  }
+  const double packets_per_coordinate = budget.bytes_per_coordinate / budget.packet_bytes;
   LinkCosts links;
   std::vector<double> known_b;
   std::vector<double> known_a;
@@ -70,10 +72,15 @@ double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
 }
 
 uint32_t coordinatesPerPacket(const Budget& budget) {
-  if (budget.bytes_per_coordinate == 0) {
-    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+  if (!(budget.bytes_per_coordinate > 0.0) || !(budget.bytes_per_push >= 0.0)) {
+    throw std::invalid_argument(
+        "allocation: bytes_per_coordinate must be positive and bytes_per_push >= 0");
   }
-  return std::max<uint32_t>(1, budget.packet_bytes / budget.bytes_per_coordinate);
+  // The first packet also carries the push's fixed bytes; later ones have room to spare, so
+  // m of these units always fit in m packets.
+  const double room = static_cast<double>(budget.packet_bytes) - budget.bytes_per_push;
+  const double fit = std::floor(room / budget.bytes_per_coordinate * (1.0 + 1e-12));
+  return static_cast<uint32_t>(std::clamp(fit, 1.0, double(UINT32_MAX)));
 }
 
 bool pricesWholePackets(const Budget& budget) {

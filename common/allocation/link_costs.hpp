@@ -26,7 +26,8 @@ struct LinkCosts {
   double uploadSeconds(std::size_t worker, uint32_t k) const;
 };
 
-// Coordinates that fit in one packet: floor(packet_bytes / bytes_per_coordinate), at least 1.
+// Coordinates that fit in one packet beside the push's fixed bytes:
+// floor((packet_bytes - bytes_per_push) / bytes_per_coordinate), at least 1.
 uint32_t coordinatesPerPacket(const Budget& budget);
 
 // True when cost-aware prices in whole packets: Budget::whole_packets with a link-seconds budget.

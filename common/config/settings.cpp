@@ -142,9 +142,12 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
+  // Absent: the coordinator measures what its workers' pushes cost (the default until the
+  // first pushes arrive); given: that price, and no fixed bytes per push.
+  s.measure_push_bytes = !m.has("bytes_per_coordinate");
   b.bytes_per_coordinate =
-      m.inRange<uint32_t>("bytes_per_coordinate",
-                          m.get<uint32_t>("bytes_per_coordinate", b.bytes_per_coordinate), 1, 64);
+      m.inRange("bytes_per_coordinate",
+                m.get<double>("bytes_per_coordinate", b.bytes_per_coordinate), 0.125, 64.0);
   if (s.method == "dagc-a" && !(b.mean_threshold > 0.0)) {
     m.fail(
         m.has("mean_threshold") ? "mean_threshold" : "method",

@@ -37,7 +37,13 @@ struct TrainingSettings {
 struct AllocationSettings {
   std::string method = "uniform";
   allocation::Budget budget;
-  uint64_t reallocate_every = 0;  // 0 = only on membership change
+  // Re-plan every this many rounds (0 = never on a schedule). Membership changes re-plan at
+  // once; changed plan inputs (a link model or the measured push bytes) at the round's close.
+  uint64_t reallocate_every = 0;
+  // Price pushes by what the workers' pushes measurably cost on the wire (budget.bytes_per_push
+  // + budget.bytes_per_coordinate * k, re-measured as pushes arrive) rather than by the
+  // configured bytes_per_coordinate.
+  bool measure_push_bytes = true;
 };
 
 // Where and how often the coordinator saves its state to resume after a restart. Empty path:

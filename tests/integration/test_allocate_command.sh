@@ -35,6 +35,21 @@ assert sum(d["caps"]) <= math.floor(B * 7850), d["caps"]
 print(f"dagc-r ratios {[round(x, 6) for x in delta]}, Phi {phi:.4f}, caps {d['caps']}")
 PY
 
+# A byte budget pays each push's fixed bytes first: (6000 - 3 * 100) / 4.6 coordinates, split
+# evenly; the total is reported in bytes with the fixed ones.
+"$BIN/tern-coordinator" allocate --shares 1,1,1 --bytes-per-round 6000 --bytes-per-push 100 \
+  --bytes-per-coordinate 4.6 --dim 100000 --method uniform > "$WORK/bytes.json" \
+  || fail "byte-budget plan exited $?"
+python3 - "$WORK/bytes.json" <<'PY'
+import json, math, sys
+b = json.load(open(sys.argv[1]))
+each = math.floor((6000 - 3 * 100) / 4.6 / 3)
+assert b["caps"] == [each] * 3, (b["caps"], each)
+assert abs(b["total_bytes"] - (3 * 100 + 3 * each * 4.6)) < 1e-6, b["total_bytes"]
+assert b["budget"]["bytes_per_push"] == 100 and b["budget"]["bytes_per_coordinate"] == 4.6
+print(f"byte budget: caps {b['caps']}, {b['total_bytes']:.1f} bytes of 6000")
+PY
+
 check_refused() {  # MESSAGE ARGS...
   local msg=$1; shift
   set +e

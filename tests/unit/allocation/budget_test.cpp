@@ -147,3 +147,37 @@ TEST_CASE("rounding slack absorbs floating-point error, never whole coordinates 
   CHECK(total <= uint64_t(1.5 * double(d)));
   CHECK(total + 3 >= uint64_t(1.5 * double(d)));
 }
+
+TEST_CASE("a byte budget pays each push's fixed bytes before it buys coordinates") {
+  // Every push costs bytes_per_push + bytes_per_coordinate * k; for every method the caps cost
+  // at most the budget when priced that way, and a uniform plan spends nearly all of it.
+  const uint32_t dim = 10000;
+  for (double per_push : {0.0, 60.0, 125.0}) {
+    for (double per_coordinate : {1.1, 4.6, 8.0}) {
+      Budget budget;
+      budget.bytes_per_round = 6000.0;
+      budget.bytes_per_push = per_push;
+      budget.bytes_per_coordinate = per_coordinate;
+      const std::vector<double> p = {0.1, 0.2, 0.3, 0.4};
+      for (const std::string& method : {"uniform", "dagc-r", "dagc-opt"}) {
+        CAPTURE(method);
+        CAPTURE(per_push);
+        CAPTURE(per_coordinate);
+        const Allocation a = makeAllocator(method)->allocate(loads(p), dim, budget);
+        double bytes = 0.0;
+        for (uint32_t k : a.caps) bytes += per_push + per_coordinate * k;
+        CHECK(bytes <= budget.bytes_per_round + 1e-6);
+        // Rounding loses less than one coordinate a worker.
+        if (method == std::string("uniform")) {
+          CHECK(bytes > budget.bytes_per_round - 4 * per_coordinate - 1e-6);
+        }
+      }
+    }
+  }
+  // Fixed bytes beyond the budget leave the floor of one coordinate each.
+  Budget tight;
+  tight.bytes_per_round = 100.0;
+  tight.bytes_per_push = 60.0;
+  const Allocation floor = makeAllocator("uniform")->allocate(loads({0.5, 0.5}), dim, tight);
+  CHECK(floor.caps == std::vector<uint32_t>{1, 1});
+}

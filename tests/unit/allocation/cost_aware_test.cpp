@@ -5,6 +5,7 @@
 
 #include "allocation_test_support.hpp"
 #include "common/allocation/allocator.hpp"
+#include "common/allocation/link_costs.hpp"
 
 using namespace tern::allocation;
 using namespace tern::allocation::testing;
@@ -352,4 +353,22 @@ TEST_CASE("whole packets on equal links fill one packet each when the budget buy
       makeAllocator("cost-aware")->allocate(loads(p, std::vector<double>(4, 0.0116)), 7850, budget);
   CHECK(sum(linear.caps) <= 4 * 181);
   CHECK(linear.caps[3] < 181);
+}
+
+TEST_CASE("a packet holds the most coordinates that fit beside the push's fixed bytes") {
+  // Brute force: the largest k with bytes_per_push + bytes_per_coordinate * k <= packet_bytes.
+  for (double per_push : {0.0, 57.0, 125.0, 1448.0, 2000.0}) {
+    for (double per_coordinate : {0.74, 1.1, 4.6, 5.0, 8.0, 14.0}) {
+      Budget budget;
+      budget.bytes_per_push = per_push;
+      budget.bytes_per_coordinate = per_coordinate;
+      uint32_t best = 0;
+      for (uint32_t k = 1; k <= 4000; ++k) {
+        if (per_push + per_coordinate * k <= budget.packet_bytes) best = k;
+      }
+      CAPTURE(per_push);
+      CAPTURE(per_coordinate);
+      CHECK(coordinatesPerPacket(budget) == std::max<uint32_t>(1, best));
+    }
+  }
 }

@@ -414,11 +414,17 @@ TEST_CASE("a simulator file refuses the keys only a daemon uses, at their line")
         }).rfind(w + ":2:16: 'worker.coordinator' is for tern-worker's own file", 0) == 0);
 }
 
-TEST_CASE("allocation.bytes_per_coordinate is read and checked") {
-  auto f = writeTemp("bpc.yaml", "security: none\nallocation: {bytes_per_coordinate: 5}\n");
-  CHECK(loadCoordinatorSettings(f).allocation.budget.bytes_per_coordinate == 5);
+TEST_CASE("allocation.bytes_per_coordinate is read and checked, and measured when absent") {
+  auto f = writeTemp("bpc.yaml", "security: none\nallocation: {bytes_per_coordinate: 1.1}\n");
+  const auto given = loadCoordinatorSettings(f).allocation;
+  CHECK(given.budget.bytes_per_coordinate == doctest::Approx(1.1));
+  CHECK_FALSE(given.measure_push_bytes);
+  const auto absent =
+      loadCoordinatorSettings(writeTemp("bpc-none.yaml", "security: none\n")).allocation;
+  CHECK(absent.measure_push_bytes);
+  CHECK(absent.budget.bytes_per_coordinate == 8.0);
   auto g = writeTemp("bpc0.yaml", "security: none\nallocation: {bytes_per_coordinate: 0}\n");
   CHECK(errorOf([&] {
           loadCoordinatorSettings(g);
-        }).find("'bytes_per_coordinate' must be in [1, 64]") != std::string::npos);
+        }).find("'bytes_per_coordinate' must be in [0.125") != std::string::npos);
 }

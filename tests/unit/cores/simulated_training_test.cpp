@@ -1,6 +1,7 @@
 // The real cores, driven by the simulator on synthetic data: no files, no sockets, no clock.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/ml/data_source.hpp"
@@ -149,6 +150,9 @@ TEST_CASE("cost-aware with whole packets gives measured workers whole packets wi
   // packets of the slow link's, shared by four workers.
   s.links = {config::SimLink{2.0, 5.0, 0.01}, config::SimLink{20.0, 5.0, 0.01}};
   budget.seconds_per_round = 0.035;
+  // Priced at a configured 8 bytes a coordinate (181 to a packet); measured push bytes have a
+  // test of their own below.
+  s.coordinator.allocation.measure_push_bytes = false;
   s.worker.link.measure = true;
   auto t = runSim(s);
   REQUIRE(t.rows.size() == 30);
@@ -170,6 +174,76 @@ TEST_CASE("cost-aware with whole packets gives measured workers whole packets wi
   // The caps were planned at the last reallocation from the fits of then; the fits shown now
   // have moved a little since, hence the slack.
   CHECK(spent <= budget.seconds_per_round * 1.1);
+}
+
+namespace {
+
+// Median of the upload bytes each round sent, from `from` on (the rows count them cumulatively).
+double medianRoundUpload(const std::vector<server::RoundRecord>& rows, size_t from) {
+  std::vector<double> per_round;
+  for (size_t r = std::max<size_t>(from, 1); r < rows.size(); ++r) {
+    per_round.push_back(double(rows[r].upload_bytes - rows[r - 1].upload_bytes));
+  }
+  std::sort(per_round.begin(), per_round.end());
+  return per_round[per_round.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("a byte budget is spent as budgeted once the coordinator measures what pushes cost") {
+  // Top-k's pushes cost about 5 bytes a coordinate plus each message's envelope and frames;
+  // planned at a configured 8 bytes a coordinate and nothing per push, the rounds send about
+  // 70% of the budget (the caps of one push are far fewer coordinates than the budget buys).
+  auto s = smallRun("topk", 40);
+  s.train_data.features = 400;  // 1604 parameters
+  s.coordinator.test_data = s.train_data;
+  s.worker.link.measure = false;  // the pushes alone: no calibration probes
+  const double budget = 3600.0;
+  s.coordinator.allocation.budget.bytes_per_round = budget;
+  auto fixed = s;
+  fixed.coordinator.allocation.measure_push_bytes = false;
+  const auto measured_run = runSim(s);
+  const auto fixed_run = runSim(fixed);
+  REQUIRE(measured_run.rows.size() == 40);
+  REQUIRE(fixed_run.rows.size() == 40);
+  CHECK(measured_run.result.replica_mismatches == 0);
+  const double spent_measured = medianRoundUpload(measured_run.rows, 5);
+  const double spent_fixed = medianRoundUpload(fixed_run.rows, 5);
+  CAPTURE(spent_measured);
+  CAPTURE(spent_fixed);
+  CHECK(spent_fixed < 0.8 * budget);
+  CHECK(spent_measured >= 0.9 * budget);
+  CHECK(spent_measured <= 1.03 * budget);
+}
+
+TEST_CASE("cost-aware re-plans once the links are measured, without a re-planning schedule") {
+  // The plan made at the joins knows no link; the first fitted models (and any b that moves
+  // by a quarter) re-plan at the round's close. Links of 2 and 20 Mbit/s alternate.
+  auto s = smallRun("topk", 20);
+  s.train_data.features = 400;  // 1604 parameters: the budget buys a part of them
+  s.coordinator.test_data = s.train_data;
+  s.coordinator.allocation.method = "cost-aware";
+  s.coordinator.allocation.reallocate_every = 0;
+  s.coordinator.allocation.budget.seconds_per_round = 0.01;
+  s.worker.partition.dirichlet_alpha = 0.0;  // equal shares: only the links tell workers apart
+  s.links = {config::SimLink{2.0, 5.0, 0.01}, config::SimLink{20.0, 5.0, 0.01}};
+  s.worker.link.measure = true;
+  const auto t = runSim(s);
+  REQUIRE(t.rows.size() == 20);
+  const auto& last = t.rows.back().workers;
+  REQUIRE(last.size() == 4);
+  // One worker's link is 2 Mbit/s, the others' 20 Mbit/s: the one whose fitted b is ten times
+  // the others' ends with a smaller cap than each of them (the plans made at the joins, before
+  // any fit, gave all four the same).
+  const auto slow = std::max_element(last.begin(), last.end(), [](const auto& a, const auto& b) {
+    return a.link.b_seconds_per_packet() < b.link.b_seconds_per_packet();
+  });
+  for (const auto& w : last) {
+    if (w.id == slow->id) continue;
+    CAPTURE(w.id);
+    CHECK(slow->link.b_seconds_per_packet() > 5.0 * w.link.b_seconds_per_packet());
+    CHECK(w.cap > slow->cap);
+  }
 }
 
 TEST_CASE("the simulated time ends when the last update reaches the last worker") {
