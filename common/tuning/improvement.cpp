@@ -35,17 +35,27 @@ double topTImprovement(const MagnitudeProfile& p, size_t T, double L) {
 
 double topTStep(double L) { return 1.0 / L; }
 
+namespace {
+
+// S+Q sends signs of the non-zero coordinates among the top T only (an exact zero has no sign):
+// beyond the non-zeros, T adds nothing to S1 and the scale averages over the ones sent.
+double signsSent(const MagnitudeProfile& p, size_t T) {
+  return static_cast<double>(std::max<size_t>(1, std::min(T, p.nonZeros())));
+}
+
+}  // namespace
+
 double signScaleImprovement(const MagnitudeProfile& p, size_t T, double L) {
   const double s1 = p.s1(T);
-  return s1 * s1 / (2.0 * L * static_cast<double>(T));
+  return s1 * s1 / (2.0 * L * signsSent(p, T));
 }
 
 double signScaleStep(const MagnitudeProfile& p, size_t T, double L, double scale) {
   if (!(scale > 0.0)) return 0.0;  // nothing to step along
-  return p.s1(T) / (L * static_cast<double>(T) * scale);
+  return p.s1(T) / (L * signsSent(p, T) * scale);
 }
 
-double signScaleOf(const MagnitudeProfile& p, size_t T) { return p.s1(T) / static_cast<double>(T); }
+double signScaleOf(const MagnitudeProfile& p, size_t T) { return p.s1(T) / signsSent(p, T); }
 
 size_t stochasticSaturated(const MagnitudeProfile& p, size_t T) {
   assert(T >= 1 && T <= p.sortedCount());
@@ -174,7 +184,7 @@ double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo
     }
     case Scheme::kSignScale: {
       const double s1 = hi <= k ? p.s1(hi) : std::min(p.totalL1(), p.s1(k) + extra * a_k);
-      return s1 * s1 / (2.0 * L * static_cast<double>(lo));
+      return s1 * s1 / (2.0 * L * signsSent(p, lo));
     }
     case Scheme::kStochastic: {
       if (hi <= k || hi >= p.nonZeros()) return stochasticImprovement(p, hi, L);
@@ -199,7 +209,8 @@ double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L) {
     case Scheme::kStochastic:  // omega(d) = 1: every non-zero is sent exactly
       return p.totalL2sq() / (2.0 * L);
     case Scheme::kSignScale:
-      return p.totalL1() * p.totalL1() / (2.0 * L * d);
+      return p.totalL1() * p.totalL1() /
+             (2.0 * L * std::max(1.0, std::min(d, static_cast<double>(p.nonZeros()))));
   }
   return 0.0;
 }

@@ -103,18 +103,20 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   if (scheme == Scheme::kStochastic || level >= v.size()) return viaProfile();
   scratch.selector.select(v, level, scratch.indices, scratch.values);
   double s1 = 0.0, s2 = 0.0;
+  size_t signs = 0;  // non-zeros among the top T: S+Q sends no sign for an exact zero
   for (float x : scratch.values) {
     const double a = std::fabs(static_cast<double>(x));
     if (std::isnan(a)) return viaProfile();
     s1 += a;
     s2 += a * a;
+    signs += a != 0.0;
   }
   const double c = predictedCost(comp, cost, v.size(), level);
-  const double T = static_cast<double>(level);
   if (scheme == Scheme::kTopT) return {level, c, s2 / (2.0 * L), 1.0 / L, true};
-  // S+Q: improvement S1^2 / (2 L T); for the scale S1 / T the compressor sends, the best step
-  // S1 / (L T scale) is 1/L (0 when nothing is kept).
-  return {level, c, s1 * s1 / (2.0 * L * T), s1 > 0.0 ? 1.0 / L : 0.0, true};
+  // S+Q: improvement S1^2 / (2 L T') over the T' signs sent; for the scale S1 / T' the
+  // compressor sends, the best step S1 / (L T' scale) is 1/L (0 when nothing is kept).
+  const double sent = static_cast<double>(std::max<size_t>(1, signs));
+  return {level, c, s1 * s1 / (2.0 * L * sent), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
 // The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where

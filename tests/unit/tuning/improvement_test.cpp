@@ -146,6 +146,32 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "S+Q improvement with its step stays the exact decrease when T passes the vector's "
+    "non-zeros") {
+  // The sq compressor sends no sign for an exact zero: at T beyond the ten non-zeros it sends
+  // those ten, scaled by S1 / 10, and the decrease is that of T = 10.
+  Rng rng(21);
+  const size_t d = 100;
+  const double L = 1.3;
+  Quadratic iso{std::vector<double>(d, L)};
+  std::vector<float> g(d, 0.0f);
+  for (size_t j = 0; j < d; j += 10) g[j] = std::uniform_real_distribution<float>(-2, 2)(rng);
+  const auto x = pointWithGradient(iso, g);
+  const MagnitudeProfile p(g, d);
+  REQUIRE(p.nonZeros() == 10);
+  const auto q10 = compression::toDense(compressWith("sq", g, 10, rng));
+  const double at_ten = decrease(iso, x, q10, step(Scheme::kSignScale, p, 10, L));
+  for (const uint32_t T : {5u, 10u, 11u, 50u, 100u}) {
+    CAPTURE(T);
+    const auto q = compression::toDense(compressWith("sq", g, T, rng));
+    const double exact = decrease(iso, x, q, step(Scheme::kSignScale, p, T, L));
+    CHECK(signScaleImprovement(p, T, L) == doctest::Approx(exact).epsilon(1e-6));
+    if (T >= 10) CHECK(exact == doctest::Approx(at_ten).epsilon(1e-9));
+  }
+  CHECK(improvementOfWhole(Scheme::kSignScale, p, L) == doctest::Approx(at_ten).epsilon(1e-6));
+}
+
+TEST_CASE(
     "stochastic omega equals the one from probabilities solved directly, with or without "
     "sorting") {
   Rng rng(9);

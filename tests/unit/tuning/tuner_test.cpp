@@ -349,6 +349,27 @@ TEST_CASE("a reused stochastic level still gets the step of the current vector")
         doctest::Approx(stochasticImprovement(p, b.level, 2.0)).epsilon(1e-9));
 }
 
+TEST_CASE(
+    "fixed and full report S+Q's improvement over the signs sent when T passes the non-zeros") {
+  // Ten non-zeros of 200: S+Q at T = 50 or T = d sends those ten signs with scale S1 / 10, and
+  // decreases f by S1^2 / (2 L 10) at step 1/L (written out here from the definition).
+  auto comp = compressorNamed("sq");
+  const costmodel::PayloadCostModel payload;
+  std::vector<float> v(200, 0.0f);
+  double s1 = 0.0;
+  for (size_t j = 3; j < v.size(); j += 20) {
+    v[j] = (j % 40 == 3 ? -1.0f : 1.0f) * float(1 + j) / 50.0f;
+    s1 += std::fabs(double(v[j]));
+  }
+  const double L = 1.5;
+  const double expected = s1 * s1 / (2.0 * L * 10.0);
+  for (const std::string name : {"fixed", "full"}) {
+    CAPTURE(name);
+    const TuningDecision d = tunerNamed(name, 50, 1, L)->choose(v, 0, *comp, payload);
+    CHECK(d.predicted_improvement == doctest::Approx(expected).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("fixed uses its level clamped to the cap, or the cap when its level is zero") {
   Rng rng(47);
   auto comp = compressorNamed("topk");
