@@ -357,6 +357,12 @@ class CatTuner final : public Tuner {
 
     bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ && v.size() == dim_ &&
                     *scheme == scheme_;
+    // A cost model whose shape moved (a link fitted for the first time, or changed) prices
+    // levels differently: T* of the old shape can be far off (a scale factor alone is not).
+    if (reusable) {
+      const CostShape now = costShape(comp, cost, v.size(), last_->level, m);
+      reusable = !now.movedFrom(cost_shape_);
+    }
     auto drifted = [&](double now) { return now > shape_ * drift_ || now < shape_ / drift_; };
     if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
         gradient_sq_norm < 0.0) {
@@ -401,10 +407,30 @@ class CatTuner final : public Tuner {
     cap_ = cap;
     dim_ = v.size();
     scheme_ = *scheme;
+    if (recompute_every_ > 1) cost_shape_ = costShape(comp, cost, v.size(), s.level, m);
     return *last_;
   }
 
  private:
+  // C(T*) and C(limit) relative to C(1): what the argmax depends on (not the cost's unit).
+  struct CostShape {
+    double at_level = 0.0, at_limit = 0.0;
+    bool movedFrom(const CostShape& o) const {
+      auto moved = [](double a, double b) {
+        return !(a > 0.0 && b > 0.0) ? a != b : a > b * kCostShapeDrift || a < b / kCostShapeDrift;
+      };
+      return moved(at_level, o.at_level) || moved(at_limit, o.at_limit);
+    }
+  };
+  static constexpr double kCostShapeDrift = 1.25;
+  static CostShape costShape(const compression::Compressor& comp, const costmodel::CostModel& cost,
+                             size_t dim, uint32_t level, uint32_t limit) {
+    const double one = predictedCost(comp, cost, dim, 1);
+    if (!(one > 0.0)) return {};
+    return {predictedCost(comp, cost, dim, level) / one,
+            predictedCost(comp, cost, dim, limit) / one};
+  }
+
   uint32_t recompute_every_;
   double drift_;  // > 1: recompute early once the effective sparsity moves by this factor
   double L_;
@@ -415,6 +441,7 @@ class CatTuner final : public Tuner {
   uint32_t cap_ = 0;
   size_t dim_ = 0;
   Scheme scheme_ = Scheme::kTopT;
+  CostShape cost_shape_;
 };
 
 class FixedTuner final : public Tuner {

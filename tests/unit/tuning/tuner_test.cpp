@@ -370,6 +370,30 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("the hybrid recomputes T* when the cost model's shape moves, not when its scale does") {
+  // A worker's measured link model replaces the configured constants once fitted: the hybrid
+  // must not keep the T* of the old model for S pushes.
+  Rng rng(53);
+  auto comp = compressorNamed("topk");
+  const std::vector<float> v = randomVector(20000, Shape::kHeavyTailed, rng);
+  const costmodel::PacketCostModel configured(5e-3, 1.5e-3);
+  const costmodel::PacketCostModel fitted(0.2, 1e-4);    // fixed cost dominates: send more
+  const costmodel::PacketCostModel scaled(10e-3, 3e-3);  // the same shape, twice the seconds
+  auto fresh = [&](const costmodel::CostModel& c) {
+    return tunerNamed("cat", 0, 1, 1.0)->choose(v, 0, *comp, c).level;
+  };
+  REQUIRE(fresh(fitted) > 2 * fresh(configured));
+  auto hybrid = tunerNamed("cat", 0, 200, 1.0, 1.25);
+  const TuningDecision first = hybrid->choose(v, 0, *comp, configured);
+  CHECK(first.level == fresh(configured));
+  const TuningDecision same_shape = hybrid->choose(v, 0, *comp, scaled);
+  CHECK_FALSE(same_shape.recomputed);
+  CHECK(same_shape.level == first.level);
+  const TuningDecision moved = hybrid->choose(v, 0, *comp, fitted);
+  CHECK(moved.recomputed);
+  CHECK(moved.level == fresh(fitted));
+}
+
 TEST_CASE("fixed uses its level clamped to the cap, or the cap when its level is zero") {
   Rng rng(47);
   auto comp = compressorNamed("topk");
