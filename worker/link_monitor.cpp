@@ -103,22 +103,25 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
     mine.untimed = true;
   }
   // The socket is a FIFO: a message handed over while an earlier one was still going out waits
-  // behind it, and timing it from the hand-over would count that wait as its own link time. It
-  // is timed from the earlier one's (ack - hold) instead, which is the packet-pair dispersion:
-  // its own bytes only, short of the path latency (unknown here, and not taken from the fit,
-  // whose a would otherwise confirm itself).
+  // behind it, and timing it from the hand-over would count that wait as its own link time.
+  // From the earlier one's (ack - hold) it would time the packet-pair dispersion, its own bytes
+  // only, without the path latency that a stands for: fed to the fit a + b x, such samples
+  // pulled a towards 0 (1 ms for a 10 ms path after the calibration train). It gives no
+  // sample; the probe ahead of it was timed from an idle link.
   // A hold that is no time (negative, NaN, infinite) says nothing of when the bytes arrived.
   if (!std::isfinite(hold_seconds) || hold_seconds < 0.0) return std::nullopt;
   const double done = now - hold_seconds;
   const std::optional<double> previous = last_done_;
   last_done_ = std::max(done, last_done_.value_or(done));
   if (!mine.sent_at || mine.untimed) return std::nullopt;
-  const double start = previous ? std::max(*mine.sent_at, *previous) : *mine.sent_at;
-  const double seconds = done - start;
+  if (previous && *previous > *mine.sent_at) {
+    spdlog::debug("link: {} bytes went behind the previous message: not timed", mine.bytes);
+    return std::nullopt;
+  }
+  const double seconds = done - *mine.sent_at;
   if (!(seconds > 0.0)) return std::nullopt;
   estimator_.addSample(mine.bytes, seconds);
-  spdlog::debug("link sample: {} bytes in {:.6f} s{}", mine.bytes, seconds,
-                previous && *previous > *mine.sent_at ? " (behind the previous message)" : "");
+  spdlog::debug("link sample: {} bytes in {:.6f} s", mine.bytes, seconds);
   return seconds;
 }
 
