@@ -150,8 +150,10 @@ void LinkMonitor::reset() {
   pending_.clear();
   queue_.clear();
   last_done_.reset();
-  calibrated_ = false;
-  // The fit survives a re-join: the link is the same; the new calibration train adds to it.
+  // The fit survives a re-join (the link is the same; a changed one is followed as any change
+  // is). A train cut short by the re-join, before the fit could tell a from b, is sent again;
+  // after that, a flapping connection does not pay for the whole train at every re-join.
+  calibrated_ = calibrated_ && estimator_.fit().valid;
 }
 
 void LinkMonitor::atRound(uint64_t round) {

@@ -176,6 +176,15 @@ struct Rig {
     return produced;
   }
 
+  // A heartbeat from a coordinator restarted under a new session.
+  std::vector<Message> newSession() {
+    ++session;
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_heartbeat()->set_session(session);
+    return core->onMessage(m, 0);
+  }
+
   // A whole round: start, send, all acks back.
   void round(uint64_t r) {
     send(roundStart(r));
@@ -237,6 +246,40 @@ TEST_CASE("a push sent behind a probe does not pull the fitted latency towards z
   REQUIRE(fit.valid);
   CHECK(std::abs(fit.b / rig.b - 1.0) < 0.05);
   CHECK(std::abs(fit.a / rig.a - 1.0) < 0.1);
+}
+
+TEST_CASE("a re-join sends the calibration train again only when the fit had not been made") {
+  // A flapping connection re-joins again and again: the fit survives each re-join, and the
+  // train (2 x 85 packets) is not paid for again.
+  Rig rig;
+  rig.welcome();
+  for (uint64_t r = 0; r < 12; ++r) rig.round(r);
+  REQUIRE(rig.core->link().fit().valid);
+  const size_t probes_before = rig.probes_sent.size();
+  REQUIRE(probes_before >= 8);
+  // A coordinator restarted under a new session: the worker re-joins.
+  REQUIRE(rig.newSession().at(0).envelope.has_join());
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  for (uint64_t r = 12; r < 20; ++r) rig.round(r);
+  size_t train_sized = 0;  // probes of the train's first size, one packet
+  for (size_t i = probes_before; i < rig.probes_sent.size(); ++i) {
+    train_sized += packets(onWire(rig.probes_sent[i])) == 1;
+  }
+  CHECK(train_sized == 0);
+  CHECK(rig.probes_sent.size() - probes_before < 8);
+
+  // Cut short before the fit could tell a from b, the train is sent whole at the next join.
+  Rig early;
+  early.welcome();
+  early.round(0);
+  REQUIRE_FALSE(early.core->link().fit().valid);
+  REQUIRE(early.newSession().at(0).envelope.has_join());
+  early.welcome();
+  const size_t sent_before = early.probes_sent.size();
+  early.round(1);
+  REQUIRE(early.probes_sent.size() == sent_before + 1);
+  CHECK(packets(onWire(early.probes_sent.back())) == 1);
 }
 
 TEST_CASE("exploration probes are decided on a push's ack and go out ahead of the next push") {
