@@ -24,8 +24,10 @@ class DagcRAllocator final : public Allocator {
                       const Budget& budget) const override;
 };
 
-// Thresholds lambda_i = (lambda_bar * P / n) * p_i^(-2/3); the ratios and caps are the uniform
-// ones, so a threshold compressor still has an upper bound on what it sends.
+// Thresholds lambda_i = (lambda_bar * P / n) * p_i^(-2/3) (the paper's hard thresholds). The
+// ratios and caps are the uniform ones, for reference only: a threshold compressor sends every
+// coordinate at or above its threshold, however many (the volume follows lambda_bar, which the
+// DAGC study calibrates against uniform top-k).
 class DagcAAllocator final : public Allocator {
  public:
   std::string name() const override { return "dagc-a"; }

@@ -12,7 +12,7 @@ Allocation DagcAAllocator::allocate(const std::vector<WorkerLoad>& workers, uint
   if (!(budget.mean_threshold > 0.0) || !std::isfinite(budget.mean_threshold)) {
     throw std::invalid_argument("dagc-a: budget.mean_threshold (lambda_bar) must be positive");
   }
-  // A threshold does not fix how much is sent; the uniform caps bound it from above.
+  // A threshold does not fix how much is sent; the uniform caps are reported for reference.
   Allocation out = UniformAllocator().allocate(workers, dim, budget);
   if (workers.empty()) return out;
   const std::vector<double> shares = normalisedShares(workers);
