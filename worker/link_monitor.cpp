@@ -13,6 +13,7 @@ costmodel::LinkEstimatorSpec toSpec(const config::LinkSettings& s) {
   spec.calibration_packets = s.calibration_packets;
   spec.probe_repeats = s.probe_repeats;
   spec.probe_bytes_per_minute = s.probe_bytes_per_minute;
+  spec.probe_link_share = s.probe_link_share;
   return spec;
 }
 

@@ -265,6 +265,8 @@ void readLink(MapReader m, LinkSettings& s) {
   s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
+  s.probe_link_share = m.inRange("probe_link_share",
+                                 m.get<double>("probe_link_share", s.probe_link_share), 1e-6, 1.0);
   s.measure = m.get<bool>("measure", s.measure);
   s.alternate_rounds = m.inRange<uint32_t>(
       "alternate_rounds", m.get<uint32_t>("alternate_rounds", s.alternate_rounds), 0, 1000000);

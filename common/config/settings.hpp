@@ -103,6 +103,7 @@ struct LinkSettings {
   std::vector<size_t> calibration_packets = {1, 4, 16, 64};
   uint32_t probe_repeats = 2;
   size_t probe_bytes_per_minute = 256 * 1024;
+  double probe_link_share = 0.1;  // and at most this share of the fitted link's capacity
   bool measure = true;
   // Benchmark aid (bench/link_overhead): with measure on, measurement pauses on every other
   // block of this many rounds (rounds [N, 2N), [3N, 4N), ...): no timing, no estimator update,

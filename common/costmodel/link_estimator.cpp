@@ -129,6 +129,8 @@ LinkEstimator::LinkEstimator(const LinkEstimatorSpec& spec) : spec_(spec) {
     throw std::invalid_argument("link estimator: exploration_window must be at least 8");
   if (!(spec_.max_bits_per_second > 0.0))
     throw std::invalid_argument("link estimator: max_bits_per_second must be positive");
+  if (!(spec_.probe_link_share > 0.0 && spec_.probe_link_share <= 1.0))
+    throw std::invalid_argument("link estimator: probe_link_share must be in (0, 1]");
   reset();
 }
 
@@ -549,7 +551,15 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
 
   size_t spent = 0;
   for (const auto& [t, b] : probes_sent_) spent += b;
-  if (spent + bytes > spec_.probe_bytes_per_minute) return std::nullopt;
+  double cap = static_cast<double>(spec_.probe_bytes_per_minute);
+  // The slope last identified (or, before the first fit, the median time per packet): while
+  // the pushes are too alike to identify it again is when probes are asked for most often.
+  const Line line = currentLine(nullptr);
+  if (line.b > 0.0) {
+    const double link_minute = kProbeWindowSeconds / line.b * spec_.packet_bytes;
+    cap = std::min(cap, spec_.probe_link_share * link_minute);
+  }
+  if (static_cast<double>(spent + bytes) > cap) return std::nullopt;
 
   probes_sent_.emplace_back(now_seconds, bytes);
   samples_since_probe_ = 0;

@@ -26,6 +26,9 @@ struct LinkEstimatorSpec {
   uint32_t probe_repeats = 2;       // each calibration size sent this many times
   double identifiability_cv = 0.2;  // below this spread of recent packet counts, ask for a probe
   size_t probe_bytes_per_minute = 256 * 1024;
+  // And at most this share of what the link carries in a minute at the fitted b
+  // (60 s / b packets): on a 50 kbit/s link 256 KiB a minute would be 70% of the link.
+  double probe_link_share = 0.1;
   // Outliers on the same side, not refuted by a typical sample in between, that must agree on
   // one new line before the estimator believes the link changed rather than stalled: a step
   // change is followed after about this many samples.
@@ -100,7 +103,8 @@ class LinkEstimator {
 
   // Exploration: when the recent pushes are too alike in size to identify b, returns a probe
   // size (wire bytes) to send now, if the bytes sent as probes over the last 60 seconds
-  // (sliding window ending at now_seconds) plus this probe stay within probe_bytes_per_minute.
+  // (sliding window ending at now_seconds) plus this probe stay within probe_bytes_per_minute
+  // and within probe_link_share of the fitted link's minute.
   // A returned probe is charged to the budget at once. Probes are spaced by at least a quarter
   // of the exploration window in samples, so one slow ack cannot trigger a burst. While b is
   // unknown (fit().valid false after the first fit, e.g. a link change seen at one push size),
