@@ -1,8 +1,9 @@
 #include "common/ml/data_source.hpp"
 
 #include <cmath>
-#include <filesystem>
 #include <stdexcept>
+
+#include "common/ml/detail/input_file.hpp"
 
 namespace tern::ml {
 namespace {
@@ -15,8 +16,8 @@ std::string at(const std::string& where, const std::string& message) {
 void requireFile(const std::string& path, const char* what, const std::string& where) {
   if (path.empty())
     throw std::runtime_error(at(where, std::string("no ") + what + " file configured"));
-  if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(at(where, std::string(what) + " file not found: " + path));
+  if (const std::string why = detail::whyNotAFile(path); !why.empty()) {
+    throw std::runtime_error(at(where, std::string(what) + " file " + why + ": " + path));
   }
 }
 

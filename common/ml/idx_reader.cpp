@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/ml/dataset.hpp"
+#include "common/ml/detail/input_file.hpp"
 #include "common/ml/model.hpp"
 
 namespace tern::ml {
@@ -35,8 +36,7 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
 class IdxStream {
  public:
-  explicit IdxStream(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (!file_) fail(path_, "cannot open");
+  explicit IdxStream(const std::string& path) : path_(path), file_(openFile(path)) {
     gzbuffer(file_.get(), 1 << 20);
   }
 
@@ -106,6 +106,12 @@ class IdxStream {
   const std::string& path() const { return path_; }
 
  private:
+  static GzFile openFile(const std::string& path) {
+    if (const std::string why = detail::whyNotAFile(path); !why.empty()) fail(path, why);
+    GzFile file(gzopen(path.c_str(), "rb"));
+    if (!file) fail(path, "cannot open");
+    return file;
+  }
   static std::string hex(uint8_t v) {
     const char* digits = "0123456789abcdef";
     return {digits[v >> 4], digits[v & 15]};

@@ -325,6 +325,70 @@ TEST_CASE("CSV reader reports file, line and column of malformed input") {
   CHECK(contains(runtimeErrorOf([&] { readCsv(missing); }), missing));
 }
 
+TEST_CASE("a UTF-8 byte order mark before the first line is not part of the first field") {
+  // Spreadsheet exports start CSV files with EF BB BF; the header's first name and a LIBSVM
+  // file's first label must read as if it were not there.
+  ScratchDir dir("bom");
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string csv = "y,a,b\n1,0.5,2\n0,-1,3\n";
+  const Dataset csv_plain = readCsv(dir.write("plain.csv", csv), "y");
+  const Dataset csv_bom = readCsv(dir.write("bom.csv", bom + csv), "y");
+  CHECK(csv_bom.labels == std::vector<int32_t>{1, 0});
+  CHECK(csv_bom.labels == csv_plain.labels);
+  CHECK(csv_bom.dense == csv_plain.dense);
+
+  const std::string svm = "1 1:0.5 2:2\n0 2:3\n";
+  const Dataset svm_plain = readLibsvm(dir.write("plain.svm", svm));
+  const Dataset svm_bom = readLibsvm(dir.write("bom.svm", bom + svm));
+  CHECK(svm_bom.labels == std::vector<int32_t>{1, 0});
+  CHECK(DenseMatrix(svm_bom.sparse) == DenseMatrix(svm_plain.sparse));
+  // Only at the start of the file: elsewhere the bytes are a malformed field as before.
+  const std::string late = dir.write("late.svm", svm + bom + "1 1:1\n");
+  CHECK(contains(runtimeErrorOf([&] { readLibsvm(late); }), late + ":3:1: label '"));
+}
+
+TEST_CASE("every reader refuses a directory and a file that fails mid-read, naming the file") {
+  ScratchDir dir("not_a_file");
+  const std::string folder = dir.file("folder");
+  std::filesystem::create_directories(folder);
+  const std::string labels = dir.write("lbl", idxLabels());
+  const std::string images = dir.write("img", idxImages());
+  // A directory read as a file used to be an empty CSV or LIBSVM file, or a read error.
+  CHECK(runtimeErrorOf([&] { readCsv(folder); }) == "'" + folder + "': is a directory");
+  CHECK(runtimeErrorOf([&] { readLibsvm(folder); }) == "'" + folder + "': is a directory");
+  CHECK(runtimeErrorOf([&] { readIdx(folder, labels); }) ==
+        "IDX file '" + folder + "': is a directory");
+  CHECK(runtimeErrorOf([&] { readIdx(images, folder); }) ==
+        "IDX file '" + folder + "': is a directory");
+  // The loader says so at the configuration key that names the file.
+  DataSource src;
+  src.format = "csv";
+  src.path = folder;
+  src.path_at = "w.yaml:4:9";
+  CHECK(runtimeErrorOf([&] { loadDataset(src); }) ==
+        "w.yaml:4:9: csv file is a directory: " + folder);
+  src.format = "idx";
+  src.images = images;
+  src.labels = folder;
+  src.labels_at = "w.yaml:5:11";
+  CHECK(runtimeErrorOf([&] { loadDataset(src); }) ==
+        "w.yaml:5:11: labels file is a directory: " + folder);
+
+  // /proc/self/mem is a regular file whose first page cannot be read (EIO): a read error must
+  // not pass for the end of the file.
+  const std::string unreadable = "/proc/self/mem";
+  if (!std::filesystem::is_regular_file(unreadable)) {
+    MESSAGE("skipped the read-error cases: no " << unreadable);
+    return;
+  }
+  std::string msg = runtimeErrorOf([&] { readCsv(unreadable); });
+  CHECK(contains(msg, "'" + unreadable + "': read error"));
+  msg = runtimeErrorOf([&] { readLibsvm(unreadable); });
+  CHECK(contains(msg, "'" + unreadable + "': read error"));
+  msg = runtimeErrorOf([&] { readIdx(images, unreadable); });
+  CHECK(contains(msg, "IDX file '" + unreadable + "': read error"));
+}
+
 TEST_CASE(
     "a worker's streamed IDX shard holds exactly the rows loadShard cuts from the whole file") {
   // 300 random 4x5 images with labels 0..6, gzip: every shard of three partitions, read streamed,
