@@ -15,6 +15,11 @@ namespace tern::ml {
 using DenseMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using SparseMatrix = Eigen::SparseMatrix<float, Eigen::RowMajor, int32_t>;
 
+// The most rows an IDX file may declare: twice mnist8m's 8.1 million, the largest of the MNIST
+// family. A few kilobytes of gzip can declare millions of 1x1 images, and a reader keeps about
+// 40 bytes a row (labels, partition, rows picked) whatever the image size: at most ~700 MB.
+inline constexpr size_t kMaxIdxRows = size_t{1} << 24;
+
 struct Dataset {
   bool is_sparse = false;
   DenseMatrix dense;            // rows x features when !is_sparse
@@ -32,7 +37,8 @@ struct Dataset {
 };
 
 // IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the
-// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted.
+// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
+// least one and at most kMaxIdxRows rows.
 Dataset readIdx(const std::string& images_path, const std::string& labels_path);
 // Chooses rows from every label of a file (and the file's class count), e.g. one shard.
 using RowPicker =

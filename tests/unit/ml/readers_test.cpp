@@ -94,7 +94,8 @@ TEST_CASE("IDX reader rejects bad magic, truncation, count mismatch and missing 
   CHECK(contains(msg, "truncated"));
 
   const std::string trailing = dir.write("trailing", full + "x");
-  CHECK(contains(runtimeErrorOf([&] { readIdx(trailing, labels); }), trailing));
+  CHECK(runtimeErrorOf([&] { readIdx(trailing, labels); }) ==
+        "IDX file '" + trailing + "': trailing bytes after the declared data");
 
   const std::string four_images = dir.write("four", idxImages(4));
   msg = runtimeErrorOf([&] { readIdx(four_images, labels); });
@@ -104,31 +105,64 @@ TEST_CASE("IDX reader rejects bad magic, truncation, count mismatch and missing 
   const std::string missing = dir.file("does_not_exist");
   msg = runtimeErrorOf([&] { readIdx(images, missing); });
   CHECK(contains(msg, missing));
+}
 
-  // Headers declaring four billion rows over files that hold a few bytes are refused from the
-  // headers and the files' lengths, before anything is allocated for the data; plain or gzip.
-  constexpr uint32_t kHuge = 4000000000u;
-  const std::string huge_images = bigEndian32(0x00000803) + bigEndian32(kHuge) + bigEndian32(1) +
-                                  bigEndian32(1) + std::string(6, '\1');
-  const std::string huge_labels = bigEndian32(0x00000801) + bigEndian32(kHuge) + std::string(6, 0);
+TEST_CASE(
+    "IDX headers declaring more rows or bytes than allowed or held, or no rows, are refused") {
+  // Each from the headers (and the files' lengths), before anything is kept for the data; each
+  // for plain and gzip files, with the other file of the pair well-formed where that matters.
+  ScratchDir dir("idx_headers");
+  const auto labelFile = [](uint32_t count, const std::string& data) {
+    return bigEndian32(0x00000801) + bigEndian32(count) + data;
+  };
+  const auto imageFile = [](uint32_t count, uint32_t height, uint32_t width,
+                            const std::string& data) {
+    return bigEndian32(0x00000803) + bigEndian32(count) + bigEndian32(height) + bigEndian32(width) +
+           data;
+  };
+  const std::string few_labels = labelFile(3, std::string{2, 0, 1});
+  const std::string cap = std::to_string(kMaxIdxRows);
+  const uint32_t over = uint32_t(kMaxIdxRows) + 1;
   for (const bool gz : {false, true}) {
     CAPTURE(gz);
-    const std::string hi =
-        gz ? writeGzip(dir.file("huge_img.gz"), huge_images) : dir.write("huge_img", huge_images);
-    const std::string hl =
-        gz ? writeGzip(dir.file("huge_lbl.gz"), huge_labels) : dir.write("huge_lbl", huge_labels);
-    msg = runtimeErrorOf([&] { readIdx(hi, hl); });
-    CHECK(contains(msg, hl));
-    CHECK(contains(msg, "truncated label data (the header declares 4000000000 bytes)"));
-    // Labels all there, images short.
-    const std::string few_labels = bigEndian32(0x00000801) + bigEndian32(3) + std::string{2, 0, 1};
-    const std::string short_images = bigEndian32(0x00000803) + bigEndian32(3) + bigEndian32(100) +
-                                     bigEndian32(100) + std::string(6, '\1');
-    const std::string si = dir.write("short_img", short_images);
-    const std::string fl = dir.write("few_lbl", few_labels);
-    msg = runtimeErrorOf([&] { readIdx(si, fl); });
-    CHECK(contains(msg, si));
-    CHECK(contains(msg, "truncated image data (the header declares 30000 bytes)"));
+    const auto put = [&](const std::string& name, const std::string& bytes) {
+      return gz ? writeGzip(dir.file(name + ".gz"), bytes) : dir.write(name, bytes);
+    };
+    const std::string fl = put("few_lbl", few_labels);
+
+    // Four billion rows: past the row cap, in the labels (read first) or in the images.
+    const std::string hl = put("huge_lbl", labelFile(4000000000u, std::string(6, 0)));
+    const std::string hi = put("huge_img", imageFile(4000000000u, 1, 1, std::string(6, 1)));
+    CHECK(runtimeErrorOf([&] { readIdx(hi, hl); }) ==
+          "IDX file '" + hl + "': the header declares 4000000000 rows, more than the " + cap +
+              " an IDX file may hold");
+    CHECK(runtimeErrorOf([&] { readIdx(hi, fl); }) ==
+          "IDX file '" + hi + "': the header declares 4000000000 rows, more than the " + cap +
+              " an IDX file may hold");
+    // One past the cap is refused; at the cap, the six bytes there are fall short of the header.
+    const std::string over_lbl = put("over_lbl", labelFile(over, std::string(6, 0)));
+    CHECK(contains(runtimeErrorOf([&] { readIdx(hi, over_lbl); }),
+                   "the header declares " + std::to_string(over) + " rows, more than the " + cap));
+    const std::string at_cap = put("cap_lbl", labelFile(uint32_t(kMaxIdxRows), std::string(6, 0)));
+    const std::string at_cap_img = put("cap_img", imageFile(uint32_t(kMaxIdxRows), 1, 1, ""));
+    CHECK(runtimeErrorOf([&] { readIdx(at_cap_img, at_cap); }) ==
+          "IDX file '" + at_cap + "': truncated label data (the header declares " + cap +
+              " bytes)");
+
+    // Labels all there, images short: by a little, and by 3 x 8192 x 8192 (the widest images).
+    const std::string si = put("short_img", imageFile(3, 100, 100, std::string(6, 1)));
+    CHECK(runtimeErrorOf([&] { readIdx(si, fl); }) ==
+          "IDX file '" + si + "': truncated image data (the header declares 30000 bytes)");
+    const std::string wi = put("wide_img", imageFile(3, 8192, 8192, std::string(6, 1)));
+    CHECK(runtimeErrorOf([&] { readIdx(wi, fl); }) ==
+          "IDX file '" + wi + "': truncated image data (the header declares 201326592 bytes)");
+
+    // No rows at all: refused like an empty CSV or LIBSVM file, not left to fail at the first
+    // evaluation or partition.
+    const std::string zl = put("zero_lbl", labelFile(0, ""));
+    const std::string zi = put("zero_img", imageFile(0, 2, 3, ""));
+    CHECK(runtimeErrorOf([&] { readIdx(zi, zl); }) ==
+          "IDX files '" + zi + "' and '" + zl + "': no rows (both headers declare 0)");
   }
 }
 
