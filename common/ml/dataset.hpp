@@ -49,6 +49,7 @@ Dataset readIdxRows(const std::string& images_path, const std::string& labels_pa
                     const RowPicker& pick);
 // LIBSVM text: "label idx:val idx:val ..." with 1-based indices. Labels in {-1,+1} or {0,1}
 // map to {0,1}; other integer labels are kept as class indices. features = 0 means infer.
+// Indices above kMaxFeatures (model.hpp), and files in which no row has a feature, are refused.
 Dataset readLibsvm(const std::string& path, size_t features = 0);
 // CSV with a header line; the label column is named by label_column (default: last column).
 // Labels follow the LIBSVM rule above; every other column must be numeric.

@@ -217,6 +217,11 @@ TEST_CASE("LIBSVM reader maps -1/+1 labels, skips comments, sorts indices and in
   const Dataset wide = readLibsvm(path, 10);
   CHECK(wide.features() == 10);
 
+  // The widest index a model takes (2^26) is read; only a labels-only file has no width.
+  const Dataset widest = readLibsvm(dir.write("widest.svm", "1 67108864:0.5\n0 1:1\n"));
+  CHECK(widest.features() == 67108864);
+  CHECK(readLibsvm(dir.write("some_empty.svm", "1\n0 2:1\n")).features() == 2);
+
   const Dataset multi = readLibsvm(dir.write("m.svm", "3 1:1\n0 2:1\n1 1:2\n"));
   CHECK(multi.labels == std::vector<int32_t>{3, 0, 1});
   CHECK(multi.num_classes == 4);
@@ -281,6 +286,20 @@ TEST_CASE("LIBSVM reader reports file, line and column of malformed input") {
   {
     const auto [path, msg] = errorFor("empty.svm", "# nothing\n");
     CHECK(contains(msg, path));
+  }
+  {
+    // An index no model is that wide: said at its line, not when the model is built.
+    const auto [path, msg] = errorFor("max_int.svm", "1 1:1\n0 2147483647:1\n");
+    CHECK(msg == path + ":2:3: feature index 2147483647 is beyond the widest model (67108864 " +
+                     "features)");
+    const auto [over, over_msg] = errorFor("over.svm", "1 67108865:1\n");
+    CHECK(over_msg == over + ":1:3: feature index 67108865 is beyond the widest model (67108864 " +
+                          "features)");
+  }
+  {
+    // Rows with labels only leave a data set of width 0, which no model takes.
+    const auto [path, msg] = errorFor("labels_only.svm", "1\n0 # no features\n1 qid:3\n");
+    CHECK(msg == "'" + path + "': no features (every row holds only a label)");
   }
   const std::string missing = dir.file("missing.svm");
   CHECK(contains(runtimeErrorOf([&] { readLibsvm(missing); }), missing));
