@@ -70,7 +70,7 @@ struct Simulator::Impl {
     coordinator = std::make_unique<server::CoordinatorCore>(
         cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL),
         clock);
-    auto parts = ml::partition(full.labels, full.num_classes, s.workers, s.worker.partition);
+    auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
       wset.name = "sim-worker-" + std::to_string(i);

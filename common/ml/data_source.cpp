@@ -31,6 +31,23 @@ Dataset read(const std::string& where, Read read) {
   }
 }
 
+bool isFile(const DataSource& source) {
+  return source.format == "libsvm" || source.format == "csv";
+}
+
+// How an error names a source as a whole: its file, both files of an IDX pair, or the generator.
+std::string nameOf(const DataSource& source) {
+  if (source.format == "idx")
+    return "IDX files '" + source.images + "' and '" + source.labels + "'";
+  if (isFile(source)) return "'" + source.path + "'";
+  return source.format + " data";
+}
+
+// The configuration position errors about the source as a whole are given at.
+const std::string& positionOf(const DataSource& source) {
+  return source.format == "idx" ? source.images_at : source.path_at;
+}
+
 Dataset split(Dataset all, const DataSource& source) {
   if (source.split == DataSource::Split::kAll) return all;
   const size_t n = all.rows();
@@ -91,16 +108,33 @@ Dataset loadShard(const Dataset& full, size_t index, size_t total, const Partiti
   return full.subset(parts[index]);
 }
 
+std::vector<std::vector<size_t>> partitionOf(const DataSource& source, const Dataset& full,
+                                             size_t total, const PartitionSpec& spec) {
+  try {
+    return partition(full.labels, full.num_classes, total, spec);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(at(positionOf(source), nameOf(source) + ": " + e.what()));
+  }
+}
+
 Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
                     const PartitionSpec& spec) {
   checkShard(index, total);
-  if (source.format != "idx") return loadShard(loadDataset(source), index, total, spec);
+  if (source.format != "idx") {
+    const Dataset full = loadDataset(source);
+    return full.subset(partitionOf(source, full, total, spec)[index]);
+  }
   requireFile(source.images, "images", source.images_at);
   requireFile(source.labels, "labels", source.labels_at);
   return read(source.images_at, [&] {
     return readIdxRows(source.images, source.labels,
                        [&](std::span<const int32_t> labels, int32_t classes) {
-                         return partition(labels, classes, total, spec)[index];
+                         try {
+                           return partition(labels, classes, total, spec)[index];
+                         } catch (const std::exception& e) {
+                           // read() puts the position in front.
+                           throw std::runtime_error(nameOf(source) + ": " + e.what());
+                         }
                        });
   });
 }

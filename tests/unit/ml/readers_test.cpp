@@ -476,3 +476,42 @@ TEST_CASE(
   }
   CHECK(contains(runtimeErrorOf([&] { loadShardOf(src, 4, 4, iid); }), "out of range"));
 }
+
+TEST_CASE("more shards than rows is an error naming the data's file and configuration line") {
+  // The partition's own message says what is wrong but not where: the loader names the file.
+  ScratchDir dir("few_rows");
+  const std::string why = "partition: 3 rows cannot give each of 5 workers a row";
+  DataSource csv;
+  csv.format = "csv";
+  csv.path = dir.write("three.csv", "a,y\n1,0\n2,1\n3,0\n");
+  csv.path_at = "w.yaml:4:9";
+  CHECK(runtimeErrorOf([&] { loadShardOf(csv, 0, 5, PartitionSpec{}); }) ==
+        "w.yaml:4:9: '" + csv.path + "': " + why);
+  const Dataset full = loadDataset(csv);
+  CHECK(runtimeErrorOf([&] { partitionOf(csv, full, 5, PartitionSpec{}); }) ==
+        "w.yaml:4:9: '" + csv.path + "': " + why);
+
+  DataSource svm;
+  svm.format = "libsvm";
+  svm.path = dir.write("three.svm", "1 1:1\n0 2:1\n1 1:3\n");
+  PartitionSpec skewed;
+  skewed.dirichlet_alpha = 0.5;
+  CHECK(runtimeErrorOf([&] { loadShardOf(svm, 4, 5, skewed); }) == "'" + svm.path + "': " + why);
+
+  DataSource idx;
+  idx.format = "idx";
+  idx.images = dir.write("img", idxImages());
+  idx.labels = dir.write("lbl", idxLabels());
+  idx.images_at = "w.yaml:3:11";
+  CHECK(runtimeErrorOf([&] { loadShardOf(idx, 0, 5, PartitionSpec{}); }) ==
+        "w.yaml:3:11: IDX files '" + idx.images + "' and '" + idx.labels + "': " + why);
+
+  DataSource synthetic;
+  synthetic.format = "synthetic";
+  synthetic.rows = 3;
+  synthetic.features = 2;
+  CHECK(runtimeErrorOf([&] { loadShardOf(synthetic, 0, 5, PartitionSpec{}); }) ==
+        "synthetic data: " + why);
+  // As many shards as rows is enough: one row each.
+  for (size_t i = 0; i < 3; ++i) CHECK(loadShardOf(csv, i, 3, PartitionSpec{}).rows() == 1);
+}
