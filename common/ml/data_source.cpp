@@ -91,6 +91,30 @@ Dataset loadDataset(const DataSource& source) {
   throw std::runtime_error("unknown data format '" + source.format + "'");
 }
 
+void requireFitsModel(const std::string& role, const DataSource& source, const Dataset& data,
+                      const ModelSpec& spec) {
+  // Rows and features are the images file's, labels the labels file's.
+  const auto fail = [&](bool labels, const std::string& what) {
+    std::string name = "(" + source.format + " data)";
+    std::string where;
+    if (source.format == "idx") {
+      name = "'" + (labels ? source.labels : source.images) + "'";
+      where = labels ? source.labels_at : source.images_at;
+    } else if (isFile(source)) {
+      name = "'" + source.path + "'";
+      where = source.path_at;
+    }
+    throw std::runtime_error(at(where, role + " " + name + ": " + what));
+  };
+  if (data.rows() == 0) fail(false, "no rows");
+  if (data.features() != spec.features) {
+    const size_t n = data.features();
+    fail(false, std::to_string(n) + (n == 1 ? " feature" : " features") + ", model has " +
+                    std::to_string(spec.features));
+  }
+  if (const std::string why = labelsUnfit(spec, data); !why.empty()) fail(true, why);
+}
+
 namespace {
 
 void checkShard(size_t index, size_t total) {

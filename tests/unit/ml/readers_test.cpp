@@ -515,3 +515,53 @@ TEST_CASE("more shards than rows is an error naming the data's file and configur
   // As many shards as rows is enough: one row each.
   for (size_t i = 0; i < 3; ++i) CHECK(loadShardOf(csv, i, 3, PartitionSpec{}).rows() == 1);
 }
+
+TEST_CASE(
+    "data is checked against the model as it loads: rows, width and labels, naming the file") {
+  // A test set the model cannot evaluate used to pass the loader and stop the coordinator at its
+  // first evaluation, naming neither test_data nor the file.
+  ScratchDir dir("fits_model");
+  ModelSpec spec;
+  spec.kind = "softmax";
+  spec.features = 2;
+  spec.classes = 2;
+  DataSource csv;
+  csv.format = "csv";
+  csv.path = dir.write("wide.csv", "a,b,c,y\n1,2,3,0\n4,5,6,1\n");
+  csv.path_at = "c.yaml:30:11";
+  const Dataset wide = loadDataset(csv);
+  CHECK(runtimeErrorOf([&] { requireFitsModel("test_data", csv, wide, spec); }) ==
+        "c.yaml:30:11: test_data '" + csv.path + "': 3 features, model has 2");
+  spec.features = 3;
+  CHECK_NOTHROW(requireFitsModel("test_data", csv, wide, spec));
+  DataSource narrow = csv;
+  narrow.path = dir.write("narrow.csv", "a,y\n1,0\n");
+  CHECK(runtimeErrorOf([&] { requireFitsModel("test_data", narrow, loadDataset(narrow), spec); }) ==
+        "c.yaml:30:11: test_data '" + narrow.path + "': 1 feature, model has 3");
+
+  // IDX: the width is the images file's, the labels the labels file's.
+  DataSource idx;
+  idx.format = "idx";
+  idx.images = dir.write("img", idxImages());  // 2x3 images, labels 2, 0, 1
+  idx.labels = dir.write("lbl", idxLabels());
+  idx.images_at = "c.yaml:31:13";
+  idx.labels_at = "c.yaml:32:13";
+  const Dataset images = loadDataset(idx);
+  CHECK(runtimeErrorOf([&] { requireFitsModel("train_data", idx, images, spec); }) ==
+        "c.yaml:31:13: train_data '" + idx.images + "': 6 features, model has 3");
+  spec.features = 6;
+  CHECK(runtimeErrorOf([&] { requireFitsModel("test_data", idx, images, spec); }) ==
+        "c.yaml:32:13: test_data '" + idx.labels +
+            "': label 2 has no output in a softmax model of 2 classes");
+  spec.classes = 3;
+  CHECK_NOTHROW(requireFitsModel("test_data", idx, images, spec));
+
+  // No rows (no reader returns that, but a test set without rows can never be evaluated).
+  DataSource synthetic;
+  synthetic.format = "synthetic";
+  Dataset empty;
+  empty.dense.resize(0, 6);
+  empty.num_classes = 2;
+  CHECK(runtimeErrorOf([&] { requireFitsModel("test_data", synthetic, empty, spec); }) ==
+        "test_data (synthetic data): no rows");
+}
