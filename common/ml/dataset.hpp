@@ -55,14 +55,25 @@ Dataset readLibsvm(const std::string& path, size_t features = 0);
 // Labels follow the LIBSVM rule above; every other column must be numeric.
 Dataset readCsv(const std::string& path, const std::string& label_column = "");
 
+// The largest data sets the generators make, so that a configuration cannot ask for more memory
+// than a device has: dense data holds (rows + classes) x features floats (the rows and the class
+// means), sparse data rows x nnz_per_row values; at most 2^28 either way (1 GiB of floats).
+// Sparse data also keeps ~70 bytes of popularity tables a feature, hence at most 2^24 features.
+inline constexpr uint64_t kMaxSyntheticValues = uint64_t{1} << 28;
+inline constexpr size_t kMaxSyntheticSparseFeatures = size_t{1} << 24;
+
 // Dense Gaussian-mixture classification data: one mean per class (entries N(0,1)), unit noise,
-// balanced classes in random order.
+// balanced classes in random order. Throws std::invalid_argument, naming the sizes, for zero
+// features or classes, more features than a model takes (kMaxFeatures) or more values than
+// kMaxSyntheticValues.
 Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t seed);
 // Sparse binary classification data with power-law feature popularity and unit-norm rows,
 // labels from a hidden sparse linear model (RCV1-like statistics when called with d=47236,
 // n=20242, nnz_per_row=74). Each row has nnz_per_row distinct features drawn by Zipf(1)
 // popularity with tf-idf-like values; the hidden model weighs 10% of the features (drawn by
-// popularity), its bias balances the classes, and 2% of the labels are flipped.
+// popularity), its bias balances the classes, and 2% of the labels are flipped. Throws
+// std::invalid_argument, naming the sizes, unless 1 <= nnz_per_row <= features <=
+// kMaxSyntheticSparseFeatures and rows x nnz_per_row <= kMaxSyntheticValues.
 Dataset syntheticSparse(size_t rows, size_t features, size_t nnz_per_row, uint64_t seed);
 
 // Map a multi-class dataset to a binary one: label 1 iff label is in positive_classes.
