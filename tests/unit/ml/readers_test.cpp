@@ -512,6 +512,13 @@ TEST_CASE("more shards than rows is an error naming the data's file and configur
   synthetic.features = 2;
   CHECK(runtimeErrorOf([&] { loadShardOf(synthetic, 0, 5, PartitionSpec{}); }) ==
         "synthetic data: " + why);
+  // A stray label makes label skew's tables too wide: the file with the label is named.
+  std::string stray;
+  for (int i = 0; i < 200; ++i) stray += (i == 5 ? "65535" : std::to_string(i % 2)) + " 1:1\n";
+  svm.path = dir.write("stray.svm", stray);
+  CHECK(contains(runtimeErrorOf([&] { loadShardOf(svm, 0, 200, skewed); }),
+                 "'" + svm.path + "': partition: label skew needs tables of 200 workers x 65536 " +
+                     "classes (the largest label is 65535)"));
   // As many shards as rows is enough: one row each.
   for (size_t i = 0; i < 3; ++i) CHECK(loadShardOf(csv, i, 3, PartitionSpec{}).rows() == 1);
 }
