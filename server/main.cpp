@@ -140,9 +140,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   if (!s.test_data.format.empty()) {
     test = std::make_shared<ml::Dataset>(ml::loadDataset(s.test_data));
     if (s.model.features == 0) s.model.features = uint32_t(test->features());
-    if (std::string why = ml::labelsUnfit(s.model, *test); !why.empty()) {
-      throw std::runtime_error("test_data does not fit the model: " + why);
-    }
+    // Here, not at the first evaluation, which would end a run already under way.
+    ml::requireFitsModel("test_data", s.test_data, *test, s.model);
     spdlog::info("test set: {} rows, {} features", test->rows(), test->features());
   }
   if (s.model.features == 0) {

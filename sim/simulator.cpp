@@ -59,18 +59,13 @@ struct Simulator::Impl {
     if (cset.model.features == 0) cset.model.features = uint32_t(full.features());
     // Said before any round, as the daemons do (the coordinator for its test set, a worker at
     // the welcome for its shard).
-    for (const ml::Dataset* d : {static_cast<const ml::Dataset*>(&full), test.get()}) {
-      if (!d) continue;
-      if (std::string why = ml::labelsUnfit(cset.model, *d); !why.empty()) {
-        throw std::runtime_error(std::string(d == &full ? "train_data" : "test_data") +
-                                 " does not fit the model: " + why);
-      }
-    }
+    ml::requireFitsModel("train_data", s.train_data, full, cset.model);
+    if (test) ml::requireFitsModel("test_data", s.coordinator.test_data, *test, cset.model);
     auto clock = [this] { return now; };
     coordinator = std::make_unique<server::CoordinatorCore>(
         cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL),
         clock);
-    auto parts = ml::partition(full.labels, full.num_classes, s.workers, s.worker.partition);
+    auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
       wset.name = "sim-worker-" + std::to_string(i);

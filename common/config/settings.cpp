@@ -53,8 +53,10 @@ void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split
   d.labels_at = m.at("labels");
   d.path_at = m.at("path");
   d.label_column = m.get<std::string>("label_column", d.label_column);
-  d.features = m.inRange<size_t>("features", m.get<size_t>("features", d.features), 0, 1u << 28);
-  d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, 1u << 28);
+  // No model is wider than kMaxFeatures: a wider data set could never be trained on.
+  d.features =
+      m.inRange<size_t>("features", m.get<size_t>("features", d.features), 0, ml::kMaxFeatures);
+  d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, ml::kMaxSyntheticValues);
   d.classes = m.inRange<int32_t>("classes", m.get<int32_t>("classes", d.classes), 2, 1 << 16);
   d.nnz_per_row =
       m.inRange<size_t>("nnz_per_row", m.get<size_t>("nnz_per_row", d.nnz_per_row), 1, 1u << 20);
@@ -73,6 +75,25 @@ void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split
   }
   if (d.format == "synthetic_sparse" && d.nnz_per_row > d.features) {
     m.fail("nnz_per_row", "'nnz_per_row' must not exceed 'features'");
+  }
+  // The generators' budgets (ml::syntheticDense, ml::syntheticSparse), said at the key's line
+  // rather than by the generator, or by std::bad_alloc.
+  const std::string budget = std::to_string(ml::kMaxSyntheticValues) + " values (1 GiB of floats)";
+  if (d.format == "synthetic" &&
+      (uint64_t(d.rows) + uint64_t(d.classes)) * d.features > ml::kMaxSyntheticValues) {
+    m.fail("rows", "synthetic data of " + std::to_string(d.rows) + " 'rows' and " +
+                       std::to_string(d.classes) + " class means of " + std::to_string(d.features) +
+                       " 'features' is more than " + budget);
+  }
+  if (d.format == "synthetic_sparse" && d.features > ml::kMaxSyntheticSparseFeatures) {
+    m.fail("features", "'features' of synthetic_sparse data must be at most " +
+                           std::to_string(ml::kMaxSyntheticSparseFeatures) +
+                           " (the generator keeps ~70 bytes a feature)");
+  }
+  if (d.format == "synthetic_sparse" &&
+      uint64_t(d.rows) * d.nnz_per_row > ml::kMaxSyntheticValues) {
+    m.fail("rows", "synthetic_sparse data of " + std::to_string(d.rows) + " 'rows' of " +
+                       std::to_string(d.nnz_per_row) + " 'nnz_per_row' is more than " + budget);
   }
   if (synthetic && split != ml::DataSource::Split::kAll) {
     // Training data may keep every row (test_fraction 0); test data needs one at least.

@@ -1,8 +1,9 @@
 #include "common/ml/data_source.hpp"
 
 #include <cmath>
-#include <filesystem>
 #include <stdexcept>
+
+#include "common/ml/detail/input_file.hpp"
 
 namespace tern::ml {
 namespace {
@@ -15,8 +16,8 @@ std::string at(const std::string& where, const std::string& message) {
 void requireFile(const std::string& path, const char* what, const std::string& where) {
   if (path.empty())
     throw std::runtime_error(at(where, std::string("no ") + what + " file configured"));
-  if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(at(where, std::string(what) + " file not found: " + path));
+  if (const std::string why = detail::whyNotAFile(path); !why.empty()) {
+    throw std::runtime_error(at(where, std::string(what) + " file " + why + ": " + path));
   }
 }
 
@@ -28,6 +29,23 @@ Dataset read(const std::string& where, Read read) {
   } catch (const std::exception& e) {
     throw std::runtime_error(at(where, e.what()));
   }
+}
+
+bool isFile(const DataSource& source) {
+  return source.format == "libsvm" || source.format == "csv";
+}
+
+// How an error names a source as a whole: its file, both files of an IDX pair, or the generator.
+std::string nameOf(const DataSource& source) {
+  if (source.format == "idx")
+    return "IDX files '" + source.images + "' and '" + source.labels + "'";
+  if (isFile(source)) return "'" + source.path + "'";
+  return source.format + " data";
+}
+
+// The configuration position errors about the source as a whole are given at.
+const std::string& positionOf(const DataSource& source) {
+  return source.format == "idx" ? source.images_at : source.path_at;
 }
 
 Dataset split(Dataset all, const DataSource& source) {
@@ -73,6 +91,30 @@ Dataset loadDataset(const DataSource& source) {
   throw std::runtime_error("unknown data format '" + source.format + "'");
 }
 
+void requireFitsModel(const std::string& role, const DataSource& source, const Dataset& data,
+                      const ModelSpec& spec) {
+  // Rows and features are the images file's, labels the labels file's.
+  const auto fail = [&](bool labels, const std::string& what) {
+    std::string name = "(" + source.format + " data)";
+    std::string where;
+    if (source.format == "idx") {
+      name = "'" + (labels ? source.labels : source.images) + "'";
+      where = labels ? source.labels_at : source.images_at;
+    } else if (isFile(source)) {
+      name = "'" + source.path + "'";
+      where = source.path_at;
+    }
+    throw std::runtime_error(at(where, role + " " + name + ": " + what));
+  };
+  if (data.rows() == 0) fail(false, "no rows");
+  if (data.features() != spec.features) {
+    const size_t n = data.features();
+    fail(false, std::to_string(n) + (n == 1 ? " feature" : " features") + ", model has " +
+                    std::to_string(spec.features));
+  }
+  if (const std::string why = labelsUnfit(spec, data); !why.empty()) fail(true, why);
+}
+
 namespace {
 
 void checkShard(size_t index, size_t total) {
@@ -90,16 +132,33 @@ Dataset loadShard(const Dataset& full, size_t index, size_t total, const Partiti
   return full.subset(parts[index]);
 }
 
+std::vector<std::vector<size_t>> partitionOf(const DataSource& source, const Dataset& full,
+                                             size_t total, const PartitionSpec& spec) {
+  try {
+    return partition(full.labels, full.num_classes, total, spec);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(at(positionOf(source), nameOf(source) + ": " + e.what()));
+  }
+}
+
 Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
                     const PartitionSpec& spec) {
   checkShard(index, total);
-  if (source.format != "idx") return loadShard(loadDataset(source), index, total, spec);
+  if (source.format != "idx") {
+    const Dataset full = loadDataset(source);
+    return full.subset(partitionOf(source, full, total, spec)[index]);
+  }
   requireFile(source.images, "images", source.images_at);
   requireFile(source.labels, "labels", source.labels_at);
   return read(source.images_at, [&] {
     return readIdxRows(source.images, source.labels,
                        [&](std::span<const int32_t> labels, int32_t classes) {
-                         return partition(labels, classes, total, spec)[index];
+                         try {
+                           return partition(labels, classes, total, spec)[index];
+                         } catch (const std::exception& e) {
+                           // read() puts the position in front.
+                           throw std::runtime_error(nameOf(source) + ": " + e.what());
+                         }
                        });
   });
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
 #include "common/ml/partition.hpp"
 
 namespace tern::ml {
@@ -40,11 +41,24 @@ struct TrainTest {
 // Throws std::runtime_error naming the file on a missing or malformed file.
 Dataset loadDataset(const DataSource& source);
 
+// Throws std::runtime_error unless `data`, loaded from `source`, can train or test a model of
+// `spec`: at least one row, the model's feature count, labels the model has an output for. The
+// error names the role, the file and its configuration line ("c.yaml:30:11: test_data 't.svm':
+// 3 features, model has 2"), so a program refuses at start-up what would otherwise stop it at
+// the first evaluation.
+void requireFitsModel(const std::string& role, const DataSource& source, const Dataset& data,
+                      const ModelSpec& spec);
+
 // The rows of worker `index` out of `total` under the partition spec.
 Dataset loadShard(const Dataset& full, size_t index, size_t total, const PartitionSpec& spec);
 // loadShard(loadDataset(source), ...), the same rows in the same order; an IDX file is streamed
 // so that only the shard's rows are ever held (a worker on a small device never holds the rest).
+// A partition that cannot be made (fewer rows than shards) is an error naming the source's file.
 Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
                     const PartitionSpec& spec);
+// partition(full.labels, full.num_classes, total, spec) of the data loaded from source, with
+// std::runtime_error naming the source's file (and configuration position) on failure.
+std::vector<std::vector<size_t>> partitionOf(const DataSource& source, const Dataset& full,
+                                             size_t total, const PartitionSpec& spec);
 
 }  // namespace tern::ml

@@ -15,6 +15,11 @@ namespace tern::ml {
 using DenseMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using SparseMatrix = Eigen::SparseMatrix<float, Eigen::RowMajor, int32_t>;
 
+// The most rows an IDX file may declare: twice mnist8m's 8.1 million, the largest of the MNIST
+// family. A few kilobytes of gzip can declare millions of 1x1 images, and a reader keeps about
+// 40 bytes a row (labels, partition, rows picked) whatever the image size: at most ~700 MB.
+inline constexpr size_t kMaxIdxRows = size_t{1} << 24;
+
 struct Dataset {
   bool is_sparse = false;
   DenseMatrix dense;            // rows x features when !is_sparse
@@ -32,7 +37,8 @@ struct Dataset {
 };
 
 // IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the
-// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted.
+// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
+// least one and at most kMaxIdxRows rows.
 Dataset readIdx(const std::string& images_path, const std::string& labels_path);
 // Chooses rows from every label of a file (and the file's class count), e.g. one shard.
 using RowPicker =
@@ -43,19 +49,31 @@ Dataset readIdxRows(const std::string& images_path, const std::string& labels_pa
                     const RowPicker& pick);
 // LIBSVM text: "label idx:val idx:val ..." with 1-based indices. Labels in {-1,+1} or {0,1}
 // map to {0,1}; other integer labels are kept as class indices. features = 0 means infer.
+// Indices above kMaxFeatures (model.hpp), and files in which no row has a feature, are refused.
 Dataset readLibsvm(const std::string& path, size_t features = 0);
 // CSV with a header line; the label column is named by label_column (default: last column).
 // Labels follow the LIBSVM rule above; every other column must be numeric.
 Dataset readCsv(const std::string& path, const std::string& label_column = "");
 
+// The largest data sets the generators make, so that a configuration cannot ask for more memory
+// than a device has: dense data holds (rows + classes) x features floats (the rows and the class
+// means), sparse data rows x nnz_per_row values; at most 2^28 either way (1 GiB of floats).
+// Sparse data also keeps ~70 bytes of popularity tables a feature, hence at most 2^24 features.
+inline constexpr uint64_t kMaxSyntheticValues = uint64_t{1} << 28;
+inline constexpr size_t kMaxSyntheticSparseFeatures = size_t{1} << 24;
+
 // Dense Gaussian-mixture classification data: one mean per class (entries N(0,1)), unit noise,
-// balanced classes in random order.
+// balanced classes in random order. Throws std::invalid_argument, naming the sizes, for zero
+// features or classes, more features than a model takes (kMaxFeatures) or more values than
+// kMaxSyntheticValues.
 Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t seed);
 // Sparse binary classification data with power-law feature popularity and unit-norm rows,
 // labels from a hidden sparse linear model (RCV1-like statistics when called with d=47236,
 // n=20242, nnz_per_row=74). Each row has nnz_per_row distinct features drawn by Zipf(1)
 // popularity with tf-idf-like values; the hidden model weighs 10% of the features (drawn by
-// popularity), its bias balances the classes, and 2% of the labels are flipped.
+// popularity), its bias balances the classes, and 2% of the labels are flipped. Throws
+// std::invalid_argument, naming the sizes, unless 1 <= nnz_per_row <= features <=
+// kMaxSyntheticSparseFeatures and rows x nnz_per_row <= kMaxSyntheticValues.
 Dataset syntheticSparse(size_t rows, size_t features, size_t nnz_per_row, uint64_t seed);
 
 // Map a multi-class dataset to a binary one: label 1 iff label is in positive_classes.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/ml/dataset.hpp"
+#include "common/ml/detail/input_file.hpp"
 #include "common/ml/model.hpp"
 
 namespace tern::ml {
@@ -35,8 +36,7 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
 class IdxStream {
  public:
-  explicit IdxStream(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (!file_) fail(path_, "cannot open");
+  explicit IdxStream(const std::string& path) : path_(path), file_(openFile(path)) {
     gzbuffer(file_.get(), 1 << 20);
   }
 
@@ -106,6 +106,12 @@ class IdxStream {
   const std::string& path() const { return path_; }
 
  private:
+  static GzFile openFile(const std::string& path) {
+    if (const std::string why = detail::whyNotAFile(path); !why.empty()) fail(path, why);
+    GzFile file(gzopen(path.c_str(), "rb"));
+    if (!file) fail(path, "cannot open");
+    return file;
+  }
   static std::string hex(uint8_t v) {
     const char* digits = "0123456789abcdef";
     return {digits[v >> 4], digits[v & 15]};
@@ -129,15 +135,30 @@ struct IdxHeader {
   size_t features = 0;
 };
 
+// The row count a header declares is checked before anything is kept per row: a few kilobytes
+// of gzip can declare millions of 1x1 images, whose bookkeeping would cost ~40 bytes each.
+void requireRowCount(const IdxStream& in, uint32_t rows) {
+  if (rows > kMaxIdxRows) {
+    fail(in.path(), "the header declares " + std::to_string(rows) + " rows, more than the " +
+                        std::to_string(kMaxIdxRows) + " an IDX file may hold");
+  }
+}
+
 // Opens both files, checks their headers agree, and reads every label.
 IdxHeader openIdx(IdxStream& images_in, IdxStream& labels_in, const std::string& images_path,
                   const std::string& labels_path, std::vector<uint8_t>& label_bytes) {
   const auto label_dims = labels_in.readHeader(1);
+  requireRowCount(labels_in, label_dims[0]);
   const auto image_dims = images_in.readHeader(3);
+  requireRowCount(images_in, image_dims[0]);
   if (image_dims[0] != label_dims[0]) {
     throw std::runtime_error("IDX files '" + images_path + "' and '" + labels_path +
                              "': count mismatch (" + std::to_string(image_dims[0]) + " images, " +
                              std::to_string(label_dims[0]) + " labels)");
+  }
+  if (image_dims[0] == 0) {
+    throw std::runtime_error("IDX files '" + images_path + "' and '" + labels_path +
+                             "': no rows (both headers declare 0)");
   }
   IdxHeader h;
   h.n = image_dims[0];

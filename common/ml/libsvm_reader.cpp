@@ -11,6 +11,7 @@
 
 #include "common/ml/dataset.hpp"
 #include "common/ml/detail/text_input.hpp"
+#include "common/ml/model.hpp"
 
 namespace tern::ml {
 namespace {
@@ -27,6 +28,10 @@ struct Entry {
 
 Dataset readLibsvm(const std::string& path, size_t features) {
   using detail::textError;
+  if (features > kMaxFeatures) {
+    throw std::invalid_argument("readLibsvm: features " + std::to_string(features) +
+                                " beyond the widest model (" + std::to_string(kMaxFeatures) + ")");
+  }
   const std::string text = detail::readTextFile(path);
   detail::LabelCollector labels(path);
   std::vector<int32_t> outer{0};
@@ -74,11 +79,16 @@ Dataset readLibsvm(const std::string& path, size_t features) {
       if (iec != std::errc() || iend != index_text.data() + index_text.size()) {
         textError(path, line_no, column, "bad feature index '" + std::string(index_text) + "'");
       }
-      if (index < 1 || index > std::numeric_limits<int32_t>::max() ||
-          (features != 0 && static_cast<uint64_t>(index) > features)) {
+      if (index < 1 || (features != 0 && static_cast<uint64_t>(index) > features)) {
         textError(path, line_no, column,
                   "feature index " + std::to_string(index) + " out of range" +
                       (features != 0 ? " [1, " + std::to_string(features) + "]" : ""));
+      }
+      // Said here, at its line, rather than by makeModel when the inferred width is used.
+      if (index > int64_t{kMaxFeatures}) {
+        textError(path, line_no, column,
+                  "feature index " + std::to_string(index) + " is beyond the widest model (" +
+                      std::to_string(kMaxFeatures) + " features)");
       }
       const auto value = detail::parseFeature(token.substr(colon + 1));
       if (!value) {
@@ -117,6 +127,9 @@ Dataset readLibsvm(const std::string& path, size_t features) {
   out.num_classes = labels.finish(out.labels);
   if (out.labels.empty()) throw std::runtime_error("'" + path + "': no data rows");
   const auto cols = static_cast<Eigen::Index>(features != 0 ? features : size_t(max_index));
+  if (cols == 0) {
+    throw std::runtime_error("'" + path + "': no features (every row holds only a label)");
+  }
   const auto nrows = static_cast<Eigen::Index>(out.labels.size());
   out.sparse = Eigen::Map<const SparseMatrix>(nrows, cols, static_cast<Eigen::Index>(inner.size()),
                                               outer.data(), inner.data(), values.data());

@@ -131,6 +131,16 @@ std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int3
 
   if (num_classes < 1) throw std::invalid_argument("partition: num_classes must be >= 1");
   const auto classes = static_cast<size_t>(num_classes);
+  // Refused before the tables are allocated, naming the label that makes them so wide.
+  if (uint64_t{parts} * classes > kMaxLabelSkewTable) {
+    const int32_t largest = *std::max_element(labels.begin(), labels.end());
+    throw std::invalid_argument(
+        "partition: label skew needs tables of " + std::to_string(parts) + " workers x " +
+        std::to_string(classes) + " classes (the largest label is " + std::to_string(largest) +
+        "), more than " + std::to_string(kMaxLabelSkewTable) +
+        " entries; number the classes densely from 0, or partition without label skew "
+        "(dirichlet_alpha 0)");
+  }
   std::vector<std::vector<size_t>> pools(classes);
   for (size_t r = 0; r < labels.size(); ++r) {
     if (labels[r] < 0 || labels[r] >= num_classes) {

@@ -15,6 +15,12 @@ struct PartitionSpec {
   uint64_t seed = 1;
 };
 
+// With label skew every worker draws a class mix and asks for rows of each class: tables of
+// parts x classes entries (16 bytes each). The classes are the largest label + 1, so one stray
+// label (65535) among a few rows would take hundreds of megabytes; at most this many entries
+// (64 MiB; e.g. 1024 workers x 4096 classes) are allowed.
+inline constexpr uint64_t kMaxLabelSkewTable = uint64_t{1} << 22;
+
 // Shares p_i (sum 1), geometric with p_0/p_{n-1} = ratio, descending.
 std::vector<double> geometricShares(size_t parts, double ratio);
 
@@ -24,7 +30,8 @@ std::vector<double> geometricShares(size_t parts, double ratio);
 // worker asks for its size split by its Dirichlet draw; a class asked for more than it holds is
 // shared in proportion to the requests, and workers top up from their next-preferred classes.
 // Each worker's rows are returned in ascending order. Throws std::invalid_argument when there
-// are fewer rows than parts, alpha < 0, ratio < 1, or (with label skew) a label is out of range.
+// are fewer rows than parts, alpha < 0, ratio < 1, or (with label skew) a label is out of range
+// or parts x num_classes exceeds kMaxLabelSkewTable.
 std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int32_t num_classes,
                                            size_t parts, const PartitionSpec& spec);
 

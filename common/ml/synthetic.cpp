@@ -6,10 +6,12 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/ml/dataset.hpp"
 #include "common/ml/detail/random.hpp"
+#include "common/ml/model.hpp"
 #include "common/util/rng.hpp"
 
 namespace tern::ml {
@@ -95,8 +97,23 @@ void drawDistinct(const AliasTable& table, size_t count, std::vector<uint32_t>& 
 }  // namespace
 
 Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t seed) {
+  const std::string sizes = std::to_string(rows) + " rows of " + std::to_string(features) +
+                            " features in " + std::to_string(classes) + " classes";
   if (features == 0 || classes < 1) {
-    throw std::invalid_argument("syntheticDense: need features >= 1 and classes >= 1");
+    throw std::invalid_argument("syntheticDense: " + sizes +
+                                ": need features >= 1 and classes >= 1");
+  }
+  if (features > kMaxFeatures) {
+    throw std::invalid_argument("syntheticDense: " + sizes +
+                                ": more features than a model takes (" +
+                                std::to_string(kMaxFeatures) + ")");
+  }
+  // Checked before anything is allocated; with features bounded the product cannot overflow.
+  if (rows > kMaxSyntheticValues ||
+      (uint64_t(rows) + uint64_t(classes)) * features > kMaxSyntheticValues) {
+    throw std::invalid_argument("syntheticDense: " + sizes +
+                                ": rows and class means hold more than " +
+                                std::to_string(kMaxSyntheticValues) + " values (1 GiB of floats)");
   }
   const auto d = static_cast<Eigen::Index>(features);
   Rng mean_rng(deriveSeed(seed, kMeans));
@@ -123,11 +140,23 @@ Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t s
 }
 
 Dataset syntheticSparse(size_t rows, size_t features, size_t nnz_per_row, uint64_t seed) {
+  const std::string sizes = std::to_string(rows) + " rows of " + std::to_string(nnz_per_row) +
+                            " non-zeros in " + std::to_string(features) + " features";
   if (nnz_per_row == 0 || nnz_per_row > features) {
-    throw std::invalid_argument("syntheticSparse: need 1 <= nnz_per_row <= features");
+    throw std::invalid_argument("syntheticSparse: " + sizes +
+                                ": need 1 <= nnz_per_row <= features");
   }
-  if (rows * nnz_per_row > size_t(std::numeric_limits<int32_t>::max())) {
-    throw std::invalid_argument("syntheticSparse: too many non-zeros for 32-bit indices");
+  if (features > kMaxSyntheticSparseFeatures) {
+    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
+                                std::to_string(kMaxSyntheticSparseFeatures) +
+                                " features (the generator keeps ~70 bytes a feature)");
+  }
+  // The budget also keeps the non-zeros countable in the matrix's 32-bit indices.
+  static_assert(kMaxSyntheticValues <= uint64_t(std::numeric_limits<int32_t>::max()));
+  if (rows > kMaxSyntheticValues || uint64_t(rows) * nnz_per_row > kMaxSyntheticValues) {
+    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
+                                std::to_string(kMaxSyntheticValues) +
+                                " non-zeros (1 GiB of floats)");
   }
   // Zipf(1) popularity over ranks; which feature id holds which rank is a seeded permutation so
   // popular features are spread over the index range like in real bag-of-words data.

@@ -1,23 +1,46 @@
 #include "common/ml/detail/text_input.hpp"
 
+#include <array>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
+#include "common/ml/detail/input_file.hpp"
 #include "common/ml/model.hpp"
 
 namespace tern::ml::detail {
+namespace {
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+}  // namespace
 
 std::string readTextFile(const std::string& path) {
+  if (const std::string why = whyNotAFile(path); !why.empty()) {
+    throw std::runtime_error("'" + path + "': " + why);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("'" + path + "': cannot open");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw std::runtime_error("'" + path + "': read error");
-  return std::move(buf).str();
+  // Read through the ifstream itself: `buf << in.rdbuf()` records a failed read on buf, not on
+  // in, and a read error then looks like the end of the file.
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  errno = 0;
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+    text.append(chunk.data(), size_t(in.gcount()));
+  }
+  if (in.bad()) {
+    const int error = errno;
+    throw std::runtime_error("'" + path + "': read error" +
+                             (error != 0 ? std::string(" (") + std::strerror(error) + ")" : ""));
+  }
+  // A UTF-8 byte order mark (spreadsheet exports write one) is not part of the first field.
+  if (text.starts_with(kUtf8Bom)) text.erase(0, kUtf8Bom.size());
+  return text;
 }
 
 void textError(const std::string& path, size_t line, size_t column, const std::string& what) {

@@ -9,6 +9,8 @@
 
 namespace tern::ml::detail {
 
+// The whole file, without a leading UTF-8 byte order mark. Throws std::runtime_error naming the
+// file when it is not a regular file or cannot be read to its end.
 std::string readTextFile(const std::string& path);
 
 [[noreturn]] void textError(const std::string& path, size_t line, size_t column,

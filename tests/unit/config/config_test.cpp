@@ -428,3 +428,36 @@ TEST_CASE("allocation.bytes_per_coordinate is read and checked, and measured whe
           loadCoordinatorSettings(g);
         }).find("'bytes_per_coordinate' must be in [0.125") != std::string::npos);
 }
+
+TEST_CASE("data wider than any model, or synthetic data past the generators' budget, is refused") {
+  // At the key's line, where the generator used to allocate gigabytes or die of std::bad_alloc.
+  auto wide = writeTemp("wide_data.yaml",
+                        "data:\n  format: libsvm\n  path: a.svm\n  features: 67108865\n"
+                        "security: none\n");
+  CHECK(errorOf([&] {
+          loadWorkerSettings(wide);
+        }).rfind(wide + ":4:13: 'features' must be in [0, 67108864]", 0) == 0);
+  // (2^20 rows + 2 class means) x 256 features is 512 floats past 2^28; 2 rows fewer fit.
+  auto dense = writeTemp("dense_budget.yaml",
+                         "data:\n  format: synthetic\n  rows: 1048576\n  features: 256\n"
+                         "  classes: 2\nsecurity: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(dense); }) ==
+        dense + ":3:9: synthetic data of 1048576 'rows' and 2 class means of 256 'features' is " +
+            "more than 268435456 values (1 GiB of floats)");
+  auto fits = writeTemp("dense_fits.yaml",
+                        "data:\n  format: synthetic\n  rows: 1048574\n  features: 256\n"
+                        "  classes: 2\nsecurity: none\n");
+  CHECK(loadWorkerSettings(fits).data.rows == 1048574);
+  auto sparse_wide = writeTemp("sparse_wide.yaml",
+                               "data:\n  format: synthetic_sparse\n  rows: 10\n"
+                               "  features: 16777217\nsecurity: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(sparse_wide); }) ==
+        sparse_wide + ":4:13: 'features' of synthetic_sparse data must be at most 16777216 " +
+            "(the generator keeps ~70 bytes a feature)");
+  auto sparse_rows = writeTemp("sparse_rows.yaml",
+                               "data:\n  format: synthetic_sparse\n  rows: 268435456\n"
+                               "  features: 1000\n  nnz_per_row: 2\nsecurity: none\n");
+  CHECK(errorOf([&] { loadWorkerSettings(sparse_rows); }) ==
+        sparse_rows + ":3:9: synthetic_sparse data of 268435456 'rows' of 2 'nnz_per_row' is " +
+            "more than 268435456 values (1 GiB of floats)");
+}

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace tern::ml;
@@ -154,4 +155,31 @@ TEST_CASE("partition rejects too few rows, out-of-range labels and a negative al
   PartitionSpec negative;
   negative.dirichlet_alpha = -1.0;
   CHECK_THROWS_AS(partition(labels, 2, 2, negative), std::invalid_argument);
+}
+
+TEST_CASE(
+    "label skew over more workers x classes than its table budget is refused, naming the label") {
+  // One row labelled 65535 among 199 binary ones made 200 workers x 65536 classes: 218 MB.
+  std::vector<int32_t> labels = balancedLabels(200, 2);
+  labels[57] = 65535;
+  PartitionSpec skewed;
+  skewed.dirichlet_alpha = 0.5;
+  std::string msg;
+  try {
+    partition(labels, 65536, 200, skewed);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  CHECK(msg ==
+        "partition: label skew needs tables of 200 workers x 65536 classes (the largest label is "
+        "65535), more than 4194304 entries; number the classes densely from 0, or partition "
+        "without label skew (dirichlet_alpha 0)");
+  // Without label skew there are no per-class tables: the same rows partition.
+  const auto iid = partition(labels, 65536, 200, PartitionSpec{});
+  CHECK(checkDisjoint(iid, labels.size()) == labels.size());
+  // The budget is 2^22 entries: 1025 workers x 4096 classes are just past it; 100 workers over
+  // as many classes are well within (running at the budget itself would make a slow test).
+  const auto wide = balancedLabels(1025, 4096);
+  CHECK_THROWS_AS(partition(wide, 4096, 1025, skewed), std::invalid_argument);
+  CHECK(checkDisjoint(partition(wide, 4096, 100, skewed), wide.size()) == wide.size());
 }

@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/ml/data_source.hpp"
@@ -138,4 +140,52 @@ TEST_CASE("synthetic training and test splits are the generated rows cut once, d
       CHECK(row(part, k) == row(all, i));
     }
   }
+}
+
+namespace {
+
+// The what() of the std::invalid_argument thrown by f, or a note of what happened instead.
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string invalidArgumentOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<other exception: ") + e.what() + ">";
+  }
+  return "<no exception>";
+}
+
+}  // namespace
+
+TEST_CASE("synthetic generators refuse sizes beyond their budgets before allocating, naming them") {
+  // Each used to allocate what it was asked for, gigabytes, or die with std::bad_alloc.
+  CHECK(invalidArgumentOf([] { syntheticDense(1u << 28, 1u << 28, 2, 1); }) ==
+        "syntheticDense: 268435456 rows of 268435456 features in 2 classes: more features than "
+        "a model takes (67108864)");
+  // (2^20 rows + 2 means) x 256 features is 2^28 + 512 floats: one row of means too many.
+  CHECK(invalidArgumentOf([] { syntheticDense(1u << 20, 256, 2, 1); }) ==
+        "syntheticDense: 1048576 rows of 256 features in 2 classes: rows and class means hold "
+        "more than 268435456 values (1 GiB of floats)");
+  // The class means count: 2^16 classes of 2^13 features are 2^29 floats without any row.
+  CHECK(contains(invalidArgumentOf([] { syntheticDense(10, 1u << 13, 1 << 16, 1); }),
+                 "rows and class means hold more than 268435456 values"));
+  CHECK(contains(invalidArgumentOf([] { syntheticDense((1u << 28) + 1, 1, 2, 1); }),
+                 "268435457 rows of 1 features"));
+  CHECK(invalidArgumentOf([] { syntheticSparse(1000, 1u << 28, 2, 1); }) ==
+        "syntheticSparse: 1000 rows of 2 non-zeros in 268435456 features: more than 16777216 "
+        "features (the generator keeps ~70 bytes a feature)");
+  // 2^25 rows of 9 non-zeros are 9 x 2^25 > 2^28 values.
+  CHECK(invalidArgumentOf([] { syntheticSparse(1u << 25, 100, 9, 1); }) ==
+        "syntheticSparse: 33554432 rows of 9 non-zeros in 100 features: more than 268435456 "
+        "non-zeros (1 GiB of floats)");
+  CHECK(contains(invalidArgumentOf([] { syntheticSparse(10, 5, 6, 1); }),
+                 "10 rows of 6 non-zeros in 5 features: need 1 <= nnz_per_row <= features"));
+  // Within the budgets the generators still make what was asked.
+  CHECK(syntheticDense(3, 4, 2, 1).dense.size() == 12);
+  CHECK(syntheticSparse(3, 4, 2, 1).sparse.nonZeros() == 6);
 }
