@@ -564,8 +564,11 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
   h.withTimers(2.0, 3.0);
   const uint32_t a = idOf(h.join("A", "a", 100), "A");
   // Forty short-lived workers (killed, never back) join and fall silent.
-  for (int i = 0; i < 40; ++i)
-    idOf(h.join("X" + std::to_string(i), "x" + std::to_string(i), 10), "X" + std::to_string(i));
+  for (int i = 0; i < 40; ++i) {
+    const std::string number = std::to_string(i);
+    const std::string peer = std::string("X").append(number);
+    idOf(h.join(peer, std::string("x").append(number), 10), peer);
+  }
   Message hb;
   hb.envelope = makeEnvelope();
   hb.envelope.mutable_heartbeat()->set_session(h.session);
