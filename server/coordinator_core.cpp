@@ -98,6 +98,12 @@ const char* invalidLinkModel(const wire::LinkModel& l, size_t max_message_bytes)
   return nullptr;
 }
 
+// A link's b once its fit separates it from a (its standard error computable), else 0: before
+// that, a worker's b is the median time per packet, latency included.
+double fittedSecondsPerPacket(const wire::LinkModel& l) {
+  return std::isfinite(l.b_stderr()) ? l.b_seconds_per_packet() : 0.0;
+}
+
 }  // namespace
 
 Outgoing CoordinatorCore::send(Worker& w, Message m) {
@@ -292,9 +298,8 @@ void CoordinatorCore::reallocate() {
   }
   auto plan = allocator_->allocate(loads, uint32_t(params_.size()), budget);
   planned_budget_ = budget;
-  link_moved_ = false;
   for (size_t i = 0; i < alive.size(); ++i) {
-    alive[i]->planned_seconds_per_packet = alive[i]->rec.link.b_seconds_per_packet();
+    alive[i]->planned_seconds_per_packet = fittedSecondsPerPacket(alive[i]->rec.link);
     alive[i]->rec.share = loads[i].share;
     alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());
     alive[i]->rec.threshold = i < plan.thresholds.size() ? plan.thresholds[i] : 0.0;
@@ -303,11 +308,13 @@ void CoordinatorCore::reallocate() {
 }
 
 bool CoordinatorCore::planInputsMoved() {
-  const auto& budget = settings_.allocation.budget;
+  const auto& allocation = settings_.allocation;
+  const auto& budget = allocation.budget;
   bool moved = link_moved_;
+  link_moved_ = false;
   if (round_pushes_ > 0 && round_coordinates_ > 0.0) {
     const double fixed = round_fixed_bytes_ / double(round_pushes_);
-    const double per_coordinate = round_payload_bytes_ / round_coordinates_;
+    const double per_coordinate = round_coordinate_bytes_ / round_coordinates_;
     // A running mean over rounds: stochastic compressors send a varying count.
     constexpr double kWeight = 0.25;
     push_fixed_bytes_ =
@@ -317,12 +324,16 @@ bool CoordinatorCore::planInputsMoved() {
                                  : per_coordinate;
     push_bytes_known_ = true;
   }
-  round_fixed_bytes_ = round_payload_bytes_ = round_coordinates_ = 0.0;
+  round_fixed_bytes_ = round_coordinate_bytes_ = round_coordinates_ = 0.0;
   round_pushes_ = 0;
-  // Push bytes only matter to a budget in bytes or one priced per coordinate in link seconds;
-  // they moved when the caps now planned would cost 10% more or less than planned.
-  const bool priced_in_bytes = budget.bytes_per_round > 0.0 || budget.seconds_per_round > 0.0;
-  if (settings_.allocation.measure_push_bytes && push_bytes_known_ && priced_in_bytes) {
+  // Push bytes only matter to a budget in bytes and to cost-aware's link seconds (budget,
+  // deadline, round time); they moved when the caps now planned would cost 10% more or less
+  // than planned.
+  const bool priced_in_bytes = budget.bytes_per_round > 0.0 ||
+                               (allocation.method == "cost-aware" &&
+                                (budget.seconds_per_round > 0.0 || budget.deadline_seconds > 0.0 ||
+                                 budget.round_overhead_seconds > 0.0));
+  if (allocation.measure_push_bytes && push_bytes_known_ && priced_in_bytes) {
     double planned = 0.0, now = 0.0;
     for (const auto& [id, w] : workers_) {
       if (!w.rec.alive) continue;
@@ -395,7 +406,7 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
       // calibration train, or with none).
       if (settings_.allocation.method == "cost-aware") {
         const double was = w->planned_seconds_per_packet;
-        const double b = push.link().b_seconds_per_packet();
+        const double b = fittedSecondsPerPacket(push.link());
         if ((was > 0.0) != (b > 0.0) || (was > 0.0 && std::abs(b / was - 1.0) > kReplanLinkChange))
           link_moved_ = true;
       }
@@ -453,8 +464,10 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
                                  "gradient rejected: " + decoded.error));
   }
   w->pending = std::move(*decoded.value);
-  round_fixed_bytes_ += double(wire_bytes) - double(std::min(wire_bytes, msg.payload.size()));
-  round_payload_bytes_ += double(msg.payload.size());
+  // What a push costs besides its coordinates: the envelope, the frames and the codec's header.
+  const size_t coordinate_bytes = msg.payload.size() - decoded.header_bytes;
+  round_fixed_bytes_ += double(wire_bytes) - double(std::min(wire_bytes, coordinate_bytes));
+  round_coordinate_bytes_ += double(coordinate_bytes);
   round_coordinates_ += double(w->pending->nonZeros());
   ++round_pushes_;
   w->loss = push.local_loss();
@@ -636,7 +649,6 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
     checkpoint_due_ = true;
   }
   if (planInputsMoved()) {
-    ++input_replans_;
     reallocate();
   } else if (settings_.allocation.reallocate_every > 0 &&
              rounds_since_alloc_ >= settings_.allocation.reallocate_every) {

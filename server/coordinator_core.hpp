@@ -124,11 +124,6 @@ class CoordinatorCore {
   static constexpr double kForgetGoneAfterSeconds = 600.0;
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
-  // The budget the caps were last planned under (with the measured push bytes, when measured).
-  const allocation::Budget& plannedBudget() const { return planned_budget_; }
-  // Plans made because an input moved (a link model, the measured push bytes), not because
-  // membership changed or reallocate_every came round.
-  uint64_t inputReplans() const { return input_replans_; }
   // A plan input that moved by more than this fraction since the last plan re-plans at the
   // round's close.
   static constexpr double kReplanPushBytesChange = 0.1;
@@ -201,14 +196,13 @@ class CoordinatorCore {
   double start_time_ = 0.0;
   uint64_t rounds_since_alloc_ = 0;
   allocation::Budget planned_budget_;
-  uint64_t input_replans_ = 0;
   bool link_moved_ = false;
-  // What accepted pushes cost on the wire: bytes besides the payload (envelope, frames) and
-  // payload bytes per decoded coordinate (the codec's header included), as running means over
-  // rounds; this round's sums until it closes.
+  // What accepted pushes cost on the wire: bytes besides their coordinates (envelope, frames,
+  // the codec's header) and the index and value bytes per decoded coordinate, as running means
+  // over rounds; this round's sums until it closes.
   bool push_bytes_known_ = false;
   double push_fixed_bytes_ = 0.0, push_coordinate_bytes_ = 0.0;
-  double round_fixed_bytes_ = 0.0, round_payload_bytes_ = 0.0, round_coordinates_ = 0.0;
+  double round_fixed_bytes_ = 0.0, round_coordinate_bytes_ = 0.0, round_coordinates_ = 0.0;
   uint64_t round_pushes_ = 0;
   std::map<uint32_t, Worker> workers_;
   uint32_t next_id_ = 0;

@@ -46,13 +46,20 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   const double fallback_a = known_a.empty() ? 0.0 : median(known_a);
   links.per_coordinate.resize(workers.size());
   links.fixed.resize(workers.size());
+  const bool whole_packets = links.known && pricesWholePackets(budget);
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const WorkerLoad& w = workers[i];
     links.per_coordinate[i] =
         fitted(w) ? w.seconds_per_packet * packets_per_coordinate : fallback_b;
     links.fixed[i] = fittedFixed(w) ? w.seconds_fixed : fallback_a;
+    // The push's own bytes (envelope, frames, codec header) take link time on every upload;
+    // whole packets hold them in the first packet's room instead.
+    if (!whole_packets) {
+      links.fixed[i] +=
+          links.per_coordinate[i] / budget.bytes_per_coordinate * budget.bytes_per_push;
+    }
   }
-  if (links.known && pricesWholePackets(budget)) {
+  if (whole_packets) {
     links.unit = coordinatesPerPacket(budget);
     links.per_unit.resize(workers.size());
     // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or

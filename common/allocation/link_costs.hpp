@@ -14,7 +14,7 @@ namespace tern::allocation {
 struct LinkCosts {
   bool known = false;                  // at least one worker has a fitted link
   std::vector<double> per_coordinate;  // b_i, seconds per kept coordinate
-  std::vector<double> fixed;           // a_i, seconds per upload
+  std::vector<double> fixed;  // a_i (+ the push's fixed bytes, unless whole packets), s per upload
   // What an upload is priced in: `unit` coordinates at `per_unit[i]` seconds each. One
   // coordinate at b_i by default; with Budget::whole_packets (a link-seconds budget and fitted
   // links) one packet's worth of coordinates at the fitted seconds per packet, so an upload

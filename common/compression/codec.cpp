@@ -136,6 +136,7 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
     if (levels == 0 || levels > kMaxQsgdLevels) return fail("QSGD level count out of range");
   }
 
+  const size_t header_bytes = size_t(p - bytes.data());
   const ValueCoding vc = valueCodingOf(scheme);
   const uint64_t vbytes = valueBytes(vc, count, levels);
   if (uint64_t(end - p) < vbytes) return fail("message shorter than its value section");
@@ -216,6 +217,7 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
 
   DecodeResult res;
   res.value = std::move(g);
+  res.header_bytes = header_bytes;
   return res;
 }
 

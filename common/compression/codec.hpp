@@ -22,7 +22,8 @@ struct DecodeLimits {
 
 struct DecodeResult {
   std::optional<SparseGradient> value;
-  std::string error;  // set when !value
+  std::string error;        // set when !value
+  size_t header_bytes = 0;  // of a decoded message: its header, before the index section
 };
 
 DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits);

@@ -547,7 +547,7 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
     packets = above != sizes.end() ? *above : sizes.back();
     if (static_cast<double>(packets) == mean) return std::nullopt;  // nothing differs
   }
-  const size_t bytes = packets * spec_.packet_bytes;
+  size_t bytes = packets * spec_.packet_bytes;
 
   size_t spent = 0;
   for (const auto& [t, b] : probes_sent_) spent += b;
@@ -559,7 +559,19 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
     const double link_minute = kProbeWindowSeconds / line.b * spec_.packet_bytes;
     cap = std::min(cap, spec_.probe_link_share * link_minute);
   }
-  if (static_cast<double>(spent + bytes) > cap) return std::nullopt;
+  const double room = cap - static_cast<double>(spent);
+  if (static_cast<double>(bytes) > room) {
+    // A slow link's share may not hold the size asked for: the largest calibration size that
+    // fits and still differs from the pushes by 2x tells b apart from a too, if less sharply.
+    packets = 0;
+    for (size_t c : sizes) {
+      const double x = static_cast<double>(c);
+      const bool differs = x >= 2.0 * m || 2.0 * x <= m;
+      if (differs && x * spec_.packet_bytes <= room) packets = c;
+    }
+    if (packets == 0) return std::nullopt;
+    bytes = packets * spec_.packet_bytes;
+  }
 
   probes_sent_.emplace_back(now_seconds, bytes);
   samples_since_probe_ = 0;

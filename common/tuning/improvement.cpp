@@ -202,15 +202,13 @@ double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo
 }
 
 double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L) {
-  const double d = static_cast<double>(p.dim());
   switch (scheme) {
     case Scheme::kTopT:
     case Scheme::kUniform:
     case Scheme::kStochastic:  // omega(d) = 1: every non-zero is sent exactly
       return p.totalL2sq() / (2.0 * L);
     case Scheme::kSignScale:
-      return p.totalL1() * p.totalL1() /
-             (2.0 * L * std::max(1.0, std::min(d, static_cast<double>(p.nonZeros()))));
+      return p.totalL1() * p.totalL1() / (2.0 * L * signsSent(p, p.dim()));
   }
   return 0.0;
 }

@@ -372,3 +372,23 @@ TEST_CASE("a packet holds the most coordinates that fit beside the push's fixed 
     }
   }
 }
+
+TEST_CASE(
+    "an upload's fixed time includes its push's fixed bytes, unless whole packets hold them") {
+  // a + b * bytes_per_push / packet_bytes, written out: 10 ms + 11.6 ms * 150 / 1448.
+  Budget budget;
+  budget.bytes_per_push = 150.0;
+  budget.bytes_per_coordinate = 5.0;
+  budget.seconds_per_round = 0.05;
+  WorkerLoad w;
+  w.share = 1.0;
+  w.seconds_per_packet = 0.0116;
+  w.seconds_fixed = 0.010;
+  const LinkCosts per_coordinate = linkCosts({w}, budget);
+  CHECK(per_coordinate.fixed[0] == doctest::Approx(0.010 + 0.0116 * 150.0 / 1448.0));
+  CHECK(per_coordinate.per_coordinate[0] == doctest::Approx(0.0116 * 5.0 / 1448.0));
+  budget.whole_packets = true;
+  const LinkCosts whole = linkCosts({w}, budget);
+  CHECK(whole.fixed[0] == doctest::Approx(0.010));
+  CHECK(whole.unit == uint32_t((1448 - 150) / 5));
+}

@@ -143,3 +143,26 @@ TEST_CASE("encodeUpdate refuses malformed updates") {
   CHECK_THROWS_AS(encodeUpdate(SparseGradient{2, {}, {std::nanf(""), 1.0f}}),
                   std::invalid_argument);
 }
+
+TEST_CASE("decode reports the header's length: magic, version, scheme, coding, dim, count, scale") {
+  // Written out from the format: 5 fixed bytes, LEB128 dim and count, a float scale for S+Q,
+  // a LEB128 level count for QSGD.
+  auto leb = [](uint32_t v) { return v < 128 ? 1u : v < 16384 ? 2u : v < 2097152 ? 3u : 4u; };
+  for (const std::string name : {"topk", "sq", "identity", "qsgd"}) {
+    for (size_t d : {10u, 300u, 20000u}) {
+      CAPTURE(name);
+      CAPTURE(d);
+      auto c = makeCompressor(specFor(name));
+      const auto g = gaussianGradient(d, 7);
+      tern::Rng rng(1);
+      const Compressed out = c->compress(g, uint32_t(d / 10 + 1), rng);
+      const DecodeResult back = decode(out.bytes, DecodeLimits{});
+      REQUIRE(back.value.has_value());
+      const uint32_t count = uint32_t(back.value->nonZeros());
+      size_t expected = 5 + leb(uint32_t(d)) + leb(count);
+      if (name == "sq" || name == "qsgd") expected += 4;
+      if (name == "qsgd") expected += leb(7);
+      CHECK(back.header_bytes == expected);
+    }
+  }
+}
