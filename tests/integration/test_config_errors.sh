@@ -37,14 +37,19 @@ set +e
 [ $rc -ne 0 ] || fail "a logistic model on ten classes accepted"
 grep -q "$WORK/l.yaml:[0-9]*:[0-9]*: test_data '$FMNIST/t10k-labels-idx1-ubyte.gz': label [2-9] has no output in a logistic model" "$WORK/out4" ||
   { cat "$WORK/out4"; fail "no clear message for labels the model cannot take"; }
+# tern-sim with CONFIG exits 1 with a line matching PATTERN, or the test fails saying WHAT.
+sim_refuses() {  # CONFIG PATTERN WHAT
+  local out="$1.out" rc
+  set +e
+  (cd "$WORK" && timeout 60 "$BIN/tern-sim" --config "$1" > "$out" 2>&1); rc=$?
+  set -e
+  [ $rc -eq 1 ] && grep -q "$2" "$out" || { cat "$out"; fail "$3: exit $rc"; }
+}
 sed "s|    kind: softmax|    kind: logistic|" "$SRC/deploy/config/sim-quick.yaml" > "$WORK/s.yaml"
 grep -q "kind: logistic" "$WORK/s.yaml" || fail "could not write the logistic sim config"
-set +e
-(cd "$WORK" && timeout 60 "$BIN/tern-sim" --config "$WORK/s.yaml" > "$WORK/out5" 2>&1); rc=$?
-set -e
-[ $rc -eq 1 ] || { cat "$WORK/out5"; fail "sim with a logistic model on ten classes: exit $rc"; }
-grep -q "$WORK/s.yaml:[0-9]*:[0-9]*: train_data '$FMNIST/train-labels-idx1-ubyte.gz': label [2-9] has no output" "$WORK/out5" ||
-  { cat "$WORK/out5"; fail "sim: no clear message for labels the model cannot take"; }
+sim_refuses "$WORK/s.yaml" \
+  "$WORK/s.yaml:[0-9]*:[0-9]*: train_data '$FMNIST/train-labels-idx1-ubyte.gz': label [2-9] has no output" \
+  "sim with a logistic model on ten classes"
 # A test set of another width than the model's, or with no rows, is refused at start-up (exit 1)
 # naming test_data, its file and line; it used to stop the coordinator and the simulator at
 # their first evaluation with the model's message alone.
@@ -63,22 +68,18 @@ set -e
 sed -e "s|^    format: idx|    format: csv|" -e "s|^    images: .*|    path: $WORK/wide.csv|" \
   -e "/^    labels: /d" "$SRC/deploy/config/sim-quick.yaml" > "$WORK/fs.yaml"
 line=$(grep -n "wide.csv" "$WORK/fs.yaml" | cut -d: -f1)
-set +e
-(cd "$WORK" && timeout 60 "$BIN/tern-sim" --config "$WORK/fs.yaml" > "$WORK/out15" 2>&1); rc=$?
-set -e
-[ $rc -eq 1 ] && grep -q "$WORK/fs.yaml:$line:[0-9]*: test_data '$WORK/wide.csv': 3 features, model has 784" "$WORK/out15" ||
-  { cat "$WORK/out15"; fail "sim with a test set narrower than the model: exit $rc"; }
+sim_refuses "$WORK/fs.yaml" \
+  "$WORK/fs.yaml:$line:[0-9]*: test_data '$WORK/wide.csv': 3 features, model has 784" \
+  "sim with a test set narrower than the model"
 sed -e "s|^    images: .*t10k-images.*|    images: $WORK/empty_img|" \
   -e "s|^    labels: .*t10k-labels.*|    labels: $WORK/empty_lbl|" \
   "$SRC/deploy/config/sim-quick.yaml" > "$WORK/z.yaml"
 printf '\0\0\10\3\0\0\0\0\0\0\0\34\0\0\0\34' > "$WORK/empty_img"
 printf '\0\0\10\1\0\0\0\0' > "$WORK/empty_lbl"
 line=$(grep -n "empty_img" "$WORK/z.yaml" | cut -d: -f1)
-set +e
-(cd "$WORK" && timeout 60 "$BIN/tern-sim" --config "$WORK/z.yaml" > "$WORK/out14" 2>&1); rc=$?
-set -e
-[ $rc -eq 1 ] && grep -q "$WORK/z.yaml:$line:[0-9]*: IDX files '$WORK/empty_img' and '$WORK/empty_lbl': no rows" "$WORK/out14" ||
-  { cat "$WORK/out14"; fail "sim with an empty test set: exit $rc"; }
+sim_refuses "$WORK/z.yaml" \
+  "$WORK/z.yaml:$line:[0-9]*: IDX files '$WORK/empty_img' and '$WORK/empty_lbl': no rows" \
+  "sim with an empty test set"
 # A bad command line is a configuration error too: exit 2 with CLI11's message, on every
 # program (an unknown --log-level used to turn logging off silently).
 # Each program gets a configuration it would run with (the daemons would wait for peers).
