@@ -8,7 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <deque>
 #include <stdexcept>
 #include <thread>
 
@@ -64,6 +67,17 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   ~Session() { --open_; }
 
+  // Still waiting for its request head: the connections an idle or slow client holds.
+  bool reading() const { return reading_; }
+  // Closes the connection if it is still reading; the pending read then ends the session.
+  bool evictIfReading() {
+    if (!reading_) return false;
+    reading_ = false;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    return true;
+  }
+
   void start() {
     auto self = shared_from_this();
     timer_.async_wait([self](boost::system::error_code ec) {
@@ -82,6 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return self->finish();
       auto state = self->parser_.feed(std::string_view(self->buf_.data(), n));
       if (state == HttpRequestParser::State::kIncomplete) return self->read();
+      self->reading_ = false;
       self->respond(state == HttpRequestParser::State::kComplete ? self->answer() : self->error());
     });
   }
@@ -119,6 +134,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void finish() {
+    reading_ = false;
     boost::system::error_code ignored;
     timer_.cancel();
     socket_.close(ignored);
@@ -131,6 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::array<char, 2048> buf_{};
   std::string out_;
   size_t& open_;
+  bool reading_ = true;
 };
 
 }  // namespace
@@ -144,17 +161,56 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{io};
   tcp::endpoint bound;  // cached: the acceptor belongs to the serving thread once it runs
   std::thread thread;
+  // Sessions in the order they were accepted, pruned of those that have ended or read their
+  // request: the front is the connection that has waited longest without asking anything.
+  std::deque<std::weak_ptr<Session>> waiting;
+  std::atomic<uint64_t> idle_closed{0};
+  std::atomic<uint64_t> refused{0};
+
+  // At the limit, the connection that has waited longest for its request head makes room: a
+  // scraper sends its request as soon as it connects, so a client that holds connections open
+  // without asking (or trickles its head) cannot lock the scrapers out for the request timeout.
+  bool makeRoom() {
+    while (!waiting.empty()) {
+      auto oldest = waiting.front().lock();
+      waiting.pop_front();
+      if (oldest && oldest->evictIfReading()) {
+        idle_closed.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void remember(const std::shared_ptr<Session>& session) {
+    // Entries of sessions that ended or read their request are dropped when they reach the
+    // front, or all at once when they outnumber the open connections: the list stays bounded.
+    auto done = [](const std::weak_ptr<Session>& w) {
+      auto s = w.lock();
+      return !s || !s->reading();
+    };
+    while (!waiting.empty() && done(waiting.front())) waiting.pop_front();
+    if (waiting.size() > 2 * options.max_connections)
+      waiting.erase(std::remove_if(waiting.begin(), waiting.end(), done), waiting.end());
+    waiting.push_back(session);
+  }
 
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted) return;
       if (!ec) {
-        if (open >= options.max_connections) {
-          // Refuse rather than queue: a scraper retries, and memory stays bounded.
+        // An evicted session leaves `open` when its read completes, after this handler: the
+        // count can pass the limit by the evictions still pending, one per accepted connection.
+        if (open >= options.max_connections && !makeRoom()) {
+          // Every connection is answering a request: refuse rather than queue (a scraper
+          // retries, and memory stays bounded).
+          refused.fetch_add(1, std::memory_order_relaxed);
           boost::system::error_code ignored;
           socket.close(ignored);
         } else {
-          std::make_shared<Session>(std::move(socket), handler, options, open)->start();
+          auto session = std::make_shared<Session>(std::move(socket), handler, options, open);
+          session->start();
+          remember(session);
         }
       }
       accept();
@@ -209,6 +265,14 @@ HttpServer::~HttpServer() {
 }
 
 uint16_t HttpServer::port() const { return impl_->bound.port(); }
+
+uint64_t HttpServer::idleConnectionsClosed() const {
+  return impl_->idle_closed.load(std::memory_order_relaxed);
+}
+
+uint64_t HttpServer::connectionsRefused() const {
+  return impl_->refused.load(std::memory_order_relaxed);
+}
 
 std::string HttpServer::address() const {
   const auto& ep = impl_->bound;

@@ -3,7 +3,8 @@
 // architecture allows a daemon for HTTP). It parses requests with HttpRequestParser and answers
 // through a handler that must only read state published for it (a snapshot under a mutex,
 // atomic counters): the daemon's event loop and the protocol cores never run on this thread.
-// One request per connection, bounded head size, per-connection deadline, bounded connections.
+// One request per connection, bounded head size, per-connection deadline, bounded connections;
+// at the bound a new connection closes the one that has waited longest without a request.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,10 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
+  // Connections closed to make room while still waiting for their request head, and
+  // connections refused because every open one was answering a request. Any thread.
+  uint64_t idleConnectionsClosed() const;
+  uint64_t connectionsRefused() const;
   // "host:port" as bound, IPv6 hosts in brackets: what to put after "http://".
   std::string address() const;
 

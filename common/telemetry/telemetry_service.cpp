@@ -70,6 +70,14 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
   for (const auto& [name, n] : s.counters) {
     m.setCounterTotal("tern_" + name + "_total", "Cumulative " + name + ".", {}, double(n));
   }
+  if (server_) {
+    m.setCounterTotal("tern_http_idle_connections_closed_total",
+                      "Telemetry connections closed to make room while they had sent no request.",
+                      {}, double(server_->idleConnectionsClosed()));
+    m.setCounterTotal("tern_http_connections_refused_total",
+                      "Telemetry connections refused while every open one was being answered.", {},
+                      double(server_->connectionsRefused()));
+  }
   std::set<Labels> listed;
   for (const auto& w : s.workers) listed.insert({{"worker", w.name}, {"id", std::to_string(w.id)}});
   // A worker no longer listed, or listed under another id (a re-join), loses its old series.
