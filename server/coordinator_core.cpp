@@ -353,6 +353,7 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
   rs->set_cap(w.rec.cap);
   rs->set_threshold(w.rec.threshold);
   rs->set_data_share(w.rec.share);
+  rs->set_learning_rate(optimizer_.learningRate(round_));
   rs->set_session(session_);
   if (w.synced_round == int64_t(round_)) {
     // Already current: nothing to apply.
@@ -511,11 +512,12 @@ std::vector<Outgoing> CoordinatorCore::refusePush(Worker& w, wire::Error::Code c
 }
 
 void CoordinatorCore::recordReport(Worker& w, const wire::Push& push) {
-  // A level beyond the model's dimension, or a prediction that is not a finite number >= 0,
-  // is no report a tuner makes. The gradient itself decoded fine, so it is applied regardless.
+  // A level beyond the model's dimension, a cost that is not a finite number >= 0 or an
+  // improvement that is not finite is no report a tuner makes (a negative improvement is: the
+  // least harm, where the step overshoots at every level). The gradient itself decoded fine, so
+  // it is applied regardless.
   const bool usable = push.level() <= params_.size() && std::isfinite(push.predicted_cost()) &&
-                      push.predicted_cost() >= 0.0 && std::isfinite(push.predicted_improvement()) &&
-                      push.predicted_improvement() >= 0.0;
+                      push.predicted_cost() >= 0.0 && std::isfinite(push.predicted_improvement());
   if (!usable) {
     ++bad_reports_;
     spdlog::debug(

@@ -44,10 +44,11 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
 
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,
                                            const compression::Compressor& compressor,
-                                           const costmodel::LinkFit& link, size_t overhead_bytes) {
+                                           const costmodel::LinkFit& link, size_t overhead_bytes,
+                                           double step) {
   try {
     auto cost = costModel(link, overhead_bytes);
-    return tuner_->choose(v, cap, compressor, *cost);
+    return tuner_->choose(v, cap, compressor, *cost, -1.0, 0.0, step);
   } catch (const std::exception& e) {
     // A tuning failure must not stop training: send what the cap allows.
     spdlog::warn("tuner failed ({}); sending at the cap", e.what());

@@ -18,10 +18,12 @@ class LevelPolicy {
  public:
   LevelPolicy(const config::TuningSettings& settings, uint32_t packet_bytes, double smoothness);
   // overhead_bytes: what the push carries besides the codec's bytes (envelope, framing), priced
-  // with them by every cost model.
+  // with them by every cost model. step: the step the coordinator applies to the push (its
+  // learning rate; tuning::kBestStep = not known, the paper's step).
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
-                                const costmodel::LinkFit& link, size_t overhead_bytes = 0);
+                                const costmodel::LinkFit& link, size_t overhead_bytes = 0,
+                                double step = tuning::kBestStep);
   // Takes over the last usable fit of the policy this one replaces (a re-join).
   void keepFitOf(const LevelPolicy& previous) { last_fit_ = previous.last_fit_; }
 

@@ -343,6 +343,14 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
       refuse(std::string("bad threshold in round start: ") + e.what());
     }
   }
+  // The tuner prices its levels at the step the coordinator applies (tuning.step: coordinator);
+  // a step that is no step leaves it at the paper's, and the push goes out all the same.
+  step_ = 0.0;
+  if (!std::isfinite(rs.learning_rate()) || rs.learning_rate() < 0.0)
+    refuse("round start learning rate must be finite and >= 0, got " +
+           std::to_string(rs.learning_rate()));
+  else if (settings_.tuning.step == "coordinator")
+    step_ = rs.learning_rate();
   // A queued probe goes out right before the push, once the push is computed, and only when
   // nothing else is unacknowledged: it then starts on an idle link and its ack is read as soon as
   // it arrives, because the worker has nothing left to do but wait (an ack arriving while the
@@ -447,7 +455,7 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_predicted_improvement(1.0);
   const size_t envelope_bytes = m.envelope.ByteSizeLong();
   const size_t overhead = zmtpWireBytes(envelope_bytes, 256) - 256;
-  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead);
+  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead, step_);
   uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
   compression::Compressed compressed;
   try {
@@ -461,6 +469,7 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   const bool as_chosen = level == decision.level;
   stats_.last_predicted_cost = as_chosen ? decision.predicted_cost : 0.0;
   stats_.last_predicted_improvement = as_chosen ? decision.predicted_improvement : 0.0;
+  stats_.last_step = as_chosen ? decision.step : 0.0;
   pushed_round_ = int64_t(round);
   if (compressor_->enabled()) {
     std::erase_if(sent_, [round](const auto& s) { return s.first == round; });

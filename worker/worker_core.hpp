@@ -39,6 +39,7 @@ struct WorkerStats {
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
   double last_predicted_improvement = 0.0;
+  double last_step = 0.0;  // the step that prediction assumes
   double last_loss = 0.0;
   double data_share = 0.0;  // p_i, as the coordinator last said
 };
@@ -120,6 +121,8 @@ class WorkerCore {
   std::deque<std::pair<uint64_t, compression::SparseGradient>> sent_;
   uint32_t cap_ = 0;
   double threshold_ = 0.0;
+  // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).
+  double step_ = 0.0;
   wire::TrainingSettings training_;
   std::unique_ptr<ml::Model> model_;
   std::vector<float> params_;

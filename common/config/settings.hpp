@@ -93,6 +93,9 @@ struct TuningSettings {
   uint32_t fixed_level = 0;      // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
+  // The step cat and the other tuners price levels at: the coordinator's learning rate as each
+  // round start says it (the paper's step until one does), or always the paper's (1/L).
+  std::string step = "coordinator";     // coordinator | paper
   std::string cost_model = "measured";  // payload | packet | measured
   double c_fixed = 0.005;               // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;

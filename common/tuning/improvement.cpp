@@ -143,21 +143,52 @@ double uniformImprovement(const MagnitudeProfile& p, size_t T, double L) {
 
 double uniformStep(const MagnitudeProfile& p, size_t T, double L) { return keptFraction(p, T) / L; }
 
-double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
+double biasedImprovement(double moment, double L, double eta) {
+  if (eta == kBestStep) return moment / (2.0 * L);
+  return eta * (1.0 - 0.5 * L * eta) * moment;
+}
+
+double unbiasedImprovement(double sq_norm, double omega, double L, double eta) {
+  if (eta == kBestStep) return omega * sq_norm / (2.0 * L);
+  return sq_norm * eta * (1.0 - 0.5 * L * eta / omega);
+}
+
+namespace {
+// S1(T)^2 over the signs S+Q sends at `signs_at`: its moment E<g, Q> = ||Q||^2.
+double signScaleMoment(double s1, const MagnitudeProfile& p, size_t signs_at) {
+  return s1 * s1 / signsSent(p, signs_at);
+}
+}  // namespace
+
+double improvement(Scheme scheme, const MagnitudeProfile& p, size_t T, double L, double eta) {
+  if (eta == kBestStep) {
+    switch (scheme) {
+      case Scheme::kTopT:
+        return topTImprovement(p, T, L);
+      case Scheme::kSignScale:
+        return signScaleImprovement(p, T, L);
+      case Scheme::kStochastic:
+        return stochasticImprovement(p, T, L);
+      case Scheme::kUniform:
+        return uniformImprovement(p, T, L);
+    }
+    return 0.0;
+  }
   switch (scheme) {
     case Scheme::kTopT:
-      return topTImprovement(p, T, L);
+      return biasedImprovement(p.s2(T), L, eta);
     case Scheme::kSignScale:
-      return signScaleImprovement(p, T, L);
+      return biasedImprovement(signScaleMoment(p.s1(T), p, T), L, eta);
     case Scheme::kStochastic:
-      return stochasticImprovement(p, T, L);
+      return unbiasedImprovement(p.totalL2sq(), stochasticOmega(p, T), L, eta);
     case Scheme::kUniform:
-      return uniformImprovement(p, T, L);
+      return unbiasedImprovement(p.totalL2sq(), keptFraction(p, T), L, eta);
   }
   return 0.0;
 }
 
-double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
+double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L, double eta) {
+  if (eta != kBestStep) return eta;
   switch (scheme) {
     case Scheme::kTopT:
       return topTStep(L);
@@ -171,44 +202,64 @@ double step(Scheme scheme, const MagnitudeProfile& p, size_t T, double L) {
   return 0.0;
 }
 
+namespace {
+// Rounding in omega (computed per T through a division) can put omega(T) a hair above the
+// bound's omega where they are mathematically equal; near a zero of the bound at a step eta a
+// relative margin on the result would not absorb it, one on omega does.
+constexpr double kOmegaMargin = 1.0 + 1e-9;
+}  // namespace
+
 double improvementUpperBound(Scheme scheme, const MagnitudeProfile& p, size_t lo, size_t hi,
-                             double L) {
+                             double L, double eta) {
   const size_t k = p.sortedCount();
   // Past the sorted prefix every magnitude is at most |g|_[k]: S1 and S2 grow at most that fast.
   const double a_k = k > 0 ? p.magnitude(k) : std::numeric_limits<double>::infinity();
   const double extra = static_cast<double>(hi > k ? hi - k : 0);
+  // At a step past 2/L the biased bounds fall as their moment grows: the smallest moment in
+  // [lo, hi] bounds them, S1 and S2 at lo (at least their values at k past the prefix).
+  const bool falling = eta != kBestStep && biasedImprovement(1.0, L, eta) < 0.0;
   switch (scheme) {
     case Scheme::kTopT: {
+      if (falling) return biasedImprovement(p.s2(std::min(lo, k)), L, eta);
       const double s2 = hi <= k ? p.s2(hi) : std::min(p.totalL2sq(), p.s2(k) + extra * a_k * a_k);
-      return s2 / (2.0 * L);
+      return eta == kBestStep ? s2 / (2.0 * L) : biasedImprovement(s2, L, eta);
     }
     case Scheme::kSignScale: {
+      if (falling) return biasedImprovement(signScaleMoment(p.s1(std::min(lo, k)), p, hi), L, eta);
       const double s1 = hi <= k ? p.s1(hi) : std::min(p.totalL1(), p.s1(k) + extra * a_k);
-      return s1 * s1 / (2.0 * L * signsSent(p, lo));
+      if (eta == kBestStep) return s1 * s1 / (2.0 * L * signsSent(p, lo));
+      return biasedImprovement(signScaleMoment(s1, p, lo), L, eta);
     }
     case Scheme::kStochastic: {
-      if (hi <= k || hi >= p.nonZeros()) return stochasticImprovement(p, hi, L);
-      // Cauchy-Schwarz: sum g_j^2 / p_j >= (sum |g_j|)^2 / sum p_j, so omega(T) <= T ||g||^2 /
-      // S1(d)^2.
-      const double total1 = p.totalL1();
-      const double omega =
-          std::min(1.0, static_cast<double>(hi) * p.totalL2sq() / (total1 * total1));
-      return omega * p.totalL2sq() / (2.0 * L);
+      double omega;
+      if (hi <= k || hi >= p.nonZeros()) {
+        if (eta == kBestStep) return stochasticImprovement(p, hi, L);
+        omega = stochasticOmega(p, hi);
+      } else {
+        // Cauchy-Schwarz: sum g_j^2 / p_j >= (sum |g_j|)^2 / sum p_j, so omega(T) <= T ||g||^2 /
+        // S1(d)^2.
+        const double total1 = p.totalL1();
+        omega = std::min(1.0, static_cast<double>(hi) * p.totalL2sq() / (total1 * total1));
+        if (eta == kBestStep) return omega * p.totalL2sq() / (2.0 * L);
+      }
+      return unbiasedImprovement(p.totalL2sq(), std::min(1.0, omega * kOmegaMargin), L, eta);
     }
     case Scheme::kUniform:  // non-decreasing in T, and needs nothing sorted
-      return uniformImprovement(p, hi, L);
+      return improvement(scheme, p, hi, L, eta);
   }
   return 0.0;
 }
 
-double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L) {
+double improvementOfWhole(Scheme scheme, const MagnitudeProfile& p, double L, double eta) {
   switch (scheme) {
     case Scheme::kTopT:
     case Scheme::kUniform:
     case Scheme::kStochastic:  // omega(d) = 1: every non-zero is sent exactly
-      return p.totalL2sq() / (2.0 * L);
+      return eta == kBestStep ? p.totalL2sq() / (2.0 * L)
+                              : biasedImprovement(p.totalL2sq(), L, eta);
     case Scheme::kSignScale:
-      return p.totalL1() * p.totalL1() / (2.0 * L * signsSent(p, p.dim()));
+      return eta == kBestStep ? p.totalL1() * p.totalL1() / (2.0 * L * signsSent(p, p.dim()))
+                              : biasedImprovement(signScaleMoment(p.totalL1(), p, p.dim()), L, eta);
   }
   return 0.0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <queue>
 #include <stdexcept>
 #include <vector>
@@ -15,22 +16,28 @@ constexpr double kBoundMargin = 1.0 + 1e-9;
 // Block length when the cost model has no packets to follow.
 constexpr uint32_t kBlock = 64;
 
+// What a search maximises: improvement / cost over the levels that earn a decrease, or the
+// improvement itself when none does.
+enum class Goal { kRatio, kLeastHarm };
+
 struct Candidate {
   uint32_t level = 0;
-  double ratio = -1.0;
+  double key = -std::numeric_limits<double>::infinity();  // what is maximised
   double improvement = 0.0;
   double cost = 0.0;
-  // Higher ratio wins, then the smaller level.
-  bool beats(double r, uint32_t t) const { return r > ratio || (r == ratio && t < level); }
+  // Higher key wins, then the smaller level.
+  bool beats(double k, uint32_t t) const { return k > key || (k == key && t < level); }
 };
 
 class Evaluator {
  public:
-  Evaluator(Scheme scheme, MagnitudeProfile& p, double L, const compression::Compressor& comp,
-            const costmodel::CostModel& cost, double credit_limit, double base)
+  Evaluator(Scheme scheme, MagnitudeProfile& p, double L, double eta,
+            const compression::Compressor& comp, const costmodel::CostModel& cost,
+            double credit_limit, double base)
       : scheme_(scheme),
         p_(p),
         L_(L),
+        eta_(eta),
         credit_limit_(credit_limit),
         base_(base),
         comp_(comp),
@@ -39,52 +46,68 @@ class Evaluator {
 
   double costAt(uint32_t T) const { return cost_.cost(comp_.encodedBytes(dim_, T)); }
 
-  void consider(uint32_t T, Candidate& best) {
+  // Evaluates T for both goals: the best ratio among the levels that earn a decrease, and the
+  // largest (credited) improvement, for when none does.
+  void consider(uint32_t T) {
     ++evaluations_;
     // The order is grown geometrically so that a search reaching far only sorts O(log) times.
     if (needsOrder(scheme_) && T > p_.sortedCount())
       p_.sortAtLeast(std::max<size_t>(T, 2 * p_.sortedCount()));
-    const double imp = std::min(base_ + improvement(scheme_, p_, T, L_), credit_limit_);
+    const double imp = std::min(base_ + improvement(scheme_, p_, T, L_, eta_), credit_limit_);
     const double c = costAt(T);
-    const double r = imp / c;
-    if (best.beats(r, T)) best = {T, r, imp, c};
+    if (imp > 0.0 && earning_.beats(imp / c, T)) earning_ = {T, imp / c, imp, c};
+    if (least_harm_.beats(imp, T)) least_harm_ = {T, imp, imp, c};
   }
 
-  double bound(uint32_t lo, uint32_t hi) const {
-    // Adding a constant and min with a constant keep an upper bound an upper bound (the base is
-    // >= 0, so the bound stays >= 0 and dividing by the block's smallest cost keeps it one).
-    return std::min(base_ + improvementUpperBound(scheme_, p_, lo, hi, L_), credit_limit_) /
-           costAt(lo) * kBoundMargin;
+  // An upper bound on the credited improvement over [lo, hi]. Adding a constant and min with a
+  // constant keep an upper bound an upper bound.
+  double gainBound(uint32_t lo, uint32_t hi) const {
+    return std::min(base_ + improvementUpperBound(scheme_, p_, lo, hi, L_, eta_), credit_limit_);
   }
 
+  const Candidate& best(Goal goal) const { return goal == Goal::kRatio ? earning_ : least_harm_; }
   size_t evaluations() const { return evaluations_; }
 
  private:
   Scheme scheme_;
   MagnitudeProfile& p_;
   double L_;
+  double eta_;
   double credit_limit_;
   double base_;
   const compression::Compressor& comp_;
   const costmodel::CostModel& cost_;
   uint32_t dim_;
+  Candidate earning_, least_harm_;
   size_t evaluations_ = 0;
 };
 
 void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level, double credit_limit,
-                    double base) {
+                    double base, double eta) {
   if (max_level < 1 || max_level > p.dim())
     throw std::invalid_argument("selectLevel: max_level must be in [1, dim]");
   if (!(L > 0.0)) throw std::invalid_argument("selectLevel: smoothness must be > 0");
   if (!(credit_limit >= 0.0)) throw std::invalid_argument("selectLevel: credit limit must be >= 0");
   if (!(base >= 0.0) || !std::isfinite(base))
     throw std::invalid_argument("selectLevel: base improvement must be finite and >= 0");
+  if (!(eta >= 0.0) || !std::isfinite(eta))
+    throw std::invalid_argument("selectLevel: step must be finite and >= 0 (0 = the best step)");
 }
 
 struct Block {
   uint32_t lo, hi;
-  double bound;
+  double gain;   // gainBound(lo, hi)
+  double bound;  // on the goal's key over the block
 };
+
+// The bound on a block's key: for the ratio, its gain over the block's smallest cost (only a
+// block that may earn a decrease can hold a level with a positive ratio: the others get -inf);
+// for the least harm, its gain. Both with a margin for rounding in omega.
+double keyBound(Goal goal, const Block& b, const Evaluator& ev) {
+  if (goal == Goal::kLeastHarm) return b.gain + std::fabs(b.gain) * (kBoundMargin - 1.0);
+  if (!(b.gain > 0.0)) return -std::numeric_limits<double>::infinity();
+  return b.gain / ev.costAt(b.lo) * kBoundMargin;
+}
 
 // Blocks over [1, m - 1]: whole packets when the model has them (cost is flat inside, so the
 // bound is tight), else runs of kBlock levels; packets shorter than a block would only
@@ -101,61 +124,83 @@ std::vector<Block> makeBlocks(Evaluator& ev, uint32_t m, const compression::Comp
   if (steps) {
     uint32_t lo = 1;
     for (uint32_t s : *steps) {
-      blocks.push_back({lo, s, 0.0});
+      blocks.push_back({lo, s, 0.0, 0.0});
       lo = s + 1;
     }
-    blocks.push_back({lo, last, 0.0});
+    blocks.push_back({lo, last, 0.0, 0.0});
   } else {
     for (uint32_t lo = 1; lo <= last; lo += kBlock) {
       const uint32_t hi =
           static_cast<uint32_t>(std::min<uint64_t>(uint64_t{lo} + kBlock - 1, last));
-      blocks.push_back({lo, hi, 0.0});
+      blocks.push_back({lo, hi, 0.0, 0.0});
     }
   }
-  blocks.push_back({m, m, 0.0});
-  for (Block& b : blocks) b.bound = ev.bound(b.lo, b.hi);
+  blocks.push_back({m, m, 0.0, 0.0});
+  for (Block& b : blocks) b.gain = ev.gainBound(b.lo, b.hi);
   return blocks;
 }
 
-// A non-finite vector leaves every ratio NaN; fall back to one coordinate rather than none.
-Selection finish(const Candidate& best, size_t evaluations) {
-  if (best.level == 0) return {1, 0.0, 0.0, 0.0, evaluations};
-  return {best.level, best.improvement, best.cost, best.ratio, evaluations};
+// Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
+// with their own, tighter bounds before anything in it is evaluated. Once the best bound left
+// is below the best key found, nothing left can win. Returns the bounds computed.
+size_t branchAndBound(Goal goal, const std::vector<Block>& all, Evaluator& ev) {
+  constexpr double kNever = -std::numeric_limits<double>::infinity();
+  size_t bounds = 0;
+  std::vector<Block> blocks;
+  for (Block b : all) {
+    b.bound = keyBound(goal, b, ev);
+    if (b.bound != kNever) blocks.push_back(b);
+  }
+  auto later = [](const Block& a, const Block& b) {
+    return a.bound < b.bound || (a.bound == b.bound && a.lo > b.lo);
+  };
+  std::priority_queue<Block, std::vector<Block>, decltype(later)> queue(later, std::move(blocks));
+  while (!queue.empty()) {
+    const Block b = queue.top();
+    queue.pop();
+    const Candidate& best = ev.best(goal);
+    if (best.level != 0 && b.bound < best.key) break;
+    if (best.level != 0 && b.bound == best.key && b.lo > best.level) continue;
+    if (b.hi - b.lo >= kBlock) {
+      for (uint64_t lo = b.lo; lo <= b.hi; lo += kBlock) {
+        const auto hi = static_cast<uint32_t>(std::min<uint64_t>(lo + kBlock - 1, b.hi));
+        Block part{static_cast<uint32_t>(lo), hi, ev.gainBound(static_cast<uint32_t>(lo), hi), 0.0};
+        part.bound = keyBound(goal, part, ev);
+        ++bounds;
+        if (part.bound != kNever) queue.push(part);
+      }
+      continue;
+    }
+    for (uint32_t T = b.lo; T <= b.hi; ++T) ev.consider(T);
+  }
+  return bounds;
+}
+
+// The level that earns the best ratio, or, when none earns a decrease, the least harm. A
+// non-finite vector leaves every improvement NaN; fall back to one coordinate rather than none.
+Selection finish(const Evaluator& ev, size_t evaluations) {
+  const Candidate& earning = ev.best(Goal::kRatio);
+  if (earning.level != 0)
+    return {earning.level, earning.improvement, earning.cost, earning.key, evaluations};
+  const Candidate& harm = ev.best(Goal::kLeastHarm);
+  if (harm.level == 0) return {1, 0.0, 0.0, 0.0, evaluations};
+  return {harm.level, harm.improvement, harm.cost, harm.improvement / harm.cost, evaluations};
 }
 
 }  // namespace
 
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
-                      double credit_limit, double base_improvement) {
-  checkArguments(p, L, max_level, credit_limit, base_improvement);
-  Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
-  std::vector<Block> blocks = makeBlocks(ev, max_level, comp, static_cast<uint32_t>(p.dim()), cost);
-  size_t bounds = blocks.size();
-  // Best bound first; a long block (a packet holding many levels) is split into runs of kBlock
-  // with their own, tighter bounds before anything in it is evaluated. Once the best bound left
-  // is below the best ratio found, nothing left can win.
-  auto later = [](const Block& a, const Block& b) {
-    return a.bound < b.bound || (a.bound == b.bound && a.lo > b.lo);
-  };
-  std::priority_queue<Block, std::vector<Block>, decltype(later)> queue(later, std::move(blocks));
-  Candidate best;
-  while (!queue.empty()) {
-    const Block b = queue.top();
-    queue.pop();
-    if (best.level != 0 && b.bound < best.ratio) break;
-    if (best.level != 0 && b.bound == best.ratio && b.lo > best.level) continue;
-    if (b.hi - b.lo >= kBlock) {
-      for (uint64_t lo = b.lo; lo <= b.hi; lo += kBlock) {
-        const auto hi = static_cast<uint32_t>(std::min<uint64_t>(lo + kBlock - 1, b.hi));
-        queue.push({static_cast<uint32_t>(lo), hi, ev.bound(static_cast<uint32_t>(lo), hi)});
-        ++bounds;
-      }
-      continue;
-    }
-    for (uint32_t T = b.lo; T <= b.hi; ++T) ev.consider(T, best);
-  }
-  return finish(best, ev.evaluations() + bounds);
+                      double credit_limit, double base_improvement, double eta) {
+  checkArguments(p, L, max_level, credit_limit, base_improvement, eta);
+  Evaluator ev(scheme, p, L, eta, comp, cost, credit_limit, base_improvement);
+  const std::vector<Block> blocks =
+      makeBlocks(ev, max_level, comp, static_cast<uint32_t>(p.dim()), cost);
+  size_t bounds = blocks.size() + branchAndBound(Goal::kRatio, blocks, ev);
+  // No level earns a decrease (a step past 2/L, or noise outweighing the gain everywhere): a
+  // ratio of negative numbers would favour the costliest harm, so the least harm wins instead.
+  if (ev.best(Goal::kRatio).level == 0) bounds += branchAndBound(Goal::kLeastHarm, blocks, ev);
+  return finish(ev, ev.evaluations() + bounds);
 }
 
 std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& comp, uint32_t dim,
@@ -205,13 +250,12 @@ std::optional<std::vector<uint32_t>> packetSteps(const compression::Compressor& 
 Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost, double credit_limit,
-                                double base_improvement) {
-  checkArguments(p, L, max_level, credit_limit, base_improvement);
+                                double base_improvement, double eta) {
+  checkArguments(p, L, max_level, credit_limit, base_improvement, eta);
   p.sortAtLeast(max_level);
-  Evaluator ev(scheme, p, L, comp, cost, credit_limit, base_improvement);
-  Candidate best;
-  for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T, best);
-  return finish(best, ev.evaluations());
+  Evaluator ev(scheme, p, L, eta, comp, cost, credit_limit, base_improvement);
+  for (uint32_t T = 1; T <= max_level; ++T) ev.consider(T);
+  return finish(ev, ev.evaluations());
 }
 
 }  // namespace tern::tuning

@@ -7,6 +7,10 @@
 // beat the best ratio found, best bound first (branch and bound). This needs no quasi-concavity,
 // which S+Q's S1(T)^2 / T lacks, and no monotone improvement inside a packet, which S+Q lacks
 // too. selectLevelBruteForce() evaluates every T; tests compare the two.
+// Where no T earns a decrease (the improvement at the receiver's step eta is <= 0 everywhere:
+// eta >= 2/L for top-T and S+Q, or the noise of an unbiased compressor outweighing its gain)
+// both return the T with the largest improvement, the least harm, ties to the smaller T: a
+// ratio of negative improvements would favour the costliest level.
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -21,7 +25,7 @@ namespace tern::tuning {
 
 struct Selection {
   uint32_t level = 1;
-  double improvement = 0.0;
+  double improvement = 0.0;  // credited; negative when no level earns a decrease
   double cost = 0.0;
   double ratio = 0.0;      // improvement / cost
   size_t evaluations = 0;  // ratios computed (a measure of the search's work)
@@ -35,10 +39,12 @@ struct Selection {
 // TunerSpec::memory_credit for what tern uses it for). Must be >= 0 (NaN throws).
 // base_improvement is a decrease the step earns at every T (see Tuner::choose); the ratio is
 // min(base_improvement + improvement(T), credit_limit) / C(T). Must be finite and >= 0.
+// eta: the step the receiver applies (kBestStep = each compressor's best step, the paper's CAT);
+// finite and >= 0.
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
                       double credit_limit = std::numeric_limits<double>::infinity(),
-                      double base_improvement = 0.0);
+                      double base_improvement = 0.0, double eta = kBestStep);
 // The levels T in [1, last) after which the packet count of encodedBytes(dim, T) +
 // overhead_bytes steps up: the last level of every packet count but the one `last` is in,
 // ascending (the levels that fill the packets they pay for). nullopt when packet_bytes is 0 or
@@ -54,6 +60,6 @@ Selection selectLevelBruteForce(Scheme scheme, MagnitudeProfile& p, double L, ui
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost,
                                 double credit_limit = std::numeric_limits<double>::infinity(),
-                                double base_improvement = 0.0);
+                                double base_improvement = 0.0, double eta = kBestStep);
 
 }  // namespace tern::tuning

@@ -21,7 +21,12 @@ namespace {
 // Magnitudes sorted up front by cat before its first T* is known.
 constexpr size_t kInitialSorted = 512;
 
-uint32_t levelLimit(size_t dim, uint32_t cap) {
+// The step a decision reports: the best step (1/L for what sends everything exactly), or eta.
+double stepOr(double eta, double best) { return eta == kBestStep ? best : eta; }
+
+uint32_t levelLimit(size_t dim, uint32_t cap, double eta) {
+  if (!(eta >= 0.0) || !std::isfinite(eta))
+    throw std::invalid_argument("tuner: step must be finite and >= 0 (0 = the best step)");
   if (dim == 0) throw std::invalid_argument("tuner: empty vector");
   if (dim > std::numeric_limits<uint32_t>::max())
     throw std::invalid_argument("tuner: dimension does not fit the wire's 32-bit levels");
@@ -58,22 +63,22 @@ double predictedCost(const compression::Compressor& comp, const costmodel::CostM
 // Compressors without a level send everything they are given: the descent of a full step.
 TuningDecision levelFreeDecision(std::span<const float> v, uint32_t level,
                                  const compression::Compressor& comp,
-                                 const costmodel::CostModel& cost, double L) {
-  return {level, predictedCost(comp, cost, v.size(), level), squaredNorm(v) / (2.0 * L), 1.0 / L,
-          true};
+                                 const costmodel::CostModel& cost, double L, double eta) {
+  return {level, predictedCost(comp, cost, v.size(), level),
+          biasedImprovement(squaredNorm(v), L, eta), stepOr(eta, 1.0 / L), true};
 }
 
 // The decision at `level`, from a profile sorted at least that far (it is extended if not).
-TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, double L,
+TuningDecision decisionAt(Scheme scheme, MagnitudeProfile& p, uint32_t level, double L, double eta,
                           const compression::Compressor& comp, const costmodel::CostModel& cost) {
   const double c = predictedCost(comp, cost, p.dim(), level);
   if (level >= p.dim()) {
-    // Everything is sent: the totals suffice, and every scheme's step is 1/L there
+    // Everything is sent: the totals suffice, and every scheme's best step is 1/L there
     // (S+Q's scale is the mean magnitude, stochastic's omega is 1).
-    return {level, c, improvementOfWhole(scheme, p, L), 1.0 / L, true};
+    return {level, c, improvementOfWhole(scheme, p, L, eta), stepOr(eta, 1.0 / L), true};
   }
   if (needsOrder(scheme)) p.sortAtLeast(level);
-  return {level, c, improvement(scheme, p, level, L), step(scheme, p, level, L), true};
+  return {level, c, improvement(scheme, p, level, L, eta), step(scheme, p, level, L, eta), true};
 }
 
 // A decision at a level chosen beforehand (fixed, full under a cap). Top-T and S+Q need only
@@ -88,17 +93,17 @@ struct LevelScratch {
 };
 
 TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t level, double L,
-                               const compression::Compressor& comp,
+                               double eta, const compression::Compressor& comp,
                                const costmodel::CostModel& cost, LevelScratch& scratch) {
   auto viaProfile = [&] {
     MagnitudeProfile p(v, level < v.size() ? level : 0);
-    return decisionAt(scheme, p, level, L, comp, cost);
+    return decisionAt(scheme, p, level, L, eta, comp, cost);
   };
   if (scheme == Scheme::kUniform) {
     // Random-T needs only ||v||^2: nothing to select.
     const MagnitudeProfile p(v, 0);
-    return {level, predictedCost(comp, cost, v.size(), level), uniformImprovement(p, level, L),
-            uniformStep(p, level, L), true};
+    return {level, predictedCost(comp, cost, v.size(), level),
+            improvement(scheme, p, level, L, eta), step(scheme, p, level, L, eta), true};
   }
   if (scheme == Scheme::kStochastic || level >= v.size()) return viaProfile();
   scratch.selector.select(v, level, scratch.indices, scratch.values);
@@ -112,10 +117,13 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
     signs += a != 0.0;
   }
   const double c = predictedCost(comp, cost, v.size(), level);
-  if (scheme == Scheme::kTopT) return {level, c, s2 / (2.0 * L), 1.0 / L, true};
+  if (scheme == Scheme::kTopT)
+    return {level, c, eta == kBestStep ? s2 / (2.0 * L) : biasedImprovement(s2, L, eta),
+            stepOr(eta, 1.0 / L), true};
   // S+Q: improvement S1^2 / (2 L T') over the T' signs sent; for the scale S1 / T' the
   // compressor sends, the best step S1 / (L T' scale) is 1/L (0 when nothing is kept).
   const double sent = static_cast<double>(std::max<size_t>(1, signs));
+  if (eta != kBestStep) return {level, c, biasedImprovement(s1 * s1 / sent, L, eta), eta, true};
   return {level, c, s1 * s1 / (2.0 * L * sent), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
@@ -197,12 +205,14 @@ class BinnedSearch {
     return s;
   }
 
-  // `s` is the last scan() this object made, with s.any set.
-  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L,
+  // `s` is the last scan() this object made, with s.any set. eta: kBestStep, or a step below
+  // 2/L (where the improvement is a positive multiple of S1^2 / T).
+  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L, double eta,
                         const compression::Compressor& comp, const costmodel::CostModel& cost) {
     const auto dim = static_cast<uint32_t>(v.size());
     auto costAt = [&](uint32_t T) { return predictedCost(comp, cost, dim, T); };
     auto improvementOf = [&](double s1, uint32_t T) {
+      if (eta != kBestStep) return biasedImprovement(s1 * s1 / static_cast<double>(T), L, eta);
       return s1 * s1 / (2.0 * L * static_cast<double>(T));
     };
     uint32_t best_level = 0;
@@ -269,7 +279,7 @@ class BinnedSearch {
       for (uint32_t j = 0; j < n; ++j) part += scratch_[j];
       consider(c.level, c.s1_before + part);
     }
-    return {best_level, best_cost, improvementOf(best_s1, best_level), 1.0 / L, false};
+    return {best_level, best_cost, improvementOf(best_s1, best_level), stepOr(eta, 1.0 / L), false};
   }
 
  private:
@@ -350,13 +360,14 @@ class CatTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double gradient_sq_norm,
-                        double base_improvement) override {
-    const uint32_t m = levelLimit(v.size(), cap);
+                        double base_improvement, double eta) override {
+    const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
-    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
 
+    // A new step reprices every level (and past 2/L reverses the biased ones' order).
     bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ && v.size() == dim_ &&
-                    *scheme == scheme_;
+                    *scheme == scheme_ && eta == eta_;
     // A cost model whose shape moved (a link fitted for the first time, or changed) prices
     // levels differently: T* of the old shape can be far off (a scale factor alone is not).
     if (reusable) {
@@ -365,12 +376,12 @@ class CatTuner final : public Tuner {
     }
     auto drifted = [&](double now) { return now > shape_ * drift_ || now < shape_ / drift_; };
     if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
-        gradient_sq_norm < 0.0) {
+        gradient_sq_norm < 0.0 && (eta == kBestStep || biasedImprovement(1.0, L_, eta) > 0.0)) {
       // S+Q between recomputes: the level follows the vector through its magnitude bins.
       const BinnedSearch::Scan s = binned_.scan(v);
       if (s.any && !(shape_ > 0.0 && drifted(s.sparsity))) {
         ++calls_since_;
-        return binned_.choose(v, s, m, L_, comp, cost);
+        return binned_.choose(v, s, m, L_, eta, comp, cost);
       }
       reusable = false;
     }
@@ -384,11 +395,13 @@ class CatTuner final : public Tuner {
       if (*scheme == Scheme::kStochastic) {
         // The step must match this vector: a stale omega could overshoot.
         const double omega = stochasticOmegaUnsorted(v, d.level);
-        d.step = omega / L_;
-        d.predicted_improvement = base_improvement + omega * squaredNorm(v) / (2.0 * L_);
+        d.step = stepOr(eta, omega / L_);
+        d.predicted_improvement =
+            base_improvement + unbiasedImprovement(squaredNorm(v), omega, L_, eta);
       } else if (*scheme == Scheme::kUniform) {
         const double kept = double(d.level) / double(v.size());
-        d.predicted_improvement = base_improvement + kept * squaredNorm(v) / (2.0 * L_);
+        d.predicted_improvement =
+            base_improvement + unbiasedImprovement(squaredNorm(v), kept, L_, eta);
       }
       return d;
     }
@@ -399,14 +412,16 @@ class CatTuner final : public Tuner {
         v, needsOrder(*scheme) ? std::min<size_t>(m, std::max(guess, kInitialSorted)) : 0);
     const double credit = gradient_sq_norm >= 0.0 ? gradient_sq_norm / (2.0 * L_)
                                                   : std::numeric_limits<double>::infinity();
-    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit, base_improvement);
-    const double st = s.level >= v.size() ? 1.0 / L_ : step(*scheme, p, s.level, L_);
+    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit, base_improvement, eta);
+    const double st =
+        s.level >= v.size() ? stepOr(eta, 1.0 / L_) : step(*scheme, p, s.level, L_, eta);
     last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
     if (recompute_every_ > 1 && drift_ > 0.0) shape_ = effectiveSparsity(v);
     cap_ = cap;
     dim_ = v.size();
     scheme_ = *scheme;
+    eta_ = eta;
     if (recompute_every_ > 1) cost_shape_ = costShape(comp, cost, v.size(), s.level, m);
     return *last_;
   }
@@ -441,6 +456,7 @@ class CatTuner final : public Tuner {
   uint32_t cap_ = 0;
   size_t dim_ = 0;
   Scheme scheme_ = Scheme::kTopT;
+  double eta_ = kBestStep;  // the step T* was computed for
   CostShape cost_shape_;
 };
 
@@ -451,12 +467,12 @@ class FixedTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/) override {
-    const uint32_t m = levelLimit(v.size(), cap);
+                        double /*base_improvement*/, double eta) override {
+    const uint32_t m = levelLimit(v.size(), cap, eta);
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
-    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    return decisionAtLevel(*scheme, v, level, L_, comp, cost, scratch_);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
+    return decisionAtLevel(*scheme, v, level, L_, eta, comp, cost, scratch_);
   }
 
  private:
@@ -472,13 +488,13 @@ class DynamicTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/) override {
-    const uint32_t m = levelLimit(v.size(), cap);
+                        double /*base_improvement*/, double eta) override {
+    const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
-    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
     const uint32_t limit = std::min(m, dynamicMaxLevel(v.size()));
     MagnitudeProfile p(v, limit);
-    return decisionAt(*scheme, p, dynamicLevel(p, limit), L_, comp, cost);
+    return decisionAt(*scheme, p, dynamicLevel(p, limit), L_, eta, comp, cost);
   }
 
  private:
@@ -492,11 +508,11 @@ class FullTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/) override {
-    const uint32_t m = levelLimit(v.size(), cap);
+                        double /*base_improvement*/, double eta) override {
+    const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
-    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_);
-    return decisionAtLevel(*scheme, v, m, L_, comp, cost, scratch_);
+    if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
+    return decisionAtLevel(*scheme, v, m, L_, eta, comp, cost, scratch_);
   }
 
  private:

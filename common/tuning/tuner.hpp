@@ -11,6 +11,9 @@
 //             T <= ceil(sqrt(d)); cost-agnostic;
 //  - full:    T = d (full gradient), or the cap.
 // Every decision carries the step the improvement assumes and the predicted cost and improvement.
+// Given the step the receiver applies (the coordinator's learning rate), every tuner predicts the
+// descent lemma's bound at that step (improvement.hpp) and cat maximises it per cost; where no
+// level earns a decrease there, cat sends the least harm (selection.hpp).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,15 +22,18 @@
 
 #include "common/compression/compressor.hpp"
 #include "common/costmodel/cost_model.hpp"
+#include "common/tuning/improvement.hpp"
 #include "common/tuning/magnitude_profile.hpp"
 
 namespace tern::tuning {
 
 struct TuningDecision {
-  uint32_t level = 1;                  // T handed to the compressor
-  double predicted_cost = 0.0;         // C(encodedBytes(d, T)) in the cost model's unit
-  double predicted_improvement = 0.0;  // guaranteed (expected, for stochastic) decrease of f
-  double step = 0.0;                   // step to apply to the decoded vector
+  uint32_t level = 1;           // T handed to the compressor
+  double predicted_cost = 0.0;  // C(encodedBytes(d, T)) in the cost model's unit
+  // Guaranteed (expected, for stochastic) decrease of f at `step`; negative when the step can
+  // overshoot at every level (the least harm was chosen).
+  double predicted_improvement = 0.0;
+  double step = 0.0;  // step the prediction assumes for the decoded vector
   // False between the hybrid's recomputes: a reused top-T or S+Q level then carries the
   // improvement predicted at the last recompute (cost and step are current; stochastic's
   // improvement is current too), and S+Q's binned level its own exact improvement.
@@ -66,11 +72,13 @@ class Tuner {
   // the unbiased estimate of v with the step omega/L), the descent lemma gives exactly
   // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base
   // (tern-bench-cat --shifts). Other tuners ignore it.
-  // Throws std::invalid_argument on an empty v.
+  // step: the step the receiver applies to the decoded vector (kBestStep = 0: each compressor's
+  // best step, the paper's CAT; else finite and > 0). cat recomputes T* when it changes.
+  // Throws std::invalid_argument on an empty v or a negative or non-finite step.
   virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost, double gradient_sq_norm = -1.0,
-                                double base_improvement = 0.0) = 0;
+                                double base_improvement = 0.0, double step = kBestStep) = 0;
 };
 
 // Throws std::invalid_argument on an unknown name, smoothness <= 0 or recompute_every == 0.

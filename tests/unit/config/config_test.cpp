@@ -267,6 +267,19 @@ TEST_CASE("the hybrid's drift factor is read, and refused between 0 and 1") {
   CHECK(error.find("'recompute_drift' must be 0 (off) or a factor > 1") != std::string::npos);
 }
 
+TEST_CASE("the step the tuner prices levels at is the coordinator's by default, or the paper's") {
+  const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
+  CHECK(loadWorkerSettings(writeTemp("step-default.yaml", data + "tuning: {method: cat}\n"))
+            .tuning.step == "coordinator");
+  CHECK(loadWorkerSettings(
+            writeTemp("step-paper.yaml", data + "tuning: {method: cat, step: paper}\n"))
+            .tuning.step == "paper");
+  auto bad = writeTemp("step-bad.yaml", data + "tuning:\n  method: cat\n  step: lr\n");
+  const std::string error = errorOf([&] { loadWorkerSettings(bad); });
+  CHECK(error.find("step-bad.yaml:5:") != std::string::npos);
+  CHECK(error.find("coordinator") != std::string::npos);
+}
+
 TEST_CASE("a NaN or infinite number is out of every range, with its position") {
   auto f = writeTemp("nan.yaml", "optimizer:\n  lr: .nan\n");
   CHECK(errorOf([&] { loadCoordinatorSettings(f); }).rfind(f + ":2:7: 'lr' must be in [", 0) == 0);

@@ -602,3 +602,45 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
   // A forgotten name that returns joins as a new worker, under a new id.
   CHECK(idOf(h.join("X5b", "x5", 10), "X5b") == 41);
 }
+
+TEST_CASE("every round start says the learning rate the round's pushes are applied with") {
+  Harness h;
+  h.settings.optimizer.lr = 0.2;
+  h.settings.optimizer.decay = 0.5;
+  h.settings.optimizer.decay_every = 2;
+  h.withTimers(1.0, 1000.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  std::vector<Outgoing> out = h.join("B", "b", 300);
+  const uint32_t b = idOf(out, "B");
+  const size_t d = h.core->parameters().size();
+  for (uint64_t r = 0; r < 5; ++r) {
+    size_t starts = 0;
+    for (const auto& o : out) {
+      if (!o.message.envelope.has_round_start()) continue;
+      CAPTURE(r);
+      CHECK(o.message.envelope.round_start().round() == r);
+      CHECK(o.message.envelope.round_start().learning_rate() == 0.2 * std::pow(0.5, double(r / 2)));
+      ++starts;
+    }
+    CHECK(starts == 2);
+    h.core->onMessage("A", h.push(a, r, std::vector<float>(d, 0.5f)), 50, h.now);
+    out = h.core->onMessage("B", h.push(b, r, std::vector<float>(d, 0.5f)), 50, h.now);
+    REQUIRE(h.core->round() == r + 1);
+  }
+}
+
+TEST_CASE("a negative predicted improvement is a report a tuner makes: the least harm") {
+  Harness h;
+  h.withTimers(1.0, 1000.0);
+  const auto [a, b] = h.joinAB();
+  const size_t d = h.core->parameters().size();
+  auto m = h.push(a, 0, std::vector<float>(d, 0.5f));
+  m.envelope.mutable_push()->set_level(1);
+  m.envelope.mutable_push()->set_predicted_cost(3.0);
+  m.envelope.mutable_push()->set_predicted_improvement(-0.125);
+  h.core->onMessage("A", m, 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 0.5f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  CHECK(h.core->badReports() == 0);
+  checkReport(recordOf(*h.core, a), 1, 3.0, -0.125);
+}

@@ -10,7 +10,10 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/compression/codec.hpp"
 #include "common/compression/compressor.hpp"
@@ -113,13 +116,15 @@ struct Rig {
   }
 
   // The round starts with the full model, so the test need not encode updates.
-  std::vector<Message> roundStart(uint64_t round, double threshold = 0.0) {
+  std::vector<Message> roundStart(uint64_t round, double threshold = 0.0,
+                                  double learning_rate = 0.0) {
     Message m;
     m.envelope = makeEnvelope();
     auto* rs = m.envelope.mutable_round_start();
     rs->set_round(round);
     rs->set_session(session);
     rs->set_threshold(threshold);
+    rs->set_learning_rate(learning_rate);
     rs->set_full_model(true);
     rs->set_cap(uint32_t(core->parameters().size()));
     m.payload = floatsToBytes(core->parameters());
@@ -453,69 +458,97 @@ TEST_CASE("an ack whose hold is no time is refused and counted, and later sends 
   }
 }
 
-TEST_CASE("a worker with cat sends the level a scan of every level picks, and reports it") {
-  // Top-k with error feedback under the payload model: after the first push the residual holds
-  // everything the push left out, so the vector cat chose from is residual + what was sent.
-  Rig rig(0, 2, 40, [](config::WorkerSettings& s) {
+namespace {
+
+// A worker with top-k, error feedback and cat under the payload model, after its first push for
+// a round start carrying `learning_rate`: the push, the vector cat chose from (the residual plus
+// what was sent), the shard's smoothness and the cost per level as priced.
+struct FirstCatPush {
+  std::unique_ptr<Rig> rig;
+  Message push;
+  std::vector<double> v;
+  double L = 0.0;
+  std::vector<double> cost;  // by level, the push's price
+  double overhead = 0.0;     // bytes priced besides the codec's
+  size_t sent = 0;           // coordinates the payload carries
+};
+
+FirstCatPush firstCatPush(double learning_rate, const std::string& step = "coordinator") {
+  FirstCatPush r;
+  r.rig = std::make_unique<Rig>(0, 2, 40, [&](config::WorkerSettings& s) {
     s.compressor.name = "topk";
     s.error_feedback = true;
     s.error_feedback_auto = false;
     s.tuning.method = "cat";
     s.tuning.cost_model = "payload";
+    s.tuning.step = step;
     s.link.measure = false;
   });
-  rig.welcome(16);
-  REQUIRE(rig.core->joined());
-  const auto out = rig.roundStart(0);
+  r.rig->welcome(16);
+  REQUIRE(r.rig->core->joined());
+  const auto out = r.rig->roundStart(0, 0.0, learning_rate);
   const auto push = std::find_if(out.begin(), out.end(), isPush);
   REQUIRE(push != out.end());
-  const auto d = uint32_t(rig.core->parameters().size());
+  r.push = *push;
+  const auto d = uint32_t(r.rig->core->parameters().size());
   compression::DecodeLimits limits;
   limits.expected_dim = d;
-  const auto sent = compression::decode(push->payload, limits);
+  const auto sent = compression::decode(r.push.payload, limits);
   REQUIRE(sent.value);
-  std::vector<double> v(rig.core->residual().begin(), rig.core->residual().end());
-  REQUIRE(v.size() == d);
+  r.sent = sent.value->indices.size();
+  r.v.assign(r.rig->core->residual().begin(), r.rig->core->residual().end());
   std::vector<float> dense(d, 0.0f);
   compression::addScaled(*sent.value, 1.0f, dense);
-  for (uint32_t j = 0; j < d; ++j) v[j] += dense[j];
-
+  for (uint32_t j = 0; j < d; ++j) r.v[j] += dense[j];
   ml::ModelSpec spec;
   spec.kind = "softmax";
   spec.features = 40;
   spec.classes = 2;
-  const double L = ml::makeModel(spec)->smoothness(*rig.shard).value_or(1.0);
+  r.L = ml::makeModel(spec)->smoothness(*r.rig->shard).value_or(1.0);
   auto topk = compression::makeCompressor(compression::CompressorSpec{});
-  std::vector<double> mags;
-  for (double x : v) mags.push_back(x * x);
-  std::sort(mags.begin(), mags.end(), std::greater<>());
-  double s2 = 0.0, best = -1.0;
-  std::vector<double> ratio(d + 1, 0.0), gain(d + 1, 0.0);
-  for (uint32_t T = 1; T <= d; ++T) {
-    s2 += mags[T - 1];
-    gain[T] = s2 / (2.0 * L);
-  }
-  const auto& p = push->envelope.push();
+  const auto& p = r.push.envelope.push();
+  r.overhead = p.predicted_cost() / 8.0 - double(topk->encodedBytes(d, p.level()));
+  r.cost.assign(d + 1, 0.0);
+  for (uint32_t T = 1; T <= d; ++T)
+    r.cost[T] = 8.0 * (double(topk->encodedBytes(d, T)) + r.overhead);
+  return r;
+}
+
+// S2(T) of v, by T.
+std::vector<double> topSquares(const std::vector<double>& v) {
+  std::vector<double> sq;
+  for (double x : v) sq.push_back(x * x);
+  std::sort(sq.begin(), sq.end(), std::greater<>());
+  std::vector<double> s2(v.size() + 1, 0.0);
+  for (size_t T = 1; T <= v.size(); ++T) s2[T] = s2[T - 1] + sq[T - 1];
+  return s2;
+}
+
+}  // namespace
+
+TEST_CASE("a worker with cat sends the level a scan of every level picks, and reports it") {
+  // Top-k with error feedback under the payload model: after the first push the residual holds
+  // everything the push left out, so the vector cat chose from is residual + what was sent.
+  FirstCatPush r = firstCatPush(0.0);
+  const auto d = uint32_t(r.v.size());
+  const std::vector<double> s2 = topSquares(r.v);
+  const auto& p = r.push.envelope.push();
   REQUIRE(p.level() >= 1);
   REQUIRE(p.level() <= d);
-  CHECK(sent.value->indices.size() == p.level());
+  CHECK(r.sent == p.level());
   // The price is the push's bits on the wire: the codec's bytes and what the push carries
   // besides (its envelope and the two ZMTP frame headers, 2 bytes up to 255 and 9 above). The
   // tuner prices the envelope before the report fields hold their final values and the payload
   // with a long frame header, so it may count up to 2 + 7 bytes more, never less.
   const auto frame = [](size_t n) { return n <= 255 ? 2.0 : 9.0; };
-  const double wire_overhead = double(push->envelope.ByteSizeLong()) +
-                               frame(push->envelope.ByteSizeLong()) + frame(push->payload.size());
-  const double priced_overhead =
-      p.predicted_cost() / 8.0 - double(topk->encodedBytes(d, p.level()));
-  CHECK(priced_overhead >= wire_overhead);
-  CHECK(priced_overhead <= wire_overhead + 9.0);
-  for (uint32_t T = 1; T <= d; ++T) {
-    ratio[T] = gain[T] / (8.0 * (double(topk->encodedBytes(d, T)) + priced_overhead));
-    best = std::max(best, ratio[T]);
-  }
-  CHECK(ratio[p.level()] >= best * (1.0 - 1e-12));
-  CHECK(p.predicted_improvement() == doctest::Approx(gain[p.level()]).epsilon(1e-9));
+  const double wire_overhead = double(r.push.envelope.ByteSizeLong()) +
+                               frame(r.push.envelope.ByteSizeLong()) + frame(r.push.payload.size());
+  CHECK(r.overhead >= wire_overhead);
+  CHECK(r.overhead <= wire_overhead + 9.0);
+  double best = -1.0;
+  for (uint32_t T = 1; T <= d; ++T) best = std::max(best, s2[T] / (2.0 * r.L) / r.cost[T]);
+  CHECK(s2[p.level()] / (2.0 * r.L) / r.cost[p.level()] >= best * (1.0 - 1e-12));
+  CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * r.L)).epsilon(1e-9));
   CHECK(p.level() < d);  // the scan's best here is a real choice, not everything
 }
 
@@ -698,4 +731,65 @@ TEST_CASE("a worker stops, saying why, when no re-join can help") {
     CHECK(rig.core->finished());
     CHECK(rig.core->fatalError() == "the coordinator refused this worker: refused");
   }
+}
+
+TEST_CASE(
+    "a round start's learning rate is the step the worker's cat prices its levels at, and the "
+    "least harm past 2/L") {
+  const double L = firstCatPush(0.0).L;
+  for (const double scaled : {0.3, 1.0, 1.5, 2.5}) {
+    const double eta = scaled / L;
+    CAPTURE(scaled);
+    FirstCatPush r = firstCatPush(eta);
+    const auto& p = r.push.envelope.push();
+    const std::vector<double> s2 = topSquares(r.v);
+    const double factor = eta * (1.0 - L * eta / 2.0);
+    const size_t d = r.v.size();
+    // Closed form: the best ratio among levels that earn a decrease, else the least harm (the
+    // smallest S2: one coordinate).
+    CHECK(r.rig->core->stats().rejected == 0);
+    REQUIRE(p.level() >= 1);
+    REQUIRE(p.level() <= d);
+    if (factor > 0.0) {
+      double best = -1.0;
+      for (uint32_t T = 1; T <= d; ++T) best = std::max(best, factor * s2[T] / r.cost[T]);
+      CHECK(factor * s2[p.level()] / r.cost[p.level()] >= best * (1.0 - 1e-12));
+      CHECK(p.level() > 1);
+    } else {
+      CHECK(p.level() == 1);
+    }
+    CHECK(r.rig->core->stats().last_step == eta);
+    CHECK(p.predicted_improvement() ==
+          doctest::Approx(factor * s2[p.level()]).epsilon(1e-9).scale(1e-12));
+    if (scaled > 2.0) CHECK(p.predicted_improvement() < 0.0);
+  }
+}
+
+TEST_CASE("a bad learning rate in a round start is refused and the paper's step kept") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double bad : {nan, -0.5, inf}) {
+    CAPTURE(bad);
+    FirstCatPush r = firstCatPush(bad);
+    const auto& p = r.push.envelope.push();
+    const std::vector<double> s2 = topSquares(r.v);
+    CHECK(r.rig->core->stats().rejected == 1);
+    CHECK(r.rig->core->stats().last_step == doctest::Approx(1.0 / r.L).epsilon(1e-12));
+    CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * r.L)).epsilon(1e-9));
+  }
+  // Not said (0) is no error: the paper's step, nothing refused.
+  FirstCatPush none = firstCatPush(0.0);
+  CHECK(none.rig->core->stats().rejected == 0);
+  CHECK(none.rig->core->stats().last_step == doctest::Approx(1.0 / none.L).epsilon(1e-12));
+}
+
+TEST_CASE("with tuning.step paper the worker's cat ignores the coordinator's learning rate") {
+  const double L = firstCatPush(0.0).L;
+  FirstCatPush r = firstCatPush(2.5 / L, "paper");
+  const auto& p = r.push.envelope.push();
+  const std::vector<double> s2 = topSquares(r.v);
+  CHECK(r.rig->core->stats().rejected == 0);
+  CHECK(r.rig->core->stats().last_step == doctest::Approx(1.0 / L).epsilon(1e-12));
+  CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * L)).epsilon(1e-9));
+  CHECK(p.level() > 1);
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "common/compression/compressor.hpp"
@@ -55,6 +56,27 @@ compression::SparseGradient compressWith(const std::string& name, const std::vec
   compression::CompressorSpec spec;
   spec.name = name;
   return compression::makeCompressor(spec)->compress(g, T, rng).decoded;
+}
+
+// The stochastic compressor's mean decrease at step eta over many draws (at x, gradient g) is
+// `predicted`, within five standard errors.
+void checkStochasticDecrease(const Quadratic& f, const std::vector<double>& x,
+                             const std::vector<float>& g, uint32_t T, double eta, double predicted,
+                             Rng& rng) {
+  compression::CompressorSpec spec;
+  spec.name = "stochastic";
+  auto comp = compression::makeCompressor(spec);
+  const int draws = 20000;
+  double sum = 0.0, sum2 = 0.0;
+  for (int i = 0; i < draws; ++i) {
+    const auto q = compression::toDense(comp->compress(g, T, rng).decoded);
+    const double dec = decrease(f, x, q, eta);
+    sum += dec;
+    sum2 += dec * dec;
+  }
+  const double mean = sum / draws;
+  const double stderr_ = std::sqrt((sum2 / draws - mean * mean) / draws);
+  CHECK(std::fabs(mean - predicted) < 5 * stderr_ + 1e-9 * std::fabs(predicted));
 }
 
 // p_j = min(1, lambda |g_j|) with sum p_j = T, solved by bisection on lambda from scratch.
@@ -234,22 +256,8 @@ TEST_CASE("the stochastic compressor's average decrease matches the predicted ex
   const auto x = pointWithGradient(iso, g);
   const MagnitudeProfile p(g, d);
   const uint32_t T = 10;
-  const double predicted = stochasticImprovement(p, T, L);
-  const double gamma = stochasticStep(p, T, L);
-  compression::CompressorSpec spec;
-  spec.name = "stochastic";
-  auto comp = compression::makeCompressor(spec);
-  const int draws = 20000;
-  double sum = 0.0, sum2 = 0.0;
-  for (int i = 0; i < draws; ++i) {
-    const auto q = compression::toDense(comp->compress(g, T, rng).decoded);
-    const double dec = decrease(iso, x, q, gamma);
-    sum += dec;
-    sum2 += dec * dec;
-  }
-  const double mean = sum / draws;
-  const double stderr_ = std::sqrt((sum2 / draws - mean * mean) / draws);
-  CHECK(std::fabs(mean - predicted) < 5 * stderr_ + 1e-9 * std::fabs(predicted));
+  checkStochasticDecrease(iso, x, g, T, stochasticStep(p, T, L), stochasticImprovement(p, T, L),
+                          rng);
 }
 
 TEST_CASE("the improvement bound over a range is never below the improvement inside it") {
@@ -352,4 +360,125 @@ TEST_CASE(
     CHECK(improvement(Scheme::kUniform, p, T, L) == uniformImprovement(p, T, L));
   }
   CHECK(uniformImprovement(p, d, L) == doctest::Approx(improvementOfWhole(Scheme::kUniform, p, L)));
+}
+
+TEST_CASE(
+    "at the paper's step the improvement at a given step is the paper's: 1/L for top-T and S+Q, "
+    "omega(T)/L for stochastic, T/(dL) for random-T") {
+  Rng rng(29);
+  for (const auto shape : allShapes()) {
+    for (const size_t d : {size_t{1}, size_t{7}, size_t{300}}) {
+      const std::vector<float> g = randomVector(d, shape, rng);
+      const MagnitudeProfile p(g, d);
+      const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+      for (uint32_t T = 1; T <= d; ++T) {
+        CAPTURE(d);
+        CAPTURE(T);
+        const double scale = p.totalL2sq() / L;
+        for (const Scheme scheme : {Scheme::kTopT, Scheme::kSignScale}) {
+          CHECK(std::fabs(improvement(scheme, p, T, L, 1.0 / L) - improvement(scheme, p, T, L)) <=
+                1e-12 * scale);
+          CHECK(step(scheme, p, T, L, 1.0 / L) == 1.0 / L);
+        }
+        const double omega = stochasticOmega(p, T);
+        CHECK(std::fabs(improvement(Scheme::kStochastic, p, T, L, omega / L) -
+                        stochasticImprovement(p, T, L)) <= 1e-12 * scale);
+        CHECK(std::fabs(improvement(Scheme::kUniform, p, T, L, double(T) / double(d) / L) -
+                        uniformImprovement(p, T, L)) <= 1e-12 * scale);
+        // The best step is the best: any other step's bound is no larger.
+        for (const double eta : {0.3 / L, 1.5 / L}) {
+          CHECK(improvement(Scheme::kTopT, p, T, L, eta) <= topTImprovement(p, T, L) * 1.000001);
+          CHECK(improvement(Scheme::kStochastic, p, T, L, eta) <=
+                stochasticImprovement(p, T, L) * 1.000001);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "the stochastic improvement at a step is eta ||g||^2 - L eta^2 / 2 sum g_j^2 / p_j with the "
+    "keep probabilities solved directly") {
+  Rng rng(31);
+  for (const auto shape : allShapes()) {
+    const std::vector<float> g = randomVector(400, shape, rng);
+    const MagnitudeProfile p(g, g.size());
+    const double L = 3.0;
+    size_t negative = 0, positive = 0;
+    for (const uint32_t T : {1u, 5u, 40u, 200u, 399u}) {
+      if (T >= p.nonZeros()) continue;
+      const std::vector<double> prob = keepProbabilities(g, T);
+      double norm2 = 0.0, second = 0.0;
+      for (size_t j = 0; j < g.size(); ++j) {
+        const double x = g[j];
+        norm2 += x * x;
+        if (x != 0.0) second += x * x / prob[j];
+      }
+      for (const double eta : {0.02 / L, 0.3 / L, 1.0 / L, 1.5 / L}) {
+        CAPTURE(T);
+        CAPTURE(eta);
+        const double expected = eta * norm2 - L * eta * eta * second / 2.0;
+        const double got = improvement(Scheme::kStochastic, p, T, L, eta);
+        CHECK(std::fabs(got - expected) <= 1e-6 * (eta * norm2 + std::fabs(expected)));
+        negative += got < 0.0;
+        positive += got > 0.0;
+      }
+    }
+    // Small T overshoot where large T earn: the step-aware choice differs from omega/C.
+    CHECK(negative > 0);
+    CHECK(positive > 0);
+  }
+}
+
+TEST_CASE("the stochastic compressor's average decrease at a given step matches the bound there") {
+  // On f = L/2 ||x||^2 the descent lemma is an equality: f(x) - f(x - eta Q) = eta <g, Q> -
+  // L eta^2 ||Q||^2 / 2, whose expectation over the compressor's draws is the bound at eta.
+  Rng rng(37);
+  const size_t d = 100;
+  const double L = 2.0;
+  const std::vector<float> g = randomVector(d, Shape::kHeavyTailed, rng);
+  Quadratic iso{std::vector<double>(d, L)};
+  const auto x = pointWithGradient(iso, g);
+  const MagnitudeProfile p(g, d);
+  for (const uint32_t T : {3u, 10u, 50u}) {
+    for (const double eta : {0.3 / L, 1.0 / L, 1.5 / L}) {
+      CAPTURE(T);
+      CAPTURE(eta);
+      checkStochasticDecrease(iso, x, g, T, eta, improvement(Scheme::kStochastic, p, T, L, eta),
+                              rng);
+    }
+  }
+}
+
+TEST_CASE("the improvement bound over a range holds at any step, of either sign") {
+  Rng rng(41);
+  for (const auto shape : allShapes()) {
+    const std::vector<float> g = randomVector(300, shape, rng);
+    const MagnitudeProfile full(g, g.size());
+    for (const size_t sorted : {size_t{0}, size_t{1}, size_t{40}, size_t{300}}) {
+      const MagnitudeProfile p(g, sorted);
+      const double L = 1.7;
+      for (const double eta : {0.02 / L, 0.3 / L, 1.0 / L, 1.5 / L, 2.5 / L}) {
+        for (const Scheme scheme :
+             {Scheme::kTopT, Scheme::kSignScale, Scheme::kStochastic, Scheme::kUniform}) {
+          for (const auto& [lo, hi] : std::vector<std::pair<size_t, size_t>>{
+                   {1, 1}, {1, 64}, {30, 90}, {41, 300}, {200, 299}, {300, 300}}) {
+            // Stochastic's bound needs omega at hi, known only inside the prefix or past the
+            // non-zeros (or bounded by Cauchy-Schwarz past the prefix).
+            const double bound = improvementUpperBound(scheme, p, lo, hi, L, eta);
+            for (size_t T = lo; T <= hi; ++T) {
+              CAPTURE(sorted);
+              CAPTURE(eta);
+              CAPTURE(schemeName(scheme));
+              CAPTURE(lo);
+              CAPTURE(hi);
+              CAPTURE(T);
+              const double imp = improvement(scheme, full, T, L, eta);
+              CHECK(imp <= bound + 1e-9 * std::fabs(bound) + 1e-12 * eta * full.totalL2sq());
+            }
+          }
+        }
+      }
+    }
+  }
 }

@@ -289,3 +289,118 @@ TEST_CASE("packet steps are exactly the levels after which the packet count rise
   // About 5 bytes a top-k level: some 40 levels in a 200-byte packet, fewer than 64.
   CHECK_FALSE(packetSteps(*comp, 5000, 4999, 200, 64.0).has_value());
 }
+
+TEST_CASE(
+    "at the receiver's step the fast selection returns the exhaustive argmax, and the least harm "
+    "where no level earns a decrease") {
+  Rng rng(20250311);
+  size_t cases = 0, harmed = 0, stochastic_mixed = 0, moved = 0;
+  forEachSetting(rng, {1, 3, 10, 97, 1000, 4099}, [&](const Setting& s) {
+    const size_t d = s.v.size();
+    const auto dim = static_cast<uint32_t>(d);
+    const double L = std::uniform_real_distribution<double>(0.1, 10.0)(rng);
+    MagnitudeProfile full(s.v, d);
+    const uint32_t paper = selectLevel(s.scheme, full, L, dim, s.comp, s.model).level;
+    // eta = 1/L (the paper's step for top-T and S+Q), below it, past it, and past 2/L (where
+    // every biased level overshoots); 0.02/L makes stochastic's small T overshoot and its large
+    // T earn.
+    for (const double scaled : {1.0, 0.3, 1.5, 2.5, 0.02}) {
+      const double eta = scaled / L;
+      for (const uint32_t m : {dim, std::max<uint32_t>(1, dim / 3)}) {
+        MagnitudeProfile lazy(s.v, std::vector<size_t>{0, 1, 40, d}[cases % 4]);
+        const double inf = std::numeric_limits<double>::infinity();
+        const Selection fast = selectLevel(s.scheme, lazy, L, m, s.comp, s.model, inf, 0.0, eta);
+        MagnitudeProfile sorted(s.v, d);
+        const Selection brute =
+            selectLevelBruteForce(s.scheme, sorted, L, m, s.comp, s.model, inf, 0.0, eta);
+        // Independent scan: the closed form at eta for every T; the best ratio among the levels
+        // that earn a decrease, else the largest improvement; ties to the smaller T.
+        uint32_t ratio_level = 0, harm_level = 0;
+        double best_ratio = 0.0, best_harm = -inf;
+        bool negative = false, positive = false;
+        for (uint32_t T = 1; T <= m; ++T) {
+          double imp = 0.0;
+          const double S = full.totalL2sq();
+          switch (s.scheme) {
+            case Scheme::kTopT:
+              imp = eta * (1.0 - L * eta / 2.0) * full.s2(T);
+              break;
+            case Scheme::kSignScale: {
+              const double sent = double(std::max<size_t>(1, std::min<size_t>(T, full.nonZeros())));
+              imp = eta * (1.0 - L * eta / 2.0) * full.s1(T) * full.s1(T) / sent;
+              break;
+            }
+            case Scheme::kStochastic:
+              imp = eta * S * (1.0 - L * eta / (2.0 * stochasticOmega(full, T)));
+              break;
+            case Scheme::kUniform:
+              imp = eta * S * (1.0 - L * eta * double(d) / (2.0 * T));
+              break;
+          }
+          CHECK(std::fabs(improvement(s.scheme, full, T, L, eta) - imp) <=
+                1e-9 * (eta * S + std::fabs(imp)));
+          // Closed form and code round differently: compare the code's values for the argmax.
+          imp = improvement(s.scheme, full, T, L, eta);
+          negative = negative || imp < 0.0;
+          positive = positive || imp > 0.0;
+          const double r = imp / s.model.cost(s.comp.encodedBytes(dim, T));
+          if (imp > 0.0 && r > best_ratio) {
+            best_ratio = r;
+            ratio_level = T;
+          }
+          if (imp > best_harm) {
+            best_harm = imp;
+            harm_level = T;
+          }
+        }
+        const uint32_t expected = ratio_level != 0 ? ratio_level : harm_level;
+        CAPTURE(s.name);
+        CAPTURE(s.model.name());
+        CAPTURE(shapeName(s.shape));
+        CAPTURE(d);
+        CAPTURE(m);
+        CAPTURE(scaled);
+        CHECK(fast.level == brute.level);
+        CHECK(fast.improvement == brute.improvement);
+        CHECK(fast.level == expected);
+        CHECK(fast.improvement == improvement(s.scheme, full, fast.level, L, eta));
+        if (ratio_level == 0 && negative) {
+          ++harmed;
+          CHECK(fast.improvement <= 0.0);
+        }
+        stochastic_mixed += s.scheme == Scheme::kStochastic && negative && positive;
+        moved += m == dim && fast.level != paper;
+        ++cases;
+      }
+    }
+  });
+  MESSAGE(cases << " cases, least harm in " << harmed << ", stochastic with both signs in "
+                << stochastic_mixed << ", T* moved from the paper's in " << moved);
+  CHECK(harmed > cases / 10);
+  CHECK(stochastic_mixed > 0);
+  CHECK(moved > 0);
+}
+
+TEST_CASE("at a step past 2/L top-T sends the least harm: one coordinate") {
+  const std::vector<float> v = {3.0f, -1.0f, 0.5f, 2.0f, -4.0f};
+  const auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel model;
+  const double L = 2.0, eta = 1.5;  // L eta = 3: the factor eta (1 - L eta / 2) is -0.75
+  MagnitudeProfile p(v, 0);
+  const Selection s = selectLevel(Scheme::kTopT, p, L, 5, *comp, model,
+                                  std::numeric_limits<double>::infinity(), 0.0, eta);
+  CHECK(s.level == 1);
+  CHECK(s.improvement == doctest::Approx(-0.75 * 16.0));
+}
+
+TEST_CASE("a step must be finite and non-negative") {
+  const std::vector<float> v = {1.0f, -2.0f, 0.5f};
+  const auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel model;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double bad : {-1e-3, inf, std::numeric_limits<double>::quiet_NaN()}) {
+    MagnitudeProfile p(v, 1);
+    CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1.0, 3, *comp, model, inf, 0.0, bad),
+                    std::invalid_argument);
+  }
+}

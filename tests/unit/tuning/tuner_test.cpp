@@ -599,3 +599,108 @@ TEST_CASE("a NaN in the vector counts as zero in what a reused level reports") {
     }
   }
 }
+
+TEST_CASE(
+    "given the receiver's step, cat picks the exhaustive argmax there and reports that step") {
+  Rng rng(53);
+  const costmodel::PacketCostModel packet = costmodel::packetModelOfLink(5e-3, 8e6);
+  const double L = 2.0;
+  for (const std::string name : {"topk", "sq", "stochastic", "randomk"}) {
+    auto comp = compressorNamed(name);
+    const std::vector<float> v = randomVector(3000, Shape::kHeavyTailed, rng);
+    for (const double eta : {1.0 / L, 0.3 / L, 1.5 / L, 2.5 / L}) {
+      CAPTURE(name);
+      CAPTURE(eta);
+      const TuningDecision d =
+          tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, packet, -1.0, 0.0, eta);
+      MagnitudeProfile p(v, v.size());
+      const Selection s = selectLevelBruteForce(*schemeOf(name), p, L, 3000, *comp, packet,
+                                                std::numeric_limits<double>::infinity(), 0.0, eta);
+      CHECK(d.level == s.level);
+      CHECK(d.step == eta);
+      CHECK(d.predicted_improvement == doctest::Approx(s.improvement).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("the hybrid recomputes T* at once when the step changes") {
+  Rng rng(59);
+  auto comp = compressorNamed("stochastic");
+  const costmodel::PayloadCostModel payload(66);
+  const double L = 1.0;
+  const std::vector<float> v = randomVector(2000, Shape::kHeavyTailed, rng);
+  auto hybrid = tunerNamed("cat", 0, 100, L);
+  const TuningDecision a = hybrid->choose(v, 0, *comp, payload, -1.0, 0.0, 0.1 / L);
+  const TuningDecision same = hybrid->choose(v, 0, *comp, payload, -1.0, 0.0, 0.1 / L);
+  CHECK_FALSE(same.recomputed);
+  const TuningDecision b = hybrid->choose(v, 0, *comp, payload, -1.0, 0.0, 1.5 / L);
+  CHECK(b.recomputed);
+  CHECK(b.step == 1.5 / L);
+  // A longer step makes stochastic's noise dearer: it keeps more coordinates.
+  CHECK(b.level > a.level);
+  MagnitudeProfile p(v, v.size());
+  CHECK(b.level == selectLevelBruteForce(Scheme::kStochastic, p, L, 2000, *comp, payload,
+                                         std::numeric_limits<double>::infinity(), 0.0, 1.5 / L)
+                       .level);
+  // Back to the paper's step: the paper's choice.
+  const TuningDecision c = hybrid->choose(v, 0, *comp, payload);
+  CHECK(c.recomputed);
+  CHECK(c.level == tunerNamed("cat", 0, 1, L)->choose(v, 0, *comp, payload).level);
+}
+
+TEST_CASE("a reused level reports the bound at the step it was chosen for") {
+  Rng rng(61);
+  const costmodel::PayloadCostModel payload(66);
+  const double L = 2.0, eta = 0.4;
+  for (const std::string name : {"stochastic", "randomk"}) {
+    auto comp = compressorNamed(name);
+    auto hybrid = tunerNamed("cat", 0, 5, L);
+    const std::vector<float> first = randomVector(1000, Shape::kGaussian, rng);
+    const std::vector<float> second = randomVector(1000, Shape::kHeavyTailed, rng);
+    const TuningDecision a = hybrid->choose(first, 0, *comp, payload, -1.0, 0.0, eta);
+    const TuningDecision b = hybrid->choose(second, 0, *comp, payload, -1.0, 0.0, eta);
+    CAPTURE(name);
+    REQUIRE_FALSE(b.recomputed);
+    REQUIRE(b.level == a.level);
+    const MagnitudeProfile p(second, second.size());
+    CHECK(b.step == eta);
+    CHECK(b.predicted_improvement ==
+          doctest::Approx(improvement(*schemeOf(name), p, b.level, L, eta)).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("every tuner refuses a negative or non-finite step") {
+  auto comp = compressorNamed("topk");
+  const costmodel::PayloadCostModel payload;
+  const std::vector<float> v = {1.0f, -2.0f, 3.0f};
+  for (const std::string name : {"cat", "fixed", "dynamic", "full"}) {
+    for (const double bad : {-0.1, std::numeric_limits<double>::quiet_NaN(),
+                             std::numeric_limits<double>::infinity()}) {
+      CAPTURE(name);
+      CHECK_THROWS_AS(tunerNamed(name)->choose(v, 0, *comp, payload, -1.0, 0.0, bad),
+                      std::invalid_argument);
+    }
+  }
+}
+
+TEST_CASE("fixed and full report the bound at the given step") {
+  Rng rng(67);
+  const costmodel::PayloadCostModel payload;
+  const double L = 3.0, eta = 0.5;  // past 2/L: the biased bounds are negative
+  const std::vector<float> v = randomVector(500, Shape::kGaussian, rng);
+  const MagnitudeProfile p(v, v.size());
+  for (const std::string name : {"topk", "sq", "stochastic", "randomk"}) {
+    auto comp = compressorNamed(name);
+    CAPTURE(name);
+    const TuningDecision f =
+        tunerNamed("fixed", 40, 1, L)->choose(v, 0, *comp, payload, -1.0, 0.0, eta);
+    CHECK(f.step == eta);
+    CHECK(f.predicted_improvement ==
+          doctest::Approx(improvement(*schemeOf(name), p, 40, L, eta)).epsilon(1e-9));
+    const TuningDecision full =
+        tunerNamed("full", 0, 1, L)->choose(v, 0, *comp, payload, -1.0, 0.0, eta);
+    CHECK(full.step == eta);
+    CHECK(full.predicted_improvement ==
+          doctest::Approx(improvementOfWhole(*schemeOf(name), p, L, eta)).epsilon(1e-9));
+  }
+}
