@@ -221,7 +221,8 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
     return refuseWelcome("welcome threshold must be finite and >= 0, got " +
                          std::to_string(w.threshold()));
-  const double smoothness = model->smoothness(*shard_).value_or(1.0);
+  const std::optional<double> bound = model->smoothness(*shard_);
+  const double smoothness = bound.value_or(1.0);
   if (!std::isfinite(smoothness) || !(smoothness > 0.0)) {
     return refuseWelcome("the shard's smoothness bound is " + std::to_string(smoothness) +
                              " (a feature too large for its type?)",
@@ -240,6 +241,8 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome(std::string("cannot compress as welcomed: ") + e.what());
   }
   model_ = std::move(model);
+  smoothness_ = smoothness;
+  smoothness_known_ = bound.has_value();
   params_ = std::move(params);
   id_ = w.worker_id();
   session_ = w.session();
@@ -349,7 +352,9 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   if (!std::isfinite(rs.learning_rate()) || rs.learning_rate() < 0.0)
     refuse("round start learning rate must be finite and >= 0, got " +
            std::to_string(rs.learning_rate()));
-  else if (settings_.tuning.step == "coordinator")
+  else if (settings_.tuning.step == "coordinator" ||
+           (settings_.tuning.step == "auto" && smoothness_known_ &&
+            rs.learning_rate() * smoothness_ < 2.0))
     step_ = rs.learning_rate();
   // A queued probe goes out right before the push, once the push is computed, and only when
   // nothing else is unacknowledged: it then starts on an idle link and its ack is read as soon as

@@ -123,6 +123,8 @@ class WorkerCore {
   double threshold_ = 0.0;
   // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).
   double step_ = 0.0;
+  double smoothness_ = 1.0;        // the shard's L, as the tuner takes it
+  bool smoothness_known_ = false;  // false: the model gives no bound (L = 1 stands in)
   wire::TrainingSettings training_;
   std::unique_ptr<ml::Model> model_;
   std::vector<float> params_;

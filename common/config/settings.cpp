@@ -259,7 +259,7 @@ void readTuning(MapReader m, TuningSettings& s) {
     m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
                                   std::to_string(s.recompute_drift));
   }
-  s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"coordinator", "paper"});
+  s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"auto", "coordinator", "paper"});
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
                          {"payload", "packet", "measured"});
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);

@@ -2,9 +2,7 @@
 # Three workers tune with CAT under the payload model, below a cap that leaves it room: every
 # push's level, predicted cost and improvement reach the coordinator's metrics CSV; the levels
 # stay within the caps and move, the costs grow with T within the wire format's bounds (the
-# payload model), and training converges with bit-identical replicas. The workers price levels at
-# the paper's step (tuning.step: paper): the coordinator's lr 0.1 is far past 2/L of this model
-# (L about 263), where every top-T level's bound is negative and CAT would send one coordinate.
+# payload model), and training converges with bit-identical replicas.
 source "$(dirname "$0")/lib.sh"
 
 write_coordinator "$WORK/coord.yaml" 40 3
@@ -13,7 +11,7 @@ grep -q 'mean_ratio: 0.5}' "$WORK/coord.yaml" && grep -q 'lr: 0.1}' "$WORK/coord
   fail "could not set the cap and the step in $WORK/coord.yaml"
 start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 3
-echo "tuning: {method: cat, cost_model: payload, step: paper}" >> "$WORK/worker.yaml"
+echo "tuning: {method: cat, cost_model: payload}" >> "$WORK/worker.yaml"
 for i in 0 1 2; do start_worker $i "w$i"; done
 finish_cluster 3 40
 python3 - "$WORK/metrics.csv" <<'PY'

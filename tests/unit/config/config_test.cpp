@@ -267,9 +267,13 @@ TEST_CASE("the hybrid's drift factor is read, and refused between 0 and 1") {
   CHECK(error.find("'recompute_drift' must be 0 (off) or a factor > 1") != std::string::npos);
 }
 
-TEST_CASE("the step the tuner prices levels at is the coordinator's by default, or the paper's") {
+TEST_CASE(
+    "the step the tuner prices levels at is auto by default, the coordinator's or the paper's") {
   const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
   CHECK(loadWorkerSettings(writeTemp("step-default.yaml", data + "tuning: {method: cat}\n"))
+            .tuning.step == "auto");
+  CHECK(loadWorkerSettings(
+            writeTemp("step-coord.yaml", data + "tuning: {method: cat, step: coordinator}\n"))
             .tuning.step == "coordinator");
   CHECK(loadWorkerSettings(
             writeTemp("step-paper.yaml", data + "tuning: {method: cat, step: paper}\n"))

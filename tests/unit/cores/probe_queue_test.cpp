@@ -793,3 +793,18 @@ TEST_CASE("with tuning.step paper the worker's cat ignores the coordinator's lea
   CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * L)).epsilon(1e-9));
   CHECK(p.level() > 1);
 }
+
+TEST_CASE("by default the worker's cat takes the coordinator's step only where L guarantees it") {
+  const double L = firstCatPush(0.0).L;
+  // lr L < 2: the bound at the coordinator's step is informative, and it is the step priced.
+  FirstCatPush below = firstCatPush(0.3 / L, "auto");
+  CHECK(below.rig->core->stats().last_step == doctest::Approx(0.3 / L).epsilon(1e-12));
+  // lr L >= 2: the bound guarantees no decrease at any level; the paper's step stands in.
+  FirstCatPush past = firstCatPush(2.5 / L, "auto");
+  const auto& p = past.push.envelope.push();
+  const std::vector<double> s2 = topSquares(past.v);
+  CHECK(past.rig->core->stats().rejected == 0);
+  CHECK(past.rig->core->stats().last_step == doctest::Approx(1.0 / L).epsilon(1e-12));
+  CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * L)).epsilon(1e-9));
+  CHECK(p.level() > 1);
+}
