@@ -32,6 +32,16 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
   app.add_option("--bytes-per-push", o.bytes_per_push,
                  "wire bytes a push costs besides its coordinates (envelope, frames)")
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--worker-bytes-per-coordinate", o.worker_bytes_per_coordinate,
+                 "each worker's own bytes per kept coordinate (its compressor's), in place of "
+                 "--bytes-per-coordinate")
+      ->delimiter(',')
+      ->check(CLI::Range(0.125, 64.0));
+  app.add_option("--worker-bytes-per-push", o.worker_bytes_per_push,
+                 "each worker's own bytes per push besides its coordinates (needs "
+                 "--worker-bytes-per-coordinate)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--packet-bytes", o.packet_bytes, "payload bytes per packet")
       ->check(CLI::Range(64, 65536));
   app.add_option("--dim", o.dim, "model dimension d")->required();
@@ -47,12 +57,19 @@ int runAllocate(const AllocateOptions& o) {
     }
     total += s;
   }
-  if (!o.costs.empty() && o.costs.size() != o.shares.size()) {
-    std::cerr << "tern-coordinator allocate: --costs needs one value per share\n";
+  const auto perWorker = [&](const std::vector<double>& values, const char* option) {
+    if (values.empty() || values.size() == o.shares.size()) return true;
+    std::cerr << "tern-coordinator allocate: " << option << " needs one value per share\n";
+    return false;
+  };
+  if (!perWorker(o.costs, "--costs") || !perWorker(o.fixed_costs, "--fixed-costs") ||
+      !perWorker(o.worker_bytes_per_coordinate, "--worker-bytes-per-coordinate") ||
+      !perWorker(o.worker_bytes_per_push, "--worker-bytes-per-push")) {
     return 2;
   }
-  if (!o.fixed_costs.empty() && o.fixed_costs.size() != o.shares.size()) {
-    std::cerr << "tern-coordinator allocate: --fixed-costs needs one value per share\n";
+  if (!o.worker_bytes_per_push.empty() && o.worker_bytes_per_coordinate.empty()) {
+    std::cerr << "tern-coordinator allocate: --worker-bytes-per-push needs "
+                 "--worker-bytes-per-coordinate\n";
     return 2;
   }
   if (o.whole_packets && !(o.seconds_per_round > 0.0)) {
@@ -69,6 +86,10 @@ int runAllocate(const AllocateOptions& o) {
     l.share = o.shares[i] / total;
     if (!o.costs.empty()) l.seconds_per_packet = o.costs[i];
     if (!o.fixed_costs.empty()) l.seconds_fixed = o.fixed_costs[i];
+    if (!o.worker_bytes_per_coordinate.empty()) {
+      l.bytes_per_coordinate = o.worker_bytes_per_coordinate[i];
+      if (!o.worker_bytes_per_push.empty()) l.bytes_per_push = o.worker_bytes_per_push[i];
+    }
     loads.push_back(l);
   }
   allocation::Budget b;

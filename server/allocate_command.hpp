@@ -20,6 +20,10 @@ struct AllocateOptions {
   bool whole_packets = false;
   double bytes_per_coordinate = 8.0;
   double bytes_per_push = 0.0;
+  // Each worker's own prices (as a running coordinator measures them per worker); empty: the
+  // prices above for everyone.
+  std::vector<double> worker_bytes_per_coordinate;
+  std::vector<double> worker_bytes_per_push;
   uint32_t packet_bytes = 1448;
   uint32_t dim = 0;
   std::string method = "uniform";

@@ -259,11 +259,39 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
     auto starts = startRound();
     out.insert(out.end(), std::make_move_iterator(starts.begin()),
                std::make_move_iterator(starts.end()));
-  } else if (phase_ == Phase::kRunning) {
+  } else if (phase_ == Phase::kRunning && admitToRound(*w)) {
     // Joins the round in progress: it gets the round start now (its model is current).
     out.push_back(send(*w, roundStartFor(*w)));
   }
   return out;
+}
+
+bool CoordinatorCore::admitToRound(Worker& joiner) {
+  // The others keep the caps they were handed for this round, planned for the members before
+  // the join; the new plan applies to everyone from the next round on. Link-seconds budgets
+  // (cost-aware) are not held to this: the joiner takes its planned cap.
+  joiner.in_round = true;
+  joiner.round_cap = joiner.rec.cap;
+  const auto& settings = settings_.allocation;
+  if (settings.method == "cost-aware" && settings.budget.seconds_per_round > 0.0) return true;
+  double spent = 0.0;
+  size_t members = 1;
+  for (const auto& [id, w] : workers_) {
+    // A re-joining member's earlier push was dropped: its old cap is not spent.
+    if (&w == &joiner || !w.in_round || !(w.rec.alive || w.pending)) continue;
+    spent += allocation::roundPushCost(w.planned_price, planned_budget_, w.round_cap);
+    ++members;
+  }
+  const double limit = allocation::roundLimit(members, uint32_t(params_.size()), planned_budget_);
+  joiner.round_cap = allocation::capWithinRound(joiner.planned_price, planned_budget_,
+                                                joiner.rec.cap, spent, limit);
+  if (joiner.round_cap == 0) {
+    joiner.in_round = false;
+    spdlog::info("worker {} ({}) joined round {} with its budget spent: it starts with the next",
+                 joiner.rec.id, joiner.rec.name, round_);
+    return false;
+  }
+  return true;
 }
 
 void CoordinatorCore::reallocate() {
@@ -280,6 +308,7 @@ void CoordinatorCore::reallocate() {
   for (Worker* w : alive) {
     allocation::WorkerLoad l;
     l.share = double(w->samples) / total;
+    priceLoad(*w, l);
     // The allocator prices packets of the budget's size; a worker fits b per packet of its own
     // (link.packet_bytes), so b is rescaled to the budget's packet by bytes.
     const auto& link = w->rec.link;
@@ -291,15 +320,12 @@ void CoordinatorCore::reallocate() {
     l.seconds_fixed = w->rec.link.a_seconds();
     loads.push_back(l);
   }
-  allocation::Budget budget = settings_.allocation.budget;
-  if (settings_.allocation.measure_push_bytes && push_bytes_known_) {
-    budget.bytes_per_coordinate = push_coordinate_bytes_;
-    budget.bytes_per_push = push_fixed_bytes_;
-  }
+  const allocation::Budget budget = pricedBudget();
   auto plan = allocator_->allocate(loads, uint32_t(params_.size()), budget);
   planned_budget_ = budget;
   for (size_t i = 0; i < alive.size(); ++i) {
     alive[i]->planned_seconds_per_packet = fittedSecondsPerPacket(alive[i]->rec.link);
+    alive[i]->planned_price = allocation::pushPrice(loads[i], budget);
     alive[i]->rec.share = loads[i].share;
     alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());
     alive[i]->rec.threshold = i < plan.thresholds.size() ? plan.thresholds[i] : 0.0;
@@ -307,25 +333,53 @@ void CoordinatorCore::reallocate() {
   rounds_since_alloc_ = 0;
 }
 
+allocation::Budget CoordinatorCore::pricedBudget() const {
+  allocation::Budget budget = settings_.allocation.budget;
+  if (settings_.allocation.measure_push_bytes && push_bytes_.known) {
+    budget.bytes_per_coordinate = push_bytes_.per_coordinate;
+    budget.bytes_per_push = push_bytes_.fixed;
+  }
+  return budget;
+}
+
+void CoordinatorCore::priceLoad(const Worker& w, allocation::WorkerLoad& load) const {
+  // A configured bytes_per_coordinate is the price of everyone's coordinates.
+  if (settings_.allocation.measure_push_bytes && w.push_bytes.known) {
+    load.bytes_per_coordinate = w.push_bytes.per_coordinate;
+    load.bytes_per_push = w.push_bytes.fixed;
+  }
+}
+
+void CoordinatorCore::PushBytes::fold(double round_fixed, double round_per_coordinate) {
+  constexpr double kWeight = 0.25;
+  fixed = known ? (1 - kWeight) * fixed + kWeight * round_fixed : round_fixed;
+  per_coordinate = known ? (1 - kWeight) * per_coordinate + kWeight * round_per_coordinate
+                         : round_per_coordinate;
+  known = true;
+}
+
 bool CoordinatorCore::planInputsMoved() {
   const auto& allocation = settings_.allocation;
   const auto& budget = allocation.budget;
   bool moved = link_moved_;
   link_moved_ = false;
-  if (round_pushes_ > 0 && round_coordinates_ > 0.0) {
-    const double fixed = round_fixed_bytes_ / double(round_pushes_);
-    const double per_coordinate = round_coordinate_bytes_ / round_coordinates_;
-    // A running mean over rounds: stochastic compressors send a varying count.
-    constexpr double kWeight = 0.25;
-    push_fixed_bytes_ =
-        push_bytes_known_ ? (1 - kWeight) * push_fixed_bytes_ + kWeight * fixed : fixed;
-    push_coordinate_bytes_ = push_bytes_known_
-                                 ? (1 - kWeight) * push_coordinate_bytes_ + kWeight * per_coordinate
-                                 : per_coordinate;
-    push_bytes_known_ = true;
+  PushSample round;  // the sums over the round's pushes
+  uint64_t pushes = 0;
+  for (auto& [id, w] : workers_) {
+    if (!w.round_push) continue;
+    const PushSample sample = *w.round_push;
+    w.round_push.reset();
+    round.fixed += sample.fixed;
+    round.coordinate_bytes += sample.coordinate_bytes;
+    round.coordinates += sample.coordinates;
+    ++pushes;
+    if (sample.coordinates > 0.0) {
+      w.push_bytes.fold(sample.fixed, sample.coordinate_bytes / sample.coordinates);
+    }
   }
-  round_fixed_bytes_ = round_coordinate_bytes_ = round_coordinates_ = 0.0;
-  round_pushes_ = 0;
+  if (pushes > 0 && round.coordinates > 0.0) {
+    push_bytes_.fold(round.fixed / double(pushes), round.coordinate_bytes / round.coordinates);
+  }
   // Push bytes only matter to a budget in bytes and to cost-aware's link seconds (budget,
   // deadline, round time); they moved when the caps now planned would cost 10% more or less
   // than planned.
@@ -333,12 +387,16 @@ bool CoordinatorCore::planInputsMoved() {
                                (allocation.method == "cost-aware" &&
                                 (budget.seconds_per_round > 0.0 || budget.deadline_seconds > 0.0 ||
                                  budget.round_overhead_seconds > 0.0));
-  if (allocation.measure_push_bytes && push_bytes_known_ && priced_in_bytes) {
+  if (allocation.measure_push_bytes && push_bytes_.known && priced_in_bytes) {
+    const allocation::Budget priced = pricedBudget();
     double planned = 0.0, now = 0.0;
     for (const auto& [id, w] : workers_) {
       if (!w.rec.alive) continue;
-      planned += planned_budget_.bytes_per_push + planned_budget_.bytes_per_coordinate * w.rec.cap;
-      now += push_fixed_bytes_ + push_coordinate_bytes_ * w.rec.cap;
+      allocation::WorkerLoad load;
+      priceLoad(w, load);
+      const allocation::PushPrice price = allocation::pushPrice(load, priced);
+      planned += w.planned_price.per_push + w.planned_price.per_coordinate * w.rec.cap;
+      now += price.per_push + price.per_coordinate * w.rec.cap;
     }
     if (planned > 0.0 && std::abs(now / planned - 1.0) > kReplanPushBytesChange) moved = true;
   }
@@ -350,7 +408,7 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
   m.envelope = makeEnvelope();
   auto* rs = m.envelope.mutable_round_start();
   rs->set_round(round_);
-  rs->set_cap(w.rec.cap);
+  rs->set_cap(w.round_cap);
   rs->set_threshold(w.rec.threshold);
   rs->set_data_share(w.rec.share);
   rs->set_learning_rate(optimizer_.learningRate(round_));
@@ -375,6 +433,8 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
     w.rec.pushed = false;
     w.refused = false;
     w.pending.reset();
+    w.in_round = true;
+    w.round_cap = w.rec.cap;
     out.push_back(send(w, roundStartFor(w)));
     w.synced_round = int64_t(round_);
   }
@@ -437,11 +497,17 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     upload_bytes_ += wire_bytes;
     return withNotice({ack(true)});
   }
-  if (phase_ != Phase::kRunning || push.round() != round_) {
+  if (phase_ != Phase::kRunning || push.round() != round_ || !w->in_round) {
     ++late_pushes_;
-    Outgoing refused = reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
-                              "push for round " + std::to_string(push.round()) +
-                                  ", current round is " + std::to_string(round_));
+    // A worker sitting out the round (it joined with the round's budget spent) has no cap in it.
+    const bool sits_out = phase_ == Phase::kRunning && push.round() == round_;
+    Outgoing refused =
+        sits_out ? reject(peer, wire::Error::BAD_ROUND, "not_in_round",
+                          "push for round " + std::to_string(push.round()) +
+                              ", which this worker takes no part in: it starts with the next")
+                 : reject(peer, wire::Error::BAD_ROUND, "late_or_future_round",
+                          "push for round " + std::to_string(push.round()) + ", current round is " +
+                              std::to_string(round_));
     refused.message.envelope.mutable_error()->set_round(push.round());
     refused.message.envelope.mutable_error()->set_about_push(true);
     return withNotice({std::move(refused)});
@@ -467,10 +533,8 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   w->pending = std::move(*decoded.value);
   // What a push costs besides its coordinates: the envelope, the frames and the codec's header.
   const size_t coordinate_bytes = msg.payload.size() - decoded.header_bytes;
-  round_fixed_bytes_ += double(wire_bytes) - double(std::min(wire_bytes, coordinate_bytes));
-  round_coordinate_bytes_ += double(coordinate_bytes);
-  round_coordinates_ += double(w->pending->nonZeros());
-  ++round_pushes_;
+  w->round_push = PushSample{double(wire_bytes) - double(std::min(wire_bytes, coordinate_bytes)),
+                             double(coordinate_bytes), double(w->pending->nonZeros())};
   w->loss = push.local_loss();
   w->rec.pushed = true;
   recordReport(*w, push);
@@ -546,7 +610,7 @@ void stampAckHold(Message& m, double received_at, double now) {
 bool CoordinatorCore::allPushed() const {
   bool any = false;
   for (const auto& [id, w] : workers_) {
-    if (!w.rec.alive) continue;
+    if (!w.rec.alive || !w.in_round) continue;
     if (!w.rec.pushed) return false;
     any = true;
   }
@@ -556,7 +620,7 @@ bool CoordinatorCore::allPushed() const {
 bool CoordinatorCore::allAnswered() const {
   bool any = false;
   for (const auto& [id, w] : workers_) {
-    if (!w.rec.alive) continue;
+    if (!w.rec.alive || !w.in_round) continue;
     if (!w.rec.pushed && !w.refused) return false;
     any = any || w.rec.pushed;
   }

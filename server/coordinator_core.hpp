@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/allocation/allocator.hpp"
+#include "common/allocation/budget.hpp"
 #include "common/compression/compressor.hpp"
 #include "common/config/settings.hpp"
 #include "common/ml/model.hpp"
@@ -135,6 +136,21 @@ class CoordinatorCore {
 
  private:
   enum class Phase { kWaiting, kRunning, kDone };
+  // What pushes cost on the wire: bytes besides their coordinates (envelope, frames, the codec's
+  // header) and the index and value bytes per decoded coordinate, as running means over rounds
+  // (stochastic compressors send a varying count).
+  struct PushBytes {
+    bool known = false;
+    double fixed = 0.0;
+    double per_coordinate = 0.0;
+    void fold(double round_fixed, double round_per_coordinate);
+  };
+  // One accepted push's bytes, folded into the means when its round closes.
+  struct PushSample {
+    double fixed = 0.0;
+    double coordinate_bytes = 0.0;
+    double coordinates = 0.0;
+  };
   struct Worker {
     WorkerRecord rec;
     std::string peer;
@@ -147,6 +163,15 @@ class CoordinatorCore {
     double loss = 0.0;
     bool refused = false;  // its push for this round was refused: asked again at the deadline
     double planned_seconds_per_packet = 0.0;  // its link's b when the caps were last planned
+    // Its own pushes' costs (its compressor's), kept over re-joins, and the price its cap was
+    // last planned at (its own, or the mean of all pushes until it has pushed).
+    PushBytes push_bytes;
+    std::optional<PushSample> round_push;
+    allocation::PushPrice planned_price;
+    // Handed a cap for the round being collected, and which: a worker joining an open round
+    // gets what the round's budget leaves, or sits it out and starts with the next round.
+    bool in_round = false;
+    uint32_t round_cap = 0;
   };
 
   std::vector<Outgoing> handleJoin(const std::string& peer, const wire::Join& join);
@@ -157,8 +182,14 @@ class CoordinatorCore {
   Outgoing send(Worker& w, Message m);
   Worker* byPeer(const std::string& peer);
   void reallocate();
-  // Folds the round's pushes into the measured push bytes, and tells whether a plan input
-  // moved enough since the last plan to re-plan.
+  // The budget at the measured mean push prices, and a worker's load priced at its own.
+  allocation::Budget pricedBudget() const;
+  void priceLoad(const Worker& w, allocation::WorkerLoad& load) const;
+  // A worker joining the round being collected: gives it a cap within what the round's budget
+  // leaves after the caps already handed out, or none (false) when not one coordinate fits.
+  bool admitToRound(Worker& joiner);
+  // Folds the round's pushes into the measured push bytes (each worker's and the mean of all),
+  // and tells whether a plan input moved enough since the last plan to re-plan.
   bool planInputsMoved();
   std::vector<Outgoing> startRound();
   std::vector<Outgoing> closeRound();
@@ -197,13 +228,8 @@ class CoordinatorCore {
   uint64_t rounds_since_alloc_ = 0;
   allocation::Budget planned_budget_;
   bool link_moved_ = false;
-  // What accepted pushes cost on the wire: bytes besides their coordinates (envelope, frames,
-  // the codec's header) and the index and value bytes per decoded coordinate, as running means
-  // over rounds; this round's sums until it closes.
-  bool push_bytes_known_ = false;
-  double push_fixed_bytes_ = 0.0, push_coordinate_bytes_ = 0.0;
-  double round_fixed_bytes_ = 0.0, round_coordinate_bytes_ = 0.0, round_coordinates_ = 0.0;
-  uint64_t round_pushes_ = 0;
+  // What all accepted pushes cost on the wire: the price of a worker not yet measured.
+  PushBytes push_bytes_;
   std::map<uint32_t, Worker> workers_;
   uint32_t next_id_ = 0;
 

@@ -13,6 +13,11 @@ struct WorkerLoad {
   double share = 0.0;               // p_i, sums to 1 over the workers
   double seconds_per_packet = 0.0;  // fitted link b_i (0 = unknown)
   double seconds_fixed = 0.0;       // fitted link a_i (0 = unknown)
+  // What this worker's pushes cost on the wire, measured from its own pushes (its compressor
+  // and codec): bytes_per_push + bytes_per_coordinate * k. 0 = not measured: the budget's
+  // bytes_per_coordinate and bytes_per_push price it (and bytes_per_push is then ignored).
+  double bytes_per_coordinate = 0.0;
+  double bytes_per_push = 0.0;
 };
 
 struct Budget {
@@ -29,6 +34,7 @@ struct Budget {
   // What a push costs on the wire: bytes_per_push + bytes_per_coordinate * k for k kept
   // coordinates (index + value; the coordinator measures both from the pushes it receives
   // unless allocation.bytes_per_coordinate is configured, which keeps bytes_per_push at 0).
+  // These price every worker without prices of its own (WorkerLoad::bytes_per_coordinate).
   double bytes_per_coordinate = 8.0;
   double bytes_per_push = 0.0;
   uint32_t packet_bytes = 1448;

@@ -3,11 +3,14 @@
 // closed form (Theorem 4 / Alg. 2) and DAGC-A thresholds (Eq. 17), the exact minimiser of the
 // key factor Phi, and its cost-aware generalisation (ratios ~ (p_i / b_i)^(2/3), floor, caps,
 // optional deadline). Each fills ratios, integer caps and Phi; threshold methods also lambda_i.
+// Under a byte budget every method prices a worker's coordinates at its own bytes per
+// coordinate and push (WorkerLoad), so that the caps together cost at most bytes_per_round.
 #include "common/allocation/allocator.hpp"
 
 namespace tern::allocation {
 
-// delta_i = sum budget / n for everyone; thresholds lambda_i = lambda_bar when one is given.
+// One delta for everyone, as much as the budget buys (sum budget / n when priced alike);
+// thresholds lambda_i = lambda_bar when one is given.
 class UniformAllocator final : public Allocator {
  public:
   std::string name() const override { return "uniform"; }

@@ -14,6 +14,11 @@ namespace {
 // 29.999999999999996); this slack keeps such counts from losing a whole coordinate.
 constexpr double kRoundingSlack = 1e-12;
 
+// The whole coordinates in a count computed in floating point.
+double wholeCoordinates(double coordinates) {
+  return std::floor(coordinates + kRoundingSlack * std::max(1.0, coordinates));
+}
+
 }  // namespace
 
 std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers) {
@@ -121,26 +126,32 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
 
 std::vector<uint32_t> roundCapsToVolume(const std::vector<double>& ratios, uint32_t dim,
                                         double total_ratio) {
-  const double coordinates = total_ratio * dim;
-  const double limit = std::floor(coordinates + kRoundingSlack * std::max(1.0, coordinates));
+  const double limit = wholeCoordinates(total_ratio * dim);
   return roundCaps(ratios, dim, std::vector<double>(ratios.size(), 1.0), limit,
                    std::vector<uint32_t>(ratios.size(), dim));
 }
 
 std::vector<double> clipAndRedistribute(const std::vector<double>& ratios, double total_ratio) {
+  return clipAndRedistribute(ratios, std::vector<double>(ratios.size(), 1.0), total_ratio);
+}
+
+std::vector<double> clipAndRedistribute(const std::vector<double>& ratios,
+                                        const std::vector<double>& weights, double total) {
   const std::size_t n = ratios.size();
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return ratios[a] > ratios[b]; });
-  // With the u largest clipped to 1, the rest scale by s = (T - u) / (their sum); the right u
-  // is the first for which the largest unclipped ratio stays <= 1 after scaling.
+  // With the u largest clipped to 1, the rest scale by s = (T - their weights) / (the rest's
+  // weighted sum); the right u is the first for which the largest unclipped ratio stays <= 1
+  // after scaling.
   double rest = 0.0;
-  for (double r : ratios) rest += r;
+  for (std::size_t i = 0; i < n; ++i) rest += weights[i] * ratios[i];
+  double clipped = 0.0;
   std::vector<double> out(n);
   for (std::size_t i = 0; i < n; ++i) out[i] = std::min(ratios[i], 1.0);
   for (std::size_t u = 0; u < n; ++u) {
-    const double remaining = total_ratio - static_cast<double>(u);
+    const double remaining = total - clipped;
     if (rest <= 0.0 || remaining <= 0.0) break;  // only zero ratios left: nothing to scale
     const double scale = remaining / rest;
     if (scale * ratios[order[u]] <= 1.0) {
@@ -148,9 +159,101 @@ std::vector<double> clipAndRedistribute(const std::vector<double>& ratios, doubl
       return out;
     }
     out[order[u]] = 1.0;
-    rest -= ratios[order[u]];
+    rest -= weights[order[u]] * ratios[order[u]];
+    clipped += weights[order[u]];
   }
   return out;
+}
+
+PushPrice pushPrice(const WorkerLoad& worker, const Budget& budget) {
+  if (worker.bytes_per_coordinate > 0.0) {
+    return {worker.bytes_per_push, worker.bytes_per_coordinate};
+  }
+  return {budget.bytes_per_push, budget.bytes_per_coordinate};
+}
+
+bool pricedApart(const std::vector<WorkerLoad>& workers, const Budget& budget) {
+  for (const WorkerLoad& w : workers) {
+    const PushPrice p = pushPrice(w, budget);
+    if (p.per_coordinate != budget.bytes_per_coordinate || p.per_push != budget.bytes_per_push) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool VolumeBudget::unitWeights() const {
+  return std::all_of(weights.begin(), weights.end(), [](double w) { return w == 1.0; });
+}
+
+double VolumeBudget::weightSum() const {
+  return std::accumulate(weights.begin(), weights.end(), 0.0);
+}
+
+double VolumeBudget::coordinateLimit(uint32_t dim) const {
+  const double coordinates = total * dim;
+  return unitWeights() ? wholeCoordinates(coordinates) : coordinates;
+}
+
+VolumeBudget volumeBudget(const std::vector<WorkerLoad>& workers, uint32_t dim,
+                          const Budget& budget) {
+  const std::size_t n = workers.size();
+  VolumeBudget out;
+  out.weights.assign(n, 1.0);
+  if (!(budget.bytes_per_round > 0.0) || !pricedApart(workers, budget)) {
+    out.total = totalRatioBudget(n, dim, budget);
+    return out;
+  }
+  if (dim == 0) throw std::invalid_argument("allocation: model dimension must be positive");
+  if (!(budget.bytes_per_coordinate > 0.0)) {
+    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+  }
+  double fixed = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const PushPrice p = pushPrice(workers[i], budget);
+    if (!(p.per_coordinate > 0.0) || !std::isfinite(p.per_coordinate) || !(p.per_push >= 0.0) ||
+        !std::isfinite(p.per_push)) {
+      throw std::invalid_argument("allocation: worker " + std::to_string(i) +
+                                  " has an invalid price per push or per coordinate");
+    }
+    out.weights[i] = p.per_coordinate / budget.bytes_per_coordinate;
+    fixed += p.per_push;
+  }
+  // As for one price: every push pays its fixed bytes first, what is left buys coordinates.
+  const double for_coordinates = std::max(0.0, budget.bytes_per_round - fixed);
+  out.total = for_coordinates / (static_cast<double>(dim) * budget.bytes_per_coordinate);
+  if (!std::isfinite(out.total)) throw std::invalid_argument("allocation: budget is not finite");
+  out.total = std::min(out.total, out.weightSum());
+  return out;
+}
+
+std::vector<uint32_t> roundCapsToBudget(const std::vector<double>& ratios, uint32_t dim,
+                                        const VolumeBudget& volume) {
+  if (volume.unitWeights()) return roundCapsToVolume(ratios, dim, volume.total);
+  return roundCaps(ratios, dim, volume.weights, volume.coordinateLimit(dim),
+                   std::vector<uint32_t>(ratios.size(), dim));
+}
+
+double roundPushCost(const PushPrice& price, const Budget& budget, uint32_t k) {
+  if (!(budget.bytes_per_round > 0.0)) return static_cast<double>(k);
+  return price.per_push + price.per_coordinate * static_cast<double>(k);
+}
+
+double roundLimit(std::size_t n, uint32_t dim, const Budget& budget) {
+  if (budget.bytes_per_round > 0.0) return budget.bytes_per_round;
+  return wholeCoordinates(totalRatioBudget(n, dim, budget) * dim);
+}
+
+uint32_t capWithinRound(const PushPrice& price, const Budget& budget, uint32_t wanted, double spent,
+                        double limit) {
+  const bool bytes = budget.bytes_per_round > 0.0;
+  const double fixed = bytes ? price.per_push : 0.0;
+  const double per_coordinate = bytes ? price.per_coordinate : 1.0;
+  const double room = (limit - spent - fixed) / per_coordinate;
+  // The slack keeps a cap that lands exactly on the limit from rounding below it.
+  const double fit = std::floor(room * (1.0 + kRoundingSlack));
+  if (!(fit >= 1.0)) return 0;
+  return static_cast<uint32_t>(std::min(fit, static_cast<double>(std::max<uint32_t>(wanted, 1))));
 }
 
 }  // namespace tern::allocation

@@ -135,13 +135,13 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
     cost_per_unit = links.per_unit;
     limit = budget.seconds_per_round;
   } else {
-    // A volume budget prices every coordinate alike; the links then matter only through the
-    // deadline caps, and without a deadline this is dagc-opt.
-    problem.weights.assign(n, 1.0);
-    problem.budget = totalRatioBudget(n, dim, budget);
-    cost_per_unit.assign(n, 1.0);
-    const double coordinates = problem.budget * dim;
-    limit = std::floor(coordinates + 1e-12 * std::max(1.0, coordinates));
+    // A volume budget prices a worker's coordinates at its bytes per coordinate; the links then
+    // matter only through the deadline caps, and without a deadline this is dagc-opt.
+    const VolumeBudget volume = volumeBudget(workers, dim, budget);
+    problem.weights = volume.weights;
+    problem.budget = volume.total;
+    cost_per_unit = volume.weights;
+    limit = volume.coordinateLimit(dim);
   }
   Allocation out;
   out.ratios = minimiseKeyFactor(problem);

@@ -11,11 +11,13 @@ Allocation DagcOptAllocator::allocate(const std::vector<WorkerLoad>& workers, ui
   const std::size_t n = workers.size();
   KeyFactorProblem problem;
   problem.shares = normalisedShares(workers);
-  problem.weights.assign(n, 1.0);
+  // Workers priced apart weigh in the budget by their price per coordinate.
+  const VolumeBudget volume = volumeBudget(workers, dim, budget);
+  problem.weights = volume.weights;
   problem.upper.assign(n, 1.0);
-  problem.budget = totalRatioBudget(n, dim, budget);
+  problem.budget = volume.total;
   out.ratios = minimiseKeyFactor(problem);
-  out.caps = roundCapsToVolume(out.ratios, dim, problem.budget);
+  out.caps = roundCapsToBudget(out.ratios, dim, volume);
   out.phi = keyFactor(problem.shares, out.ratios);
   return out;
 }

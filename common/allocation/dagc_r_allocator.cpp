@@ -51,7 +51,8 @@ Allocation DagcRAllocator::allocate(const std::vector<WorkerLoad>& workers, uint
   if (workers.empty()) return out;
   const std::size_t n = workers.size();
   const std::vector<double> shares = normalisedShares(workers);
-  const double total = totalRatioBudget(n, dim, budget);
+  const VolumeBudget volume = volumeBudget(workers, dim, budget);
+  const double total = volume.total;
 
   // The paper assumes every p_i > 0. Workers without data sit at the floor of the others, which
   // is where the closed form puts its own floor worker j*.
@@ -77,8 +78,10 @@ Allocation DagcRAllocator::allocate(const std::vector<WorkerLoad>& workers, uint
   std::vector<double> raw(n);
   for (std::size_t i = 0; i < n; ++i) raw[i] = (shares[i] > 0.0 ? unit[i] : floor) * scale;
 
-  out.ratios = clipAndRedistribute(raw, total);
-  out.caps = roundCapsToVolume(out.ratios, dim, total);
+  // Workers priced apart keep the closed form's ratios between them, scaled to what the budget
+  // buys at their prices.
+  out.ratios = clipAndRedistribute(raw, volume.weights, total);
+  out.caps = roundCapsToBudget(out.ratios, dim, volume);
   out.phi = keyFactor(shares, out.ratios);
   return out;
 }

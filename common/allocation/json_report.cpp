@@ -136,9 +136,14 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
 
   double total_ratio = 0.0;
   uint64_t total_caps = 0;
+  double total_bytes = 0.0;
+  std::vector<double> push_bytes(n);  // each push at its worker's prices
   for (std::size_t i = 0; i < n; ++i) {
     total_ratio += allocation.ratios[i];
     total_caps += allocation.caps[i];
+    const PushPrice price = pushPrice(workers[i], budget);
+    push_bytes[i] = price.per_push + price.per_coordinate * allocation.caps[i];
+    total_bytes += push_bytes[i];
   }
   // Phi of giving every worker the same ratio under the same budget, for scale: the same link
   // seconds for a cost-aware seconds budget, otherwise the same volume.
@@ -158,7 +163,8 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
       for (double b : links.per_coordinate) seconds_per_ratio += b * dim;
       even = std::min(1.0, budget.seconds_per_round / seconds_per_ratio);
     } else if (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0) {
-      even = totalRatioBudget(n, dim, budget) / static_cast<double>(n);
+      const VolumeBudget volume = volumeBudget(workers, dim, budget);
+      even = volume.total / volume.weightSum();
     }
     if (std::isfinite(even)) phi_uniform = keyFactor(shares, std::vector<double>(n, even));
   }
@@ -213,11 +219,12 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   w.key("total_coordinates");
   w.integer(total_caps);
   w.key("total_bytes");
-  w.number(double(total_caps) * budget.bytes_per_coordinate + double(n) * budget.bytes_per_push);
+  w.number(total_bytes);
   w.array("shares", shares);
   w.array("ratios", allocation.ratios);
   w.array("caps", allocation.caps);
   w.array("thresholds", allocation.thresholds);
+  w.array("push_bytes", push_bytes);
   if (links.known) {
     std::vector<double> seconds(n);
     for (std::size_t i = 0; i < n; ++i) {

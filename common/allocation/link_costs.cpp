@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/allocation/budget.hpp"
+
 namespace tern::allocation {
 
 namespace {
@@ -33,7 +35,18 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   if (!(budget.bytes_per_coordinate > 0.0)) {
     throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
   }
+  // Each worker's coordinates take the link time of their own bytes (its compressor's price);
+  // the fallback b is a median at the budget's price, rescaled to the worker's.
   const double packets_per_coordinate = budget.bytes_per_coordinate / budget.packet_bytes;
+  std::vector<PushPrice> prices(workers.size());
+  std::vector<double> own_packets_per_coordinate(workers.size());
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    prices[i] = pushPrice(workers[i], budget);
+    if (!(prices[i].per_coordinate > 0.0)) {
+      throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+    }
+    own_packets_per_coordinate[i] = prices[i].per_coordinate / budget.packet_bytes;
+  }
   LinkCosts links;
   std::vector<double> known_b;
   std::vector<double> known_a;
@@ -50,22 +63,31 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const WorkerLoad& w = workers[i];
     links.per_coordinate[i] =
-        fitted(w) ? w.seconds_per_packet * packets_per_coordinate : fallback_b;
+        fitted(w) ? w.seconds_per_packet * own_packets_per_coordinate[i]
+                  : fallback_b * (prices[i].per_coordinate / budget.bytes_per_coordinate);
     links.fixed[i] = fittedFixed(w) ? w.seconds_fixed : fallback_a;
     // The push's own bytes (envelope, frames, codec header) take link time on every upload;
     // whole packets hold them in the first packet's room instead.
     if (!whole_packets) {
-      links.fixed[i] +=
-          links.per_coordinate[i] / budget.bytes_per_coordinate * budget.bytes_per_push;
+      links.fixed[i] += links.per_coordinate[i] / prices[i].per_coordinate * prices[i].per_push;
     }
   }
   if (whole_packets) {
-    links.unit = coordinatesPerPacket(budget);
+    // One packing for all: the coordinates that fit in a packet at the dearest worker's prices,
+    // so that every worker's unit fits in the packet it pays for (a cheaper worker's packets
+    // keep some room).
+    links.unit = workers.empty() ? coordinatesPerPacket(budget) : UINT32_MAX;
+    for (const PushPrice& p : prices) {
+      Budget own = budget;
+      own.bytes_per_coordinate = p.per_coordinate;
+      own.bytes_per_push = p.per_push;
+      links.unit = std::min(links.unit, coordinatesPerPacket(own));
+    }
     links.per_unit.resize(workers.size());
     // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
     // the median fallback.
     for (std::size_t i = 0; i < workers.size(); ++i) {
-      links.per_unit[i] = links.per_coordinate[i] / packets_per_coordinate;
+      links.per_unit[i] = links.per_coordinate[i] / own_packets_per_coordinate[i];
     }
   } else {
     links.per_unit = links.per_coordinate;

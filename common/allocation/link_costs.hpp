@@ -1,7 +1,8 @@
 #pragma once
 // Per-coordinate link costs for cost-aware allocation (papers/dagc.md, cost-aware
 // generalisation): b_i = seconds_per_packet * bytes_per_coordinate / packet_bytes from each
-// worker's fitted link model, a_i its fixed cost. Workers without a fitted link get the median of
+// worker's fitted link model at its own bytes per coordinate (WorkerLoad, else the budget's),
+// a_i its fixed cost. Workers without a fitted link get the median of
 // the fitted ones, so a newcomer is neither favoured nor starved until it has been measured;
 // likewise a fixed cost a_i <= 0 (a fit clamped at zero) takes the median of the positive ones.
 #include <cstdint>
@@ -18,7 +19,8 @@ struct LinkCosts {
   // What an upload is priced in: `unit` coordinates at `per_unit[i]` seconds each. One
   // coordinate at b_i by default; with Budget::whole_packets (a link-seconds budget and fitted
   // links) one packet's worth of coordinates at the fitted seconds per packet, so an upload
-  // costs a_i + per_unit_i * ceil(k_i / unit), the link model itself.
+  // costs a_i + per_unit_i * ceil(k_i / unit), the link model itself. Workers priced apart
+  // share the unit that fits a packet at the dearest one's prices.
   uint32_t unit = 1;
   std::vector<double> per_unit;
 

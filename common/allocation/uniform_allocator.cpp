@@ -8,9 +8,10 @@ Allocation UniformAllocator::allocate(const std::vector<WorkerLoad>& workers, ui
   Allocation out;
   if (workers.empty()) return out;
   const std::vector<double> shares = normalisedShares(workers);
-  const double total = totalRatioBudget(workers.size(), dim, budget);
-  out.ratios.assign(workers.size(), total / static_cast<double>(workers.size()));
-  out.caps = roundCapsToVolume(out.ratios, dim, total);
+  // One ratio for everyone; workers priced apart each pay their own price for it.
+  const VolumeBudget volume = volumeBudget(workers, dim, budget);
+  out.ratios.assign(workers.size(), volume.total / volume.weightSum());
+  out.caps = roundCapsToBudget(out.ratios, dim, volume);
   if (budget.mean_threshold > 0.0) out.thresholds.assign(workers.size(), budget.mean_threshold);
   out.phi = keyFactor(shares, out.ratios);
   return out;

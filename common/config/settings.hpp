@@ -40,9 +40,9 @@ struct AllocationSettings {
   // Re-plan every this many rounds (0 = never on a schedule). Membership changes re-plan at
   // once; changed plan inputs (a link model or the measured push bytes) at the round's close.
   uint64_t reallocate_every = 0;
-  // Price pushes by what the workers' pushes measurably cost on the wire (budget.bytes_per_push
-  // + budget.bytes_per_coordinate * k, re-measured as pushes arrive) rather than by the
-  // configured bytes_per_coordinate.
+  // Price pushes by what the workers' pushes measurably cost on the wire (bytes_per_push +
+  // bytes_per_coordinate * k, re-measured as pushes arrive, each worker's from its own pushes)
+  // rather than by the configured bytes_per_coordinate for everyone.
   bool measure_push_bytes = true;
 };
 

@@ -50,6 +50,22 @@ assert b["budget"]["bytes_per_push"] == 100 and b["budget"]["bytes_per_coordinat
 print(f"byte budget: caps {b['caps']}, {b['total_bytes']:.1f} bytes of 6000")
 PY
 
+# Workers priced apart (top-k at 5 bytes a coordinate, S+Q at 1.1): one ratio for both, bought
+# at each one's price: floor((6000 - 100 - 60) / (5 + 1.1)) coordinates each, or one more.
+"$BIN/tern-coordinator" allocate --shares 1,1 --bytes-per-round 6000 --dim 100000 \
+  --worker-bytes-per-coordinate 5,1.1 --worker-bytes-per-push 100,60 --method uniform \
+  > "$WORK/apart.json" || fail "per-worker priced plan exited $?"
+python3 - "$WORK/apart.json" <<'PY'
+import json, math, sys
+b = json.load(open(sys.argv[1]))
+each = math.floor((6000 - 100 - 60) / (5 + 1.1))
+assert all(each <= k <= each + 1 for k in b["caps"]), (b["caps"], each)
+spent = [100 + 5 * b["caps"][0], 60 + 1.1 * b["caps"][1]]
+assert all(abs(x - y) < 1e-6 for x, y in zip(b["push_bytes"], spent)), (b["push_bytes"], spent)
+assert sum(spent) <= 6000 + 1e-6, spent
+print(f"priced apart: caps {b['caps']}, {sum(spent):.1f} bytes of 6000")
+PY
+
 check_refused() {  # MESSAGE ARGS...
   local msg=$1; shift
   set +e
@@ -59,6 +75,10 @@ check_refused() {  # MESSAGE ARGS...
 }
 check_refused "--costs needs one value per share" --shares 0.5,0.3 --costs 0.001 --dim 7850 \
   --method cost-aware --seconds-per-round 0.01
+check_refused "--worker-bytes-per-coordinate needs one value per share" --shares 0.5,0.5 \
+  --dim 100 --bytes-per-round 600 --worker-bytes-per-coordinate 5
+check_refused "--worker-bytes-per-push needs --worker-bytes-per-coordinate" --shares 0.5,0.5 \
+  --dim 100 --bytes-per-round 600 --worker-bytes-per-push 50,50
 check_refused "--whole-packets needs --seconds-per-round" --shares 0.5,0.5 --dim 100 \
   --method uniform --mean-ratio 0.1 --whole-packets
 echo "PASS: allocate prints the closed-form plans and refuses bad arguments"

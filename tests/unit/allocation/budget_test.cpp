@@ -159,7 +159,7 @@ TEST_CASE("a byte budget pays each push's fixed bytes before it buys coordinates
       budget.bytes_per_push = per_push;
       budget.bytes_per_coordinate = per_coordinate;
       const std::vector<double> p = {0.1, 0.2, 0.3, 0.4};
-      for (const std::string& method : {"uniform", "dagc-r", "dagc-opt"}) {
+      for (const std::string method : {"uniform", "dagc-r", "dagc-opt"}) {
         CAPTURE(method);
         CAPTURE(per_push);
         CAPTURE(per_coordinate);
@@ -180,4 +180,72 @@ TEST_CASE("a byte budget pays each push's fixed bytes before it buys coordinates
   tight.bytes_per_push = 60.0;
   const Allocation floor = makeAllocator("uniform")->allocate(loads({0.5, 0.5}), dim, tight);
   CHECK(floor.caps == std::vector<uint32_t>{1, 1});
+}
+
+TEST_CASE(
+    "workers whose coordinates cost apart get caps that fit a byte budget at their own prices") {
+  // Top-k spends about 5 bytes a coordinate, S+Q about 1.1. Worker 0 compresses with top-k and
+  // holds most of the data, workers 1 and 2 with S+Q: priced at one mean of the three, worker 0's
+  // larger cap is underpriced and the round overspends. Each worker's caps are priced here at
+  // its own bytes_per_push + bytes_per_coordinate * k.
+  const uint32_t dim = 400;
+  const std::vector<double> shares = {0.8, 0.12, 0.08};
+  const double per_push[3] = {40.0, 30.0, 30.0};
+  const double per_coordinate[3] = {5.0, 1.1, 1.1};
+  Budget budget;
+  budget.bytes_per_round = 1200.0;
+  budget.bytes_per_coordinate = (5.0 + 1.1 + 1.1) / 3.0;
+  budget.bytes_per_push = 100.0 / 3.0;
+  std::vector<WorkerLoad> workers = loads(shares);
+  for (std::size_t i = 0; i < 3; ++i) {
+    workers[i].bytes_per_coordinate = per_coordinate[i];
+    workers[i].bytes_per_push = per_push[i];
+  }
+  auto priced = [&](const std::vector<uint32_t>& caps) {
+    double bytes = 0.0;
+    for (std::size_t i = 0; i < 3; ++i) bytes += per_push[i] + per_coordinate[i] * caps[i];
+    return bytes;
+  };
+  auto phi = [&](const std::vector<uint32_t>& caps) {
+    std::vector<double> ratios;
+    for (uint32_t k : caps) ratios.push_back(double(k) / dim);
+    return keyFactor(shares, ratios);
+  };
+  // Brute force over the integer caps within the budget: the least key factor. Given caps 0 and
+  // 1, Phi only falls as cap 2 grows, so cap 2 takes what the budget leaves.
+  double best_phi = std::numeric_limits<double>::infinity();
+  for (uint32_t a = 1; a <= dim; ++a) {
+    for (uint32_t b = 1; b <= dim; ++b) {
+      const double left = budget.bytes_per_round - priced({a, b, 0});
+      if (left < per_coordinate[2]) break;
+      const uint32_t c = std::min<uint32_t>(dim, uint32_t(left / per_coordinate[2]));
+      best_phi = std::min(best_phi, phi({a, b, c}));
+    }
+  }
+  for (const char* name : {"uniform", "dagc-r", "dagc-opt", "cost-aware"}) {
+    const std::string method = name;
+    CAPTURE(method);
+    const Allocation plan = makeAllocator(method)->allocate(workers, dim, budget);
+    REQUIRE(plan.caps.size() == 3);
+    std::string caps;
+    for (uint32_t k : plan.caps) caps += std::to_string(k) + " ";
+    CAPTURE(caps);
+    const double bytes = priced(plan.caps);
+    CHECK(bytes <= budget.bytes_per_round + 1e-9);
+    // Rounding leaves less than a coordinate of each worker unspent.
+    CHECK(bytes > budget.bytes_per_round - 5.0 - 1.1 - 1.1);
+    if (method == "uniform") {
+      // One ratio for all: floor((budget - fixed bytes) / (5 + 1.1 + 1.1)) coordinates each, or
+      // one more for a worker where the leftover still pays for it.
+      const double each = std::floor((budget.bytes_per_round - 100.0) / (5.0 + 1.1 + 1.1));
+      for (uint32_t k : plan.caps) {
+        CHECK(k >= each);
+        CHECK(k <= each + 1);
+      }
+    }
+    if (method == "dagc-opt" || method == "cost-aware") {
+      // The exact minimiser at these prices, up to the rounding of its caps.
+      CHECK(phi(plan.caps) <= best_phi * 1.01);
+    }
+  }
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
@@ -643,4 +644,111 @@ TEST_CASE("a negative predicted improvement is a report a tuner makes: the least
   REQUIRE(h.core->round() == 1);
   CHECK(h.core->badReports() == 0);
   checkReport(recordOf(*h.core, a), 1, 3.0, -0.125);
+}
+
+namespace {
+
+// The caps of the round starts for `round` among the messages, by peer.
+std::map<std::string, uint32_t> roundStartCaps(const std::vector<Outgoing>& out, uint64_t round) {
+  std::map<std::string, uint32_t> caps;
+  for (const auto& o : out) {
+    if (o.message.envelope.has_round_start() && o.message.envelope.round_start().round() == round) {
+      caps[o.peer] = o.message.envelope.round_start().cap();
+    }
+  }
+  return caps;
+}
+
+void append(std::vector<Outgoing>& to, std::vector<Outgoing> more) {
+  to.insert(to.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
+// Workers a (100 samples) and b (300) train; c (`c_samples`) joins while round 0 is open. Returns
+// the caps handed out for round 0 and for round 1, by peer.
+std::pair<std::map<std::string, uint32_t>, std::map<std::string, uint32_t>> joinMidRound(
+    Harness& h, uint64_t c_samples) {
+  h.withTimers(1000.0, 1000.0);
+  std::vector<Outgoing> round0 = h.join("A", "a", 100);
+  append(round0, h.join("B", "b", 300));
+  const uint32_t a = idOf(round0, "A"), b = idOf(round0, "B");
+  std::vector<Outgoing> joined = h.join("C", "c", c_samples);
+  const uint32_t c = idOf(joined, "C");
+  append(round0, joined);
+  auto caps0 = roundStartCaps(round0, 0);
+  const size_t d = h.core->parameters().size();
+  std::vector<Outgoing> round1 = h.core->onMessage("A", h.push(a, 0, ramp(d, 0.1f, 0.01f)), 50, 0);
+  append(round1, h.core->onMessage("B", h.push(b, 0, ramp(d, 0.2f, 0.01f)), 50, 0));
+  if (caps0.count("C")) {
+    append(round1, h.core->onMessage("C", h.push(c, 0, ramp(d, 0.3f, 0.01f)), 50, 0));
+  }
+  // The round closes once everyone with a cap in it has pushed; it does not wait for a worker
+  // that sits it out.
+  CHECK(h.core->round() == 1);
+  return {caps0, roundStartCaps(round1, 1)};
+}
+
+}  // namespace
+
+TEST_CASE("a worker joining an open round under a byte budget gets what the round has left") {
+  // Pushes priced at 50 bytes plus 4 a coordinate: the round's caps, the joiner's included,
+  // stay within the budget, and the next round's plan covers all three.
+  Harness h;
+  h.settings.model.features = 300;
+  h.settings.allocation.measure_push_bytes = false;
+  h.settings.allocation.budget.bytes_per_coordinate = 4.0;
+  h.settings.allocation.budget.bytes_per_push = 50.0;
+  auto bytes = [](const std::map<std::string, uint32_t>& caps) {
+    double sum = 0.0;
+    for (const auto& [peer, cap] : caps) sum += 50.0 + 4.0 * cap;
+    return sum;
+  };
+  SUBCASE("with room left, the joiner's cap is what the budget leaves") {
+    // d = 602: a and b each send everything (2 * (50 + 4 * 602) = 4916 bytes), which leaves
+    // 1084 bytes: 50 for c's push and 258 coordinates.
+    h.settings.allocation.budget.bytes_per_round = 6000.0;
+    const auto [caps0, caps1] = joinMidRound(h, 200);
+    const size_t d = h.core->parameters().size();
+    REQUIRE(d == 602);
+    REQUIRE(caps0.size() == 3);
+    CHECK(caps0.at("A") == d);
+    CHECK(caps0.at("B") == d);
+    CHECK(caps0.at("C") == 258);
+    CHECK(bytes(caps0) <= 6000.0);
+    REQUIRE(caps1.size() == 3);
+    CHECK(bytes(caps1) <= 6000.0);
+    // Three even caps of the next round: (6000 - 3 * 50) / (3 * 4) = 487.5 each.
+    for (const auto& [peer, cap] : caps1) CHECK(cap >= 487);
+  }
+  SUBCASE("with the budget spent, the joiner sits the round out and starts with the next") {
+    // a and b's caps spend 2 * 50 + 4 * 2 * 487 = 3996 of 4000 bytes: not one coordinate left.
+    h.settings.allocation.budget.bytes_per_round = 4000.0;
+    const auto [caps0, caps1] = joinMidRound(h, 200);
+    CHECK(caps0.size() == 2);
+    CHECK(caps0.count("C") == 0);
+    CHECK(bytes(caps0) <= 4000.0);
+    REQUIRE(caps1.size() == 3);
+    CHECK(bytes(caps1) <= 4000.0);
+    CHECK(bytes(caps1) > 4000.0 - 3 * 4.0);
+  }
+}
+
+TEST_CASE("a worker joining an open round under a mean-ratio budget keeps the round's total") {
+  // dagc-r with mean ratio 10% of d = 602: three members may send floor(0.3 * 602) = 180
+  // coordinates a round. c joins with 60% of the data; a and b keep the caps planned for two.
+  Harness h;
+  h.settings.model.features = 300;
+  h.settings.allocation.method = "dagc-r";
+  h.settings.allocation.budget.mean_ratio = 0.1;
+  const auto [caps0, caps1] = joinMidRound(h, 600);
+  auto total = [](const std::map<std::string, uint32_t>& caps) {
+    uint64_t sum = 0;
+    for (const auto& [peer, cap] : caps) sum += cap;
+    return sum;
+  };
+  REQUIRE(caps0.size() == 3);
+  CHECK(total(caps0) <= 180);
+  CHECK(caps0.at("C") >= 1);
+  REQUIRE(caps1.size() == 3);
+  CHECK(total(caps1) <= 180);
+  CHECK(caps1.at("C") > caps1.at("B"));
 }
