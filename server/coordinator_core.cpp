@@ -576,30 +576,34 @@ std::vector<Outgoing> CoordinatorCore::refusePush(Worker& w, wire::Error::Code c
 }
 
 void CoordinatorCore::recordReport(Worker& w, const wire::Push& push) {
-  // A level beyond the model's dimension, a cost that is not a finite number >= 0 or an
+  // A level beyond the model's dimension, a cost or step that is not a finite number >= 0 or an
   // improvement that is not finite is no report a tuner makes (a negative improvement is: the
   // least harm, where the step overshoots at every level). The gradient itself decoded fine, so
   // it is applied regardless.
   const bool usable = push.level() <= params_.size() && std::isfinite(push.predicted_cost()) &&
-                      push.predicted_cost() >= 0.0 && std::isfinite(push.predicted_improvement());
+                      push.predicted_cost() >= 0.0 && std::isfinite(push.predicted_improvement()) &&
+                      std::isfinite(push.predicted_step()) && push.predicted_step() >= 0.0;
   if (!usable) {
     ++bad_reports_;
     spdlog::debug(
         "worker {} ({}): unusable tuner report with its push (level {}, cost {}, "
-        "improvement {}): recorded as zeros",
-        w.rec.id, w.rec.name, push.level(), push.predicted_cost(), push.predicted_improvement());
+        "improvement {}, step {}): recorded as zeros",
+        w.rec.id, w.rec.name, push.level(), push.predicted_cost(), push.predicted_improvement(),
+        push.predicted_step());
     clearReport(w.rec);
     return;
   }
   w.rec.level = push.level();
   w.rec.predicted_cost = push.predicted_cost();
   w.rec.predicted_improvement = push.predicted_improvement();
+  w.rec.predicted_step = push.predicted_step();
 }
 
 void CoordinatorCore::clearReport(WorkerRecord& rec) {
   rec.level = 0;
   rec.predicted_cost = 0.0;
   rec.predicted_improvement = 0.0;
+  rec.predicted_step = 0.0;
 }
 
 void stampAckHold(Message& m, double received_at, double now) {

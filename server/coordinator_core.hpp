@@ -38,10 +38,11 @@ struct WorkerRecord {
   uint64_t download_bytes = 0;
   // What the worker's tuner reported with its push of the round (all zero until it has pushed,
   // and when the report was unusable): the level T it sent, the cost C(T) it predicted in its
-  // cost model's unit and the improvement it predicted.
+  // cost model's unit, the improvement it predicted and the step that improvement assumes.
   uint32_t level = 0;
   double predicted_cost = 0.0;
   double predicted_improvement = 0.0;
+  double predicted_step = 0.0;
 };
 
 // One row of the metrics CSV: counters are cumulative since the start of training.

@@ -75,6 +75,7 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
     p.level = w.level;
     p.predicted_cost = w.predicted_cost;
     p.predicted_improvement = w.predicted_improvement;
+    p.predicted_step = w.predicted_step;
     p.upload_bytes = w.upload_bytes;
     p.download_bytes = w.download_bytes;
     p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),

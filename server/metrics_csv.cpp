@@ -57,12 +57,12 @@ MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
 std::string MetricsCsv::header() {
   return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"
          "participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,"
-         "levels,predicted_costs,predicted_improvements";
+         "levels,predicted_costs,predicted_improvements,predicted_steps";
 }
 
 std::string MetricsCsv::row(const RoundRecord& r) {
   return fmt::format(
-      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
+      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
       r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes, r.participants,
       r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.alive ? w.cap : 0); }),
@@ -77,7 +77,9 @@ std::string MetricsCsv::row(const RoundRecord& r) {
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.level); }),
       joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_cost); }),
       joinWorkers(
-          r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }));
+          r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }),
+      joinWorkers(r,
+                  [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_step); }));
 }
 
 bool MetricsCsv::write(const RoundRecord& r) {

@@ -59,6 +59,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   self.level = stats.last_level;
   self.predicted_cost = stats.last_predicted_cost;
   self.predicted_improvement = stats.last_predicted_improvement;
+  self.predicted_step = stats.last_step;
   self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
   self.download_bytes = stats.received_bytes;
   self.share = stats.data_share;

@@ -458,6 +458,7 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_level(cap);
   p->set_predicted_cost(1.0);
   p->set_predicted_improvement(1.0);
+  p->set_predicted_step(1.0);
   const size_t envelope_bytes = m.envelope.ByteSizeLong();
   const size_t overhead = zmtpWireBytes(envelope_bytes, 256) - 256;
   auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead, step_);
@@ -489,6 +490,7 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_level(level);
   p->set_predicted_cost(stats_.last_predicted_cost);
   p->set_predicted_improvement(stats_.last_predicted_improvement);
+  p->set_predicted_step(stats_.last_step);
   m.payload = std::move(compressed.bytes);
   return {sendable(std::move(m)), true};
 }

@@ -95,8 +95,9 @@ struct TuningSettings {
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   // The step cat and the other tuners price levels at: the coordinator's learning rate as each
   // round start says it (the paper's step until one does), always the paper's (1/L), or auto:
-  // the coordinator's where the model's smoothness bound L guarantees its step a decrease
-  // (lr L < 2), else the paper's (a bound that loose says nothing about the coordinator's step).
+  // the coordinator's where the model's smoothness bound L guarantees the round's own step a
+  // decrease (lr L < 2; momentum's later reuse of the push is not counted), else the paper's (a
+  // bound that loose says nothing about the coordinator's step).
   std::string step = "auto";            // auto | coordinator | paper
   std::string cost_model = "measured";  // payload | packet | measured
   double c_fixed = 0.005;               // packet model constants (seconds) until a link fit exists

@@ -46,6 +46,7 @@ std::string toJson(const NodeStatus& s) {
     j.key("level").value(w.level);
     j.key("predicted_cost").value(w.predicted_cost);
     j.key("predicted_improvement").value(w.predicted_improvement);
+    j.key("predicted_step").value(w.predicted_step);
     j.key("upload_bytes").value(w.upload_bytes);
     j.key("download_bytes").value(w.download_bytes);
     j.key("link").beginObject();

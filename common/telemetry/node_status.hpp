@@ -27,11 +27,12 @@ struct PeerStatus {
   uint32_t cap = 0;    // coordinator's cap k_i (worker: the level it last sent)
   double share = 0.0;  // data share p_i
   // The tuner's report with the last push: the level T sent, its predicted cost C(T) (in the
-  // cost model's unit) and predicted improvement (coordinator: zero for a worker that did not
-  // push in the last round).
+  // cost model's unit), predicted improvement and the step that assumes (coordinator: zero for a
+  // worker that did not push in the last round).
   uint32_t level = 0;
   double predicted_cost = 0.0;
   double predicted_improvement = 0.0;
+  double predicted_step = 0.0;
   uint64_t upload_bytes = 0;
   uint64_t download_bytes = 0;
   LinkStatus link;

@@ -99,6 +99,9 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
     m.setGauge("tern_worker_predicted_improvement",
                "Objective improvement the worker's tuner predicted for its last push.", l,
                w.predicted_improvement);
+    m.setGauge("tern_worker_predicted_step",
+               "Step the predicted improvement assumes (the coordinator's or the paper's).", l,
+               w.predicted_step);
     m.setCounterTotal("tern_worker_upload_bytes_total", "Bytes received from the worker.", l,
                       double(w.upload_bytes));
     m.setCounterTotal("tern_worker_download_bytes_total", "Bytes sent to the worker.", l,

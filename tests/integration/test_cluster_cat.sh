@@ -20,18 +20,25 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 assert len(rows) == 40, len(rows)
 pushes = {}  # worker position -> [(level, cost, improvement)]
 below_cap = 0
+steps_of = {}
 for r in rows:
     caps = [int(c) for c in r["caps"].split(";")]
     levels = [int(x) for x in r["levels"].split(";")]
     costs = [float(x) for x in r["predicted_costs"].split(";")]
     imps = [float(x) for x in r["predicted_improvements"].split(";")]
-    assert len(caps) == len(levels) == len(costs) == len(imps) == 3, r
+    steps = [float(x) for x in r["predicted_steps"].split(";")]
+    assert len(caps) == len(levels) == len(costs) == len(imps) == len(steps) == 3, r
     assert sum(1 for t in levels if t > 0) == int(r["participants"]), r
     for i, (cap, t, c, imp) in enumerate(zip(caps, levels, costs, imps)):
         if t == 0:
             continue
         assert 1 <= t <= cap, (r["round"], i, t, cap)
         assert c > 0 and imp > 0, (r["round"], i, c, imp)
+        # tuning.step auto: at lr 0.1 the shard's bound L (>= 0.5 for unit-bounded rows, here far
+        # larger) puts lr L past 2, so the improvement assumes the paper's step 1/L, below lr / 2,
+        # the same for every push of a worker.
+        assert 0 < steps[i] < 0.05, (r["round"], i, steps[i])
+        assert steps_of.setdefault(i, steps[i]) == steps[i], (r["round"], i, steps[i])
         below_cap += t < cap
         pushes.setdefault(i, []).append((t, c, imp))
 assert len(pushes) == 3, pushes.keys()

@@ -6,17 +6,17 @@ source "$(dirname "$0")/lib.sh"
 command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
 
 csv="$WORK/metrics.csv"
-echo "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,levels,predicted_costs,predicted_improvements" > "$csv"
+echo "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,levels,predicted_costs,predicted_improvements,predicted_steps" > "$csv"
 for r in $(seq 0 49); do
   if [ "$r" -lt 10 ]; then
     caps="100;100"; shares="0.5;0.5"; a="0;0.001"; b="0;0.0001"; n="0;3"; lv="100;0"
-    pc="1;0"; pi="0.1;0"
+    pc="1;0"; pi="0.1;0"; ps="0.004;0"
   else
     caps="80;70;50"; shares="0.4;0.4;0.2"; a="0.002;0.001;0.02"; b="0.0002;0.0001;0.005"; n="5;8;$r"
-    lv="$((40 + r));0;50"; pc="1;0;1"; pi="0.1;0;0.1"
+    lv="$((40 + r));0;50"; pc="1;0;1"; pi="0.1;0;0.1"; ps="0.004;0;0.1"
   fi
   eval=$(( r % 5 == 4 ? 1 : 0 ))
-  echo "$r,$((r / 10)).5,$(python3 -c "print(2.3 / (1 + $r / 10))"),0.$((50 + r / 2)),$((1000 * (r + 1))),$((3000 * (r + 1))),$((20000 * (r + 1))),2,$eval,0,0,$caps,$shares,$a,$b,$n,$lv,$pc,$pi" >> "$csv"
+  echo "$r,$((r / 10)).5,$(python3 -c "print(2.3 / (1 + $r / 10))"),0.$((50 + r / 2)),$((1000 * (r + 1))),$((3000 * (r + 1))),$((20000 * (r + 1))),2,$eval,0,0,$caps,$shares,$a,$b,$n,$lv,$pc,$pi,$ps" >> "$csv"
 done
 # The same rounds as a tern before the levels columns wrote them.
 cut -d, -f1-16 "$csv" > "$WORK/older.csv"

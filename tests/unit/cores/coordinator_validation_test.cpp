@@ -93,10 +93,12 @@ server::WorkerRecord recordOf(const server::CoordinatorCore& core, uint32_t id) 
 }
 
 // The tuner report recorded for a worker: the level it sent and the two predictions.
-void checkReport(const server::WorkerRecord& w, uint32_t level, double cost, double improvement) {
+void checkReport(const server::WorkerRecord& w, uint32_t level, double cost, double improvement,
+                 double step = 0.0) {
   CHECK(w.level == level);
   CHECK(w.predicted_cost == cost);
   CHECK(w.predicted_improvement == improvement);
+  CHECK(w.predicted_step == step);
 }
 
 // d values start, start + step, start + 2 step, ...
@@ -318,20 +320,21 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   uint32_t a = idOf(h.join("A", "a", 100), "A");
   uint32_t b = idOf(h.join("B", "b", 300), "B");
   const size_t d = h.core->parameters().size();
-  auto reported = [&](uint32_t id, uint64_t round, uint32_t level, double cost,
-                      double improvement) {
+  auto reported = [&](uint32_t id, uint64_t round, uint32_t level, double cost, double improvement,
+                      double step = 0.0) {
     auto m = h.push(id, round, std::vector<float>(d, 0.5f));
     m.envelope.mutable_push()->set_level(level);
     m.envelope.mutable_push()->set_predicted_cost(cost);
     m.envelope.mutable_push()->set_predicted_improvement(improvement);
+    m.envelope.mutable_push()->set_predicted_step(step);
     return m;
   };
 
-  h.core->onMessage("A", reported(a, 0, 3, 412.0, 0.25), 50, h.now);
-  h.core->onMessage("B", reported(b, 0, 8, 0.0065, 1e-3), 50, h.now);
+  h.core->onMessage("A", reported(a, 0, 3, 412.0, 0.25, 0.1), 50, h.now);
+  h.core->onMessage("B", reported(b, 0, 8, 0.0065, 1e-3, 0.004), 50, h.now);
   REQUIRE(h.core->round() == 1);
-  checkReport(recordOf(*h.core, a), 3, 412.0, 0.25);
-  checkReport(recordOf(*h.core, b), 8, 0.0065, 1e-3);
+  checkReport(recordOf(*h.core, a), 3, 412.0, 0.25, 0.1);
+  checkReport(recordOf(*h.core, b), 8, 0.0065, 1e-3, 0.004);
   CHECK(h.core->badReports() == 0);
 
   // Round 1: A's report is none a tuner makes (a level beyond the model's size), B's is. A's
@@ -367,6 +370,7 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   h.core->onMessage("B", reported(b, 3, 6, 1.0, inf), 50, h.now);
   REQUIRE(h.core->round() == 4);
   CHECK(h.core->badReports() == 4);
+
   checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
   checkReport(recordOf(*h.core, b), 0, 0.0, 0.0);
 
@@ -385,6 +389,12 @@ TEST_CASE("the tuner's report with a push is recorded per round, an unusable one
   REQUIRE(h.core->round() == 6);
   CHECK(h.core->lastRecord().participants == 1);
   checkReport(recordOf(*h.core, a), 0, 0.0, 0.0);
+  // Rounds 6 and 7: a step that is no step (negative, NaN) makes a report unusable too.
+  h.core->onMessage("B", reported(b, 6, 6, 1.0, 0.2, -0.1), 50, h.now);
+  h.core->onMessage("B", reported(b, 7, 6, 1.0, 0.2, nan), 50, h.now);
+  REQUIRE(h.core->round() == 8);
+  CHECK(h.core->badReports() == 6);
+  checkReport(recordOf(*h.core, b), 0, 0.0, 0.0);
 }
 
 TEST_CASE("an acknowledged push of a worker that leaves or is marked gone counts in its round") {

@@ -87,6 +87,7 @@ struct Rig {
     spec.kind = kind;
     spec.features = features;
     spec.classes = classes;
+    spec.hidden = 8;  // mlp only
     auto model = ml::makeModel(spec);
     Message m;
     m.envelope = makeEnvelope();
@@ -96,6 +97,7 @@ struct Rig {
     w->mutable_model()->set_kind(kind);
     w->mutable_model()->set_features(features);
     w->mutable_model()->set_classes(classes);
+    if (kind == "mlp") w->mutable_model()->set_hidden(spec.hidden);
     w->mutable_training()->set_batch_size(batch_size);
     w->mutable_training()->set_seed(3);
     w->set_cap(uint32_t(model->numParams()));
@@ -759,6 +761,7 @@ TEST_CASE(
       CHECK(p.level() == 1);
     }
     CHECK(r.rig->core->stats().last_step == eta);
+    CHECK(p.predicted_step() == eta);
     CHECK(p.predicted_improvement() ==
           doctest::Approx(factor * s2[p.level()]).epsilon(1e-9).scale(1e-12));
     if (scaled > 2.0) CHECK(p.predicted_improvement() < 0.0);
@@ -807,4 +810,25 @@ TEST_CASE("by default the worker's cat takes the coordinator's step only where L
   CHECK(past.rig->core->stats().last_step == doctest::Approx(1.0 / L).epsilon(1e-12));
   CHECK(p.predicted_improvement() == doctest::Approx(s2[p.level()] / (2.0 * L)).epsilon(1e-9));
   CHECK(p.level() > 1);
+}
+
+TEST_CASE("a model without a smoothness bound keeps the paper's step by default") {
+  // The MLP gives no bound (L = 1 stands in): auto cannot tell whether the coordinator's step
+  // is safe, so the tuner prices at the stand-in's paper step, whatever the learning rate.
+  for (const std::string step : {"auto", "coordinator"}) {
+    CAPTURE(step);
+    Rig rig(0, 2, 40, [&](config::WorkerSettings& s) {
+      s.compressor.name = "topk";
+      s.tuning.method = "cat";
+      s.tuning.cost_model = "payload";
+      s.tuning.step = step;
+      s.link.measure = false;
+    });
+    rig.welcome(16, "mlp");
+    REQUIRE(rig.core->joined());
+    const auto out = rig.roundStart(0, 0.0, 0.01);
+    const auto push = std::find_if(out.begin(), out.end(), isPush);
+    REQUIRE(push != out.end());
+    CHECK(push->envelope.push().predicted_step() == (step == "auto" ? 1.0 : 0.01));
+  }
 }

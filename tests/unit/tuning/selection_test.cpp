@@ -403,4 +403,9 @@ TEST_CASE("a step must be finite and non-negative") {
     CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1.0, 3, *comp, model, inf, 0.0, bad),
                     std::invalid_argument);
   }
+  // Finite, but L eta^2 ||v||^2 overflows: every bound would be -inf, so no level is chosen.
+  MagnitudeProfile p(v, 1);
+  CHECK_THROWS_AS(selectLevel(Scheme::kTopT, p, 1e150, 3, *comp, model, inf, 0.0, 1e160),
+                  std::invalid_argument);
+  CHECK(selectLevel(Scheme::kTopT, p, 1e150, 3, *comp, model, inf, 0.0, 1e6).level == 1);
 }

@@ -700,7 +700,17 @@ TEST_CASE("fixed and full report the bound at the given step") {
     const TuningDecision full =
         tunerNamed("full", 0, 1, L)->choose(v, 0, *comp, payload, -1.0, 0.0, eta);
     CHECK(full.step == eta);
+    // Closed form at T = d: every scheme sends v exactly (omega = 1), but S+Q, which sends
+    // ||v||_1 / nnz on each non-zero's sign, decoding to a vector of squared norm ||v||_1^2 / nnz.
+    double l1 = 0.0, l2 = 0.0;
+    size_t nnz = 0;
+    for (float x : v) {
+      l1 += std::fabs(double(x));
+      l2 += double(x) * double(x);
+      nnz += x != 0.0f;
+    }
+    const double moment = name == "sq" ? l1 * l1 / double(nnz) : l2;
     CHECK(full.predicted_improvement ==
-          doctest::Approx(improvementOfWhole(*schemeOf(name), p, L, eta)).epsilon(1e-9));
+          doctest::Approx(eta * (1.0 - L * eta / 2.0) * moment).epsilon(1e-9));
   }
 }
