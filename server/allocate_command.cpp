@@ -39,7 +39,7 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
       ->check(CLI::Range(0.125, 64.0));
   app.add_option("--worker-bytes-per-push", o.worker_bytes_per_push,
                  "each worker's own bytes per push besides its coordinates (needs "
-                 "--worker-bytes-per-coordinate)")
+                 "--worker-bytes-per-coordinate; default: --bytes-per-push for each)")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--packet-bytes", o.packet_bytes, "payload bytes per packet")
@@ -88,7 +88,8 @@ int runAllocate(const AllocateOptions& o) {
     if (!o.fixed_costs.empty()) l.seconds_fixed = o.fixed_costs[i];
     if (!o.worker_bytes_per_coordinate.empty()) {
       l.bytes_per_coordinate = o.worker_bytes_per_coordinate[i];
-      if (!o.worker_bytes_per_push.empty()) l.bytes_per_push = o.worker_bytes_per_push[i];
+      l.bytes_per_push =
+          o.worker_bytes_per_push.empty() ? o.bytes_per_push : o.worker_bytes_per_push[i];
     }
     loads.push_back(l);
   }

@@ -155,7 +155,7 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       // An acknowledged push stays in its round: it was computed on this round's model.
       reallocate();
       if (phase_ == Phase::kRunning && allAnswered()) return closeRound();
-      return {};
+      return admitSittingOut();
     }
     default:
       return {reject(peer, wire::Error::MALFORMED, "unexpected_type",
@@ -207,6 +207,12 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                  join.sample_count());
   } else {
     spdlog::info("worker {} re-joined as id {}", join.worker_name(), w->rec.id);
+  }
+  if (w->instance != join.instance()) {
+    // Another process under this name (a restart, perhaps with another compressor): what the
+    // last one's pushes cost is no measure of this one's.
+    w->push_bytes = {};
+    w->round_push.reset();
   }
   w->peer = peer;
   w->instance = join.instance();
@@ -266,6 +272,19 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   return out;
 }
 
+std::vector<Outgoing> CoordinatorCore::admitSittingOut() {
+  // Caps freed by members that left or were marked gone without pushing go to the workers
+  // sitting the round out; without this a round whose members all went would wait for them
+  // forever (the sitting-out worker is never asked to push).
+  std::vector<Outgoing> out;
+  if (phase_ != Phase::kRunning) return out;
+  for (auto& [id, w] : workers_) {
+    if (!w.rec.alive || w.in_round || w.rec.pushed) continue;
+    if (admitToRound(w)) out.push_back(send(w, roundStartFor(w)));
+  }
+  return out;
+}
+
 bool CoordinatorCore::admitToRound(Worker& joiner) {
   // The others keep the caps they were handed for this round, planned for the members before
   // the join; the new plan applies to everyone from the next round on. Link-seconds budgets
@@ -287,7 +306,7 @@ bool CoordinatorCore::admitToRound(Worker& joiner) {
                                                 joiner.rec.cap, spent, limit);
   if (joiner.round_cap == 0) {
     joiner.in_round = false;
-    spdlog::info("worker {} ({}) joined round {} with its budget spent: it starts with the next",
+    spdlog::info("worker {} ({}) sits out round {}, its budget spent: it starts with the next",
                  joiner.rec.id, joiner.rec.name, round_);
     return false;
   }
@@ -427,14 +446,25 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
 std::vector<Outgoing> CoordinatorCore::startRound() {
   round_deadline_ = clock_() + settings_.round_deadline_seconds;
   std::vector<Outgoing> out;
+  // A round restarted after every worker went (Waiting, then a join) keeps the pushes that were
+  // acknowledged in it: the caps handed out now get what the budget leaves after those.
+  bool carried = false;
   for (auto& [id, w] : workers_) {
     clearReport(w.rec);  // a gone worker's too: a row reports this round's pushes only
+    carried = carried || (!w.rec.alive && w.pending);
+    if (w.rec.alive) w.in_round = false;
+  }
+  for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
     w.rec.pushed = false;
     w.refused = false;
     w.pending.reset();
-    w.in_round = true;
-    w.round_cap = w.rec.cap;
+    if (carried) {
+      if (!admitToRound(w)) continue;
+    } else {
+      w.in_round = true;
+      w.round_cap = w.rec.cap;
+    }
     out.push_back(send(w, roundStartFor(w)));
     w.synced_round = int64_t(round_);
   }
@@ -498,9 +528,9 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
     return withNotice({ack(true)});
   }
   if (phase_ != Phase::kRunning || push.round() != round_ || !w->in_round) {
-    ++late_pushes_;
     // A worker sitting out the round (it joined with the round's budget spent) has no cap in it.
     const bool sits_out = phase_ == Phase::kRunning && push.round() == round_;
+    if (!sits_out) ++late_pushes_;
     Outgoing refused =
         sits_out ? reject(peer, wire::Error::BAD_ROUND, "not_in_round",
                           "push for round " + std::to_string(push.round()) +
@@ -632,11 +662,21 @@ bool CoordinatorCore::allAnswered() const {
 }
 
 double CoordinatorCore::pushedShare() const {
-  double s = 0.0;
+  // Over the round's members: a worker sitting out the round (it joined with the budget spent)
+  // holds a share of the next plan but cannot push in this round.
+  double pushed = 0.0, members = 0.0;
+  bool sitting_out = false;
   for (const auto& [id, w] : workers_) {
-    if (w.rec.alive && w.rec.pushed) s += w.rec.share;
+    if (!w.rec.alive) continue;
+    if (!w.in_round) {
+      sitting_out = true;
+      continue;
+    }
+    members += w.rec.share;
+    if (w.rec.pushed) pushed += w.rec.share;
   }
-  return s;
+  if (!sitting_out) return pushed;  // the shares of the alive workers sum to one
+  return members > 0.0 ? pushed / members : 0.0;
 }
 
 std::vector<Outgoing> CoordinatorCore::closeRound() {
@@ -795,7 +835,12 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
       out.push_back(send(w, std::move(m)));
     }
   }
-  if (membership_changed) reallocate();
+  if (membership_changed) {
+    reallocate();
+    auto admitted = admitSittingOut();
+    out.insert(out.end(), std::make_move_iterator(admitted.begin()),
+               std::make_move_iterator(admitted.end()));
+  }
   if (phase_ == Phase::kWaiting && resuming_ && aliveWorkers() > 0 && now >= resume_deadline_) {
     spdlog::info("resuming round {} with {} of the known workers back", round_, aliveWorkers());
     phase_ = Phase::kRunning;

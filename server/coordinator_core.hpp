@@ -189,6 +189,9 @@ class CoordinatorCore {
   // A worker joining the round being collected: gives it a cap within what the round's budget
   // leaves after the caps already handed out, or none (false) when not one coordinate fits.
   bool admitToRound(Worker& joiner);
+  // Admits the workers sitting out the open round that its budget now has room for, with their
+  // round starts.
+  std::vector<Outgoing> admitSittingOut();
   // Folds the round's pushes into the measured push bytes (each worker's and the mean of all),
   // and tells whether a plan input moved enough since the last plan to re-plan.
   bool planInputsMoved();

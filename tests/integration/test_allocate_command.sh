@@ -65,6 +65,20 @@ assert all(abs(x - y) < 1e-6 for x, y in zip(b["push_bytes"], spent)), (b["push_
 assert sum(spent) <= 6000 + 1e-6, spent
 print(f"priced apart: caps {b['caps']}, {sum(spent):.1f} bytes of 6000")
 PY
+# Without --worker-bytes-per-push every worker's push costs --bytes-per-push besides its
+# coordinates: floor((6000 - 2 * 100) / (5 + 1.1)) each, or one more.
+"$BIN/tern-coordinator" allocate --shares 1,1 --bytes-per-round 6000 --dim 100000 \
+  --worker-bytes-per-coordinate 5,1.1 --bytes-per-push 100 --method uniform \
+  > "$WORK/apart_push.json" || fail "per-worker priced plan with one push price exited $?"
+python3 - "$WORK/apart_push.json" <<'PY'
+import json, math, sys
+b = json.load(open(sys.argv[1]))
+each = math.floor((6000 - 2 * 100) / (5 + 1.1))
+assert all(each <= k <= each + 1 for k in b["caps"]), (b["caps"], each)
+spent = [100 + 5 * b["caps"][0], 100 + 1.1 * b["caps"][1]]
+assert all(abs(x - y) < 1e-6 for x, y in zip(b["push_bytes"], spent)), (b["push_bytes"], spent)
+assert sum(spent) <= 6000 + 1e-6, spent
+PY
 
 check_refused() {  # MESSAGE ARGS...
   local msg=$1; shift

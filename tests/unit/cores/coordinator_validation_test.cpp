@@ -658,6 +658,16 @@ TEST_CASE("a negative predicted improvement is a report a tuner makes: the least
 
 namespace {
 
+// Pushes priced at 50 bytes plus 4 a coordinate (not measured), a model of d = 602 and
+// `bytes_per_round` (0 = the budget as set).
+void priceAt50Plus4(config::CoordinatorSettings& s, double bytes_per_round = 0.0) {
+  s.model.features = 300;
+  s.allocation.measure_push_bytes = false;
+  s.allocation.budget.bytes_per_coordinate = 4.0;
+  s.allocation.budget.bytes_per_push = 50.0;
+  if (bytes_per_round > 0.0) s.allocation.budget.bytes_per_round = bytes_per_round;
+}
+
 // The caps of the round starts for `round` among the messages, by peer.
 std::map<std::string, uint32_t> roundStartCaps(const std::vector<Outgoing>& out, uint64_t round) {
   std::map<std::string, uint32_t> caps;
@@ -703,10 +713,7 @@ TEST_CASE("a worker joining an open round under a byte budget gets what the roun
   // Pushes priced at 50 bytes plus 4 a coordinate: the round's caps, the joiner's included,
   // stay within the budget, and the next round's plan covers all three.
   Harness h;
-  h.settings.model.features = 300;
-  h.settings.allocation.measure_push_bytes = false;
-  h.settings.allocation.budget.bytes_per_coordinate = 4.0;
-  h.settings.allocation.budget.bytes_per_push = 50.0;
+  priceAt50Plus4(h.settings);
   auto bytes = [](const std::map<std::string, uint32_t>& caps) {
     double sum = 0.0;
     for (const auto& [peer, cap] : caps) sum += 50.0 + 4.0 * cap;
@@ -761,4 +768,150 @@ TEST_CASE("a worker joining an open round under a mean-ratio budget keeps the ro
   REQUIRE(caps1.size() == 3);
   CHECK(total(caps1) <= 180);
   CHECK(caps1.at("C") > caps1.at("B"));
+}
+
+namespace {
+
+// Pushes priced at 50 bytes plus 4 a coordinate, 4000 bytes a round, d = 602: a (100 samples)
+// and b (300) are handed 487 coordinates each for round 0 (3996 bytes), so c, joining while
+// round 0 is open, sits it out.
+struct SittingOut {
+  Harness h;
+  uint32_t a = 0, b = 0, c = 0;
+  size_t d = 0;
+  std::vector<Outgoing> c_joined;
+
+  explicit SittingOut(double quorum_share = 1.0, uint64_t c_samples = 200) {
+    priceAt50Plus4(h.settings, 4000.0);
+    h.settings.quorum_share = quorum_share;
+    h.withTimers(1.0, 1000.0);
+    std::tie(a, b) = h.joinAB();
+    c_joined = h.join("C", "c", c_samples);
+    c = idOf(c_joined, "C");
+    d = h.core->parameters().size();
+  }
+  static double bytes(uint32_t cap) { return 50.0 + 4.0 * cap; }
+};
+
+}  // namespace
+
+TEST_CASE("a worker sitting out a round is refused a push for it, not counted late") {
+  SittingOut s;
+  REQUIRE(roundStartCaps(s.c_joined, 0).empty());
+  const auto out = s.h.core->onMessage("C", s.h.push(s.c, 0, ramp(s.d, 0.3f, 0.01f)), 50, s.h.now);
+  REQUIRE(hasError(out, wire::Error::BAD_ROUND));
+  CHECK(s.h.core->rejections().at("not_in_round") == 1);
+  CHECK(s.h.core->round() == 0);
+  s.h.core->onMessage("A", s.h.push(s.a, 0, ramp(s.d, 0.1f, 0.01f)), 50, s.h.now);
+  s.h.core->onMessage("B", s.h.push(s.b, 0, ramp(s.d, 0.2f, 0.01f)), 50, s.h.now);
+  REQUIRE(s.h.core->round() == 1);
+  CHECK(s.h.core->lastRecord().late_pushes == 0);
+  CHECK(s.h.core->lastRecord().participants == 2);
+}
+
+TEST_CASE("the caps of members that leave without pushing go to a worker sitting the round out") {
+  SittingOut s;
+  SUBCASE("one member leaves: c gets a's cap's worth, b keeps its own") {
+    const auto out = s.h.core->onMessage("A", s.h.leave(), 10, s.h.now);
+    const auto caps = roundStartCaps(out, 0);
+    REQUIRE(caps.count("C") == 1);
+    // b's 487 (1998 bytes) stays spent: c may spend the other 2002, 50 for its push.
+    CHECK(SittingOut::bytes(487) + SittingOut::bytes(caps.at("C")) <= 4000.0);
+    CHECK(caps.at("C") >= 487);
+    s.h.core->onMessage("B", s.h.push(s.b, 0, ramp(s.d, 0.2f, 0.01f)), 50, s.h.now);
+    CHECK(s.h.core->round() == 0);  // c, now a member, is waited for
+    s.h.core->onMessage("C", s.h.push(s.c, 0, ramp(s.d, 0.3f, 0.01f)), 50, s.h.now);
+    CHECK(s.h.core->round() == 1);
+  }
+  SUBCASE("every member goes silent: c is asked once they are marked gone, and the round closes") {
+    // Before: c heartbeat through every deadline and was never asked; the round never closed.
+    s.h.withTimers(1.0, 5.0);
+    std::tie(s.a, s.b) = s.h.joinAB();
+    s.c = idOf(s.h.join("C", "c", 200), "C");
+    Message hb;
+    hb.envelope = makeEnvelope();
+    hb.envelope.mutable_heartbeat()->set_session(s.h.session);
+    hb.envelope.mutable_heartbeat()->set_worker_id(s.c);
+    std::map<std::string, uint32_t> caps;
+    for (int t = 0; t < 12 && caps.empty(); ++t) {
+      s.h.now += 1.0;
+      s.h.core->onMessage("C", hb, 10, s.h.now);
+      caps = roundStartCaps(s.h.core->onTick(), 0);
+    }
+    REQUIRE(caps.count("C") == 1);
+    CHECK(SittingOut::bytes(caps.at("C")) <= 4000.0);
+    s.h.core->onMessage("C", s.h.push(s.c, 0, ramp(s.d, 0.3f, 0.01f)), 50, s.h.now);
+    CHECK(s.h.core->round() == 1);
+  }
+}
+
+TEST_CASE("a worker sitting out a round holds no part of its quorum") {
+  // Quorum 0.5. c (600 samples) sits out; of the round's members b (300) pushed and a (100)
+  // straggles: b holds 75% of the members' data, so the round closes at its deadline, though b
+  // holds only 30% of everyone's.
+  SittingOut s(0.5, 600);
+  s.h.core->onMessage("B", s.h.push(s.b, 0, ramp(s.d, 0.2f, 0.01f)), 50, s.h.now);
+  CHECK(s.h.core->round() == 0);
+  s.h.now += 1.5;
+  s.h.core->onTick();
+  CHECK(s.h.core->round() == 1);
+}
+
+TEST_CASE("a round restarted after every worker went keeps the budget its earlier push spent") {
+  // Quorum 0.5: a pushes its 487 coordinates (1998 bytes), then a and b fall silent and are
+  // marked gone; the round, short of its quorum, waits. c joins and restarts it alone: a's push
+  // stays in the round, so c may spend 2002 bytes, not the 2458 of all 602 coordinates.
+  Harness h;
+  priceAt50Plus4(h.settings, 4000.0);
+  h.settings.quorum_share = 0.5;
+  h.withTimers(1.0, 5.0);
+  const auto [a, b] = h.joinAB();
+  const size_t d = h.core->parameters().size();
+  h.core->onMessage("A", h.push(a, 0, ramp(d, 0.1f, 0.01f)), 50, h.now);
+  h.now += 6.0;
+  h.core->onTick();
+  REQUIRE(h.core->aliveWorkers() == 0);
+  REQUIRE(h.core->round() == 0);
+  const auto caps = roundStartCaps(h.join("C", "c", 200), 0);
+  REQUIRE(caps.count("C") == 1);
+  CHECK(50.0 + 4.0 * 487 + 50.0 + 4.0 * caps.at("C") <= 4000.0);
+  CHECK(caps.at("C") >= 480);
+}
+
+TEST_CASE("a worker restarted under its name is priced afresh, a reconnect keeps its price") {
+  // a sends top-k pushes (index and value: dearer per coordinate than b's dense fp32). After a
+  // leaves and joins again, a reconnect of the same process (same instance) is still priced at
+  // a's own measure, a new process (another instance, maybe another compressor) at the mean of
+  // all pushes: with a's dearer price the budget buys fewer coordinates.
+  auto capAfterRejoin = [](uint64_t rejoin_instance) {
+    Harness h;
+    h.settings.model.features = 300;
+    h.settings.min_workers = 1;
+    // Less than b's whole gradient: b alone spends all of it, so a re-joining sits round 2 out.
+    h.settings.allocation.budget.bytes_per_round = 2000.0;
+    h.withTimers(1000.0, 1000.0);
+    const uint32_t a = idOf(h.join("A", "a", 100, 5), "A");
+    const uint32_t b = idOf(h.join("B", "b", 100), "B");
+    const size_t d = h.core->parameters().size();
+    Rng rng(3);
+    auto topk = [&](uint64_t round) {
+      Message m = h.push(a, round, ramp(d, 0.1f, 0.01f));
+      m.payload =
+          compression::makeCompressor({"topk"})->compress(ramp(d, 0.1f, 0.01f), 40, rng).bytes;
+      return m;
+    };
+    h.core->onMessage("A", topk(0), 50, h.now);
+    h.core->onMessage("B", h.push(b, 0, ramp(d, 0.2f, 0.01f)), 50, h.now);
+    REQUIRE(h.core->round() == 1);
+    h.core->onMessage("A", h.leave(), 10, h.now);
+    h.core->onMessage("B", h.push(b, 1, ramp(d, 0.2f, 0.01f)), 50, h.now);
+    REQUIRE(h.core->round() == 2);
+    h.join("A", "a", 100, rejoin_instance);
+    const auto out = h.core->onMessage("B", h.push(b, 2, ramp(d, 0.2f, 0.01f)), 50, h.now);
+    REQUIRE(h.core->round() == 3);
+    const auto caps = roundStartCaps(out, 3);
+    REQUIRE(caps.count("A") == 1);
+    return caps.at("A");
+  };
+  CHECK(capAfterRejoin(6) > capAfterRejoin(5));
 }
