@@ -7,6 +7,7 @@
 #include <span>
 #include <stdexcept>
 
+#include "common/allocation/link_costs.hpp"
 #include "common/compression/codec.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/rng.hpp"
@@ -287,12 +288,41 @@ std::vector<Outgoing> CoordinatorCore::admitSittingOut() {
 
 bool CoordinatorCore::admitToRound(Worker& joiner) {
   // The others keep the caps they were handed for this round, planned for the members before
-  // the join; the new plan applies to everyone from the next round on. Link-seconds budgets
-  // (cost-aware) are not held to this: the joiner takes its planned cap.
+  // the join; the new plan applies to everyone from the next round on.
   joiner.in_round = true;
   joiner.round_cap = joiner.rec.cap;
   const auto& settings = settings_.allocation;
-  if (settings.method == "cost-aware" && settings.budget.seconds_per_round > 0.0) return true;
+  if (settings.method == "cost-aware" && settings.budget.seconds_per_round > 0.0) {
+    // The caps planned in link seconds, where links are fitted: the joiner gets what the round's
+    // seconds leave, charged as the plan charges them (its own link and price, whole packets
+    // when planned so). Without a fitted link cost-aware plans a volume, as below.
+    std::vector<const Worker*> members;
+    std::vector<allocation::WorkerLoad> loads;
+    for (const auto& [id, w] : workers_) {
+      if (&w == &joiner || !w.in_round || !(w.rec.alive || w.pending)) continue;
+      members.push_back(&w);
+      loads.push_back(loadOf(w));
+    }
+    loads.push_back(loadOf(joiner));
+    const auto links = allocation::linkCosts(loads, planned_budget_);
+    if (links.known) {
+      const double seconds = planned_budget_.seconds_per_round;
+      double spent = 0.0;
+      for (size_t i = 0; i < members.size(); ++i) {
+        spent += links.chargedSeconds(i, members[i]->round_cap, seconds);
+      }
+      joiner.round_cap = links.capWithin(members.size(), joiner.rec.cap, seconds - spent, seconds);
+      if (joiner.round_cap == 0) {
+        joiner.in_round = false;
+        spdlog::info(
+            "worker {} ({}) sits out round {}, its link seconds spent: it starts with "
+            "the next",
+            joiner.rec.id, joiner.rec.name, round_);
+        return false;
+      }
+      return true;
+    }
+  }
   double spent = 0.0;
   size_t members = 1;
   for (const auto& [id, w] : workers_) {
@@ -325,18 +355,8 @@ void CoordinatorCore::reallocate() {
   if (alive.empty() || !(total > 0.0)) return;
   std::vector<allocation::WorkerLoad> loads;
   for (Worker* w : alive) {
-    allocation::WorkerLoad l;
+    allocation::WorkerLoad l = loadOf(*w);
     l.share = double(w->samples) / total;
-    priceLoad(*w, l);
-    // The allocator prices packets of the budget's size; a worker fits b per packet of its own
-    // (link.packet_bytes), so b is rescaled to the budget's packet by bytes.
-    const auto& link = w->rec.link;
-    const double own_packet = link.packet_bytes() > 0 ? double(link.packet_bytes()) : 0.0;
-    l.seconds_per_packet = own_packet > 0.0
-                               ? link.b_seconds_per_packet() *
-                                     double(settings_.allocation.budget.packet_bytes) / own_packet
-                               : link.b_seconds_per_packet();
-    l.seconds_fixed = w->rec.link.a_seconds();
     loads.push_back(l);
   }
   const allocation::Budget budget = pricedBudget();
@@ -350,6 +370,21 @@ void CoordinatorCore::reallocate() {
     alive[i]->rec.threshold = i < plan.thresholds.size() ? plan.thresholds[i] : 0.0;
   }
   rounds_since_alloc_ = 0;
+}
+
+allocation::WorkerLoad CoordinatorCore::loadOf(const Worker& w) const {
+  allocation::WorkerLoad l;
+  priceLoad(w, l);
+  // The allocator prices packets of the budget's size; a worker fits b per packet of its own
+  // (link.packet_bytes), so b is rescaled to the budget's packet by bytes.
+  const auto& link = w.rec.link;
+  const double own_packet = link.packet_bytes() > 0 ? double(link.packet_bytes()) : 0.0;
+  l.seconds_per_packet = own_packet > 0.0
+                             ? link.b_seconds_per_packet() *
+                                   double(settings_.allocation.budget.packet_bytes) / own_packet
+                             : link.b_seconds_per_packet();
+  l.seconds_fixed = link.a_seconds();
+  return l;
 }
 
 allocation::Budget CoordinatorCore::pricedBudget() const {
@@ -918,6 +953,22 @@ std::vector<float> checkpointFloats(const std::string& bytes, size_t n, const ch
   return out;
 }
 
+void putPrice(double fixed, double per_coordinate, wire::PushPrice* out) {
+  out->set_fixed_bytes(fixed);
+  out->set_bytes_per_coordinate(per_coordinate);
+}
+
+// A measured push price from a checkpoint: what a push ever costs, finite, and some bytes per
+// coordinate (every allocator divides by them).
+void checkPrice(const wire::PushPrice& p, const std::string& whose) {
+  if (!std::isfinite(p.fixed_bytes()) || p.fixed_bytes() < 0.0 ||
+      !std::isfinite(p.bytes_per_coordinate()) || !(p.bytes_per_coordinate() > 0.0)) {
+    throw std::runtime_error("checkpoint holds an invalid push price for " + whose + " (" +
+                             std::to_string(p.fixed_bytes()) + " bytes a push, " +
+                             std::to_string(p.bytes_per_coordinate()) + " a coordinate)");
+  }
+}
+
 }  // namespace
 
 std::string CoordinatorCore::checkpoint() const {
@@ -947,6 +998,13 @@ std::string CoordinatorCore::checkpoint() const {
     *cw->mutable_link() = w.rec.link;
     cw->set_upload_bytes(w.rec.upload_bytes);
     cw->set_download_bytes(w.rec.download_bytes);
+    cw->set_instance(w.instance);
+    if (w.push_bytes.known) {
+      putPrice(w.push_bytes.fixed, w.push_bytes.per_coordinate, cw->mutable_push_price());
+    }
+  }
+  if (push_bytes_.known) {
+    putPrice(push_bytes_.fixed, push_bytes_.per_coordinate, c.mutable_push_price());
   }
   c.set_allocation_method(settings_.allocation.method);
   c.set_rounds_since_alloc(rounds_since_alloc_);
@@ -1029,6 +1087,21 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
     w.rec.alive = false;
     w.last_seen = core->clock_();
     w.samples = cw.samples();
+    // The same process re-joining keeps what its pushes were measured to cost; another one
+    // under the name starts afresh (handleJoin compares the instances).
+    w.instance = cw.instance();
+    if (cw.has_push_price()) {
+      checkPrice(cw.push_price(), "worker " + cw.name());
+      w.push_bytes.known = true;
+      w.push_bytes.fixed = cw.push_price().fixed_bytes();
+      w.push_bytes.per_coordinate = cw.push_price().bytes_per_coordinate();
+    }
+  }
+  if (c.has_push_price()) {
+    checkPrice(c.push_price(), "all workers");
+    core->push_bytes_.known = true;
+    core->push_bytes_.fixed = c.push_price().fixed_bytes();
+    core->push_bytes_.per_coordinate = c.push_price().bytes_per_coordinate();
   }
   core->next_id_ = c.next_worker_id();
   if (c.allocation_method() != settings.allocation.method) {

@@ -86,7 +86,8 @@ class CoordinatorCore {
   std::vector<Outgoing> stop();
 
   // Checkpoints (the daemon does the file I/O). checkpoint() serializes the state at the start of
-  // the round being collected: model, optimizer velocity, round, membership, allocation, counters.
+  // the round being collected: model, optimizer velocity, round, membership, allocation, counters,
+  // and what each worker's pushes were measured to cost (kept when the same process re-joins).
   // Pushes already received for that round are not included; the round is redone on resume.
   std::string checkpoint() const;
   // True when a round closed on a checkpoint boundary (settings.checkpoint.every) or training
@@ -186,8 +187,11 @@ class CoordinatorCore {
   // The budget at the measured mean push prices, and a worker's load priced at its own.
   allocation::Budget pricedBudget() const;
   void priceLoad(const Worker& w, allocation::WorkerLoad& load) const;
+  // A worker's load as the allocators see it (its price and its link), share aside.
+  allocation::WorkerLoad loadOf(const Worker& w) const;
   // A worker joining the round being collected: gives it a cap within what the round's budget
-  // leaves after the caps already handed out, or none (false) when not one coordinate fits.
+  // (bytes, coordinates, or cost-aware's link seconds) leaves after the caps already handed out,
+  // or none (false) when not one coordinate fits.
   bool admitToRound(Worker& joiner);
   // Admits the workers sitting out the open round that its budget now has room for, with their
   // round starts.

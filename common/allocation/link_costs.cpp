@@ -100,6 +100,23 @@ double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
   return fixed[worker] + per_unit[worker] * static_cast<double>(units);
 }
 
+double LinkCosts::chargedSeconds(std::size_t worker, uint32_t k, double seconds) const {
+  if (per_unit[worker] > seconds) return 0.0;
+  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
+  return per_unit[worker] * static_cast<double>(units);
+}
+
+uint32_t LinkCosts::capWithin(std::size_t worker, uint32_t wanted, double room,
+                              double seconds) const {
+  wanted = std::max<uint32_t>(wanted, 1);
+  if (per_unit[worker] > seconds) return std::min(wanted, unit);
+  // The small slack keeps a count that lands exactly on the budget from rounding below it.
+  const double units = std::floor(room / per_unit[worker] * (1.0 + 1e-12));
+  if (!(units >= 1.0)) return 0;
+  const double fit = units * static_cast<double>(unit);
+  return fit >= static_cast<double>(wanted) ? wanted : static_cast<uint32_t>(fit);
+}
+
 uint32_t coordinatesPerPacket(const Budget& budget) {
   if (!(budget.bytes_per_coordinate > 0.0) || !(budget.bytes_per_push >= 0.0)) {
     throw std::invalid_argument(

@@ -26,6 +26,14 @@ struct LinkCosts {
 
   // Modelled upload time of k coordinates on worker i's link.
   double uploadSeconds(std::size_t worker, uint32_t k) const;
+  // What k coordinates of worker i take of a round's link-seconds budget `seconds`, as cost-aware
+  // charges them: per_unit_i * ceil(k / unit), the fixed a_i aside; nothing for a worker whose one
+  // unit alone costs more than the budget (a stalled link is planned one unit, uncharged).
+  double chargedSeconds(std::size_t worker, uint32_t k, double seconds) const;
+  // The largest cap of at most `wanted` coordinates (whole units, or `wanted` itself) that worker
+  // i can send within `room` seconds of the budget `seconds`, charged as above; 0 when not one
+  // unit fits. A stalled worker gets one unit, as in a plan.
+  uint32_t capWithin(std::size_t worker, uint32_t wanted, double room, double seconds) const;
 };
 
 // Coordinates that fit in one packet beside the push's fixed bytes:

@@ -392,3 +392,42 @@ TEST_CASE(
   CHECK(whole.fixed[0] == doctest::Approx(0.010));
   CHECK(whole.unit == uint32_t((1448 - 150) / 5));
 }
+
+TEST_CASE(
+    "a cap within a round's left seconds: the most whole units that fit, charged as planned") {
+  // Whole packets of (1448 - 150) / 5 = 259 coordinates at 11.6 ms each; a 50 ms budget.
+  Budget budget;
+  budget.bytes_per_push = 150.0;
+  budget.bytes_per_coordinate = 5.0;
+  budget.seconds_per_round = 0.05;
+  budget.whole_packets = true;
+  WorkerLoad fast;
+  fast.seconds_per_packet = 0.0116;
+  fast.seconds_fixed = 0.010;
+  WorkerLoad stalled = fast;
+  stalled.seconds_per_packet = 0.2;  // one packet alone is past the whole budget
+  const LinkCosts links = linkCosts({fast, stalled}, budget);
+  REQUIRE(links.unit == 259);
+  // Charged by the packets a cap takes, the fixed cost aside; a stalled link is not charged.
+  CHECK(links.chargedSeconds(0, 1, 0.05) == doctest::Approx(0.0116));
+  CHECK(links.chargedSeconds(0, 259, 0.05) == doctest::Approx(0.0116));
+  CHECK(links.chargedSeconds(0, 260, 0.05) == doctest::Approx(0.0232));
+  CHECK(links.chargedSeconds(1, 1000, 0.05) == 0.0);
+  // Brute force: the largest k <= wanted whose packets fit in the room, a multiple of the unit
+  // unless it is `wanted` itself.
+  for (double room : {0.0, 0.011, 0.0116, 0.03, 0.05}) {
+    for (uint32_t wanted : {1u, 100u, 259u, 300u, 800u, 5000u}) {
+      CAPTURE(room);
+      CAPTURE(wanted);
+      uint32_t best = 0;
+      for (uint32_t k = 1; k <= wanted; ++k) {
+        const double packets = std::ceil(double(k) / 259.0);
+        const bool whole = k % 259 == 0 || k == wanted;
+        if (whole && packets * 0.0116 <= room * (1 + 1e-9)) best = k;
+      }
+      CHECK(links.capWithin(0, wanted, room, 0.05) == best);
+    }
+  }
+  CHECK(links.capWithin(1, 800, 0.0, 0.05) == 259);
+  CHECK(links.capWithin(1, 100, 0.0, 0.05) == 100);
+}

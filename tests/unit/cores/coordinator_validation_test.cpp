@@ -770,6 +770,66 @@ TEST_CASE("a worker joining an open round under a mean-ratio budget keeps the ro
   CHECK(caps1.at("C") > caps1.at("B"));
 }
 
+TEST_CASE("a worker joining an open round under a link-seconds budget gets the seconds it left") {
+  // cost-aware, pushes priced at 50 bytes plus 4 a coordinate, d = 6002, every link 1 ms per
+  // 1448-byte packet: a coordinate takes 4 / 1448 ms of the round's budget. a (100 samples) and
+  // b (300) push two rounds with their fitted links; c (200, no fit yet: the median link) joins
+  // while round 2 is open. Before, c took its planned cap on top of the members' whole budget.
+  Harness h;
+  priceAt50Plus4(h.settings);
+  h.settings.model.features = 3000;
+  h.settings.allocation.method = "cost-aware";
+  h.settings.allocation.reallocate_every = 1;
+  const double per_coordinate = 0.001 * 4.0 / 1448.0;
+  auto seconds = [&](const std::map<std::string, uint32_t>& caps) {
+    double sum = 0.0;
+    for (const auto& [peer, cap] : caps) sum += per_coordinate * cap;
+    return sum;
+  };
+  auto run = [&](double budget) {
+    h.settings.allocation.budget.seconds_per_round = budget;
+    h.withTimers(1000.0, 1000.0);
+    const auto [a, b] = h.joinAB();
+    const size_t d = h.core->parameters().size();
+    REQUIRE(d == 6002);
+    auto withLink = [&](uint32_t id, uint64_t round) {
+      auto m = h.push(id, round, ramp(d, 0.1f * float(id + 1), 0.001f));
+      auto* l = m.envelope.mutable_push()->mutable_link();
+      l->set_a_seconds(0.002);
+      l->set_b_seconds_per_packet(0.001);
+      l->set_packet_bytes(1448);
+      l->set_samples(20);
+      l->set_r2(0.99);
+      return m;
+    };
+    std::vector<Outgoing> round2;
+    for (uint64_t r = 0; r < 2; ++r) {
+      h.core->onMessage("A", withLink(a, r), 50, h.now);
+      round2 = h.core->onMessage("B", withLink(b, r), 50, h.now);
+      REQUIRE(h.core->round() == r + 1);
+    }
+    append(round2, h.join("C", "c", 200));
+    return roundStartCaps(round2, 2);
+  };
+  SUBCASE("with seconds left, the joiner's cap is what they buy") {
+    // 40 ms buy 14,480 coordinates: a and b send all 6002 each, c the other 2476.
+    const auto caps = run(0.04);
+    REQUIRE(caps.size() == 3);
+    CHECK(caps.at("A") == 6002);
+    CHECK(caps.at("B") == 6002);
+    CHECK(caps.at("C") >= 2470);
+    CHECK(seconds(caps) <= 0.04 * (1 + 1e-9));
+  }
+  SUBCASE("with the seconds spent, the joiner sits the round out") {
+    // 10 ms buy 3620 coordinates, all of them planned for a and b.
+    const auto caps = run(0.01);
+    REQUIRE(caps.size() == 2);
+    CHECK(caps.count("C") == 0);
+    CHECK(seconds(caps) <= 0.01 * (1 + 1e-9));
+    CHECK(seconds(caps) > 0.01 - 10 * per_coordinate);
+  }
+}
+
 namespace {
 
 // Pushes priced at 50 bytes plus 4 a coordinate, 4000 bytes a round, d = 602: a (100 samples)
@@ -914,4 +974,87 @@ TEST_CASE("a worker restarted under its name is priced afresh, a reconnect keeps
     return caps.at("A");
   };
   CHECK(capAfterRejoin(6) > capAfterRejoin(5));
+}
+
+TEST_CASE("a restarted coordinator keeps what each worker's pushes cost, for the same process") {
+  // a sends top-k pushes (dearer per coordinate than b's dense fp32) under a byte budget. After
+  // two rounds the coordinator restarts from its checkpoint: a re-joining from the same process
+  // gets the cap the original planned for round 2 (its price kept), a new process under a's name
+  // one priced afresh at the mean of all pushes (cheaper: more coordinates). Before, every
+  // restart forgot the prices and the first rounds after it overspent the budget.
+  Harness h;
+  h.settings.model.features = 300;
+  h.settings.allocation.budget.bytes_per_round = 2000.0;
+  h.withTimers(1000.0, 1000.0);
+  const uint32_t a = idOf(h.join("A", "a", 100, 5), "A");
+  const uint32_t b = idOf(h.join("B", "b", 100, 9), "B");
+  const size_t d = h.core->parameters().size();
+  Rng rng(3);
+  std::vector<Outgoing> last;
+  for (uint64_t r = 0; r < 2; ++r) {
+    Message m = h.push(a, r, ramp(d, 0.1f, 0.01f));
+    m.payload =
+        compression::makeCompressor({"topk"})->compress(ramp(d, 0.1f, 0.01f), 40, rng).bytes;
+    h.core->onMessage("A", m, 50, h.now);
+    last = h.core->onMessage("B", h.push(b, r, ramp(d, 0.2f, 0.01f)), 50, h.now);
+    REQUIRE(h.core->round() == r + 1);
+  }
+  const auto original = roundStartCaps(last, 2);
+  REQUIRE(original.count("A") == 1);
+  REQUIRE(original.count("B") == 1);
+  const std::string bytes = h.core->checkpoint();
+
+  auto capsAfterRestart = [&](uint64_t a_instance) {
+    auto restored = server::CoordinatorCore::restore(
+        h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; }, bytes);
+    auto join = [&](const std::string& peer, const std::string& name, uint64_t instance) {
+      Message m;
+      m.envelope = makeEnvelope();
+      m.envelope.mutable_join()->set_worker_name(name);
+      m.envelope.mutable_join()->set_sample_count(100);
+      m.envelope.mutable_join()->set_instance(instance);
+      return restored->onMessage(peer, m, 10, h.now);
+    };
+    std::vector<Outgoing> out = join("A", "a", a_instance);
+    append(out, join("B", "b", 9));
+    return roundStartCaps(out, 2);
+  };
+  const auto same = capsAfterRestart(5);
+  REQUIRE(same.count("A") == 1);
+  CHECK(same.at("A") == original.at("A"));
+  CHECK(same.at("B") == original.at("B"));
+  const auto other = capsAfterRestart(6);
+  REQUIRE(other.count("A") == 1);
+  CHECK(other.at("A") > original.at("A"));
+}
+
+TEST_CASE("a checkpoint holding an impossible push price is refused with a reason") {
+  Harness h;
+  const auto [a, b] = h.joinAB();
+  const size_t d = h.core->parameters().size();
+  h.core->onMessage("A", h.push(a, 0, ramp(d, 0.1f, 0.01f)), 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, ramp(d, 0.2f, 0.01f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  wire::Checkpoint c;
+  REQUIRE(c.ParseFromString(h.core->checkpoint()));
+  REQUIRE(c.has_push_price());
+  REQUIRE(c.workers_size() == 2);
+  REQUIRE(c.workers(0).has_push_price());
+  auto restoreFrom = [&](const wire::Checkpoint& damaged) {
+    server::CoordinatorCore::restore(
+        h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; },
+        damaged.SerializeAsString());
+  };
+  CHECK_NOTHROW(restoreFrom(c));
+  for (double bad : {std::nan(""), -1.0, 0.0, double(INFINITY)}) {
+    CAPTURE(bad);
+    wire::Checkpoint per_worker = c;
+    per_worker.mutable_workers(0)->mutable_push_price()->set_bytes_per_coordinate(bad);
+    CHECK_THROWS_WITH_AS(restoreFrom(per_worker), doctest::Contains("invalid push price"),
+                         std::runtime_error);
+    wire::Checkpoint mean = c;
+    mean.mutable_push_price()->set_fixed_bytes(bad == 0.0 ? -0.5 : bad);
+    CHECK_THROWS_WITH_AS(restoreFrom(mean), doctest::Contains("invalid push price"),
+                         std::runtime_error);
+  }
 }
