@@ -75,6 +75,14 @@ double totalRatioBudget(std::size_t n, uint32_t dim, const Budget& budget) {
 std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
                                 const std::vector<double>& cost_per_coordinate, double limit,
                                 const std::vector<uint32_t>& upper) {
+  return roundCaps(ratios, std::vector<uint32_t>(ratios.size(), dim), cost_per_coordinate, limit,
+                   upper);
+}
+
+std::vector<uint32_t> roundCaps(const std::vector<double>& ratios,
+                                const std::vector<uint32_t>& dims,
+                                const std::vector<double>& cost_per_coordinate, double limit,
+                                const std::vector<uint32_t>& upper) {
   const std::size_t n = ratios.size();
   std::vector<uint32_t> caps(n);
   std::vector<double> exact(n);
@@ -85,9 +93,9 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
   std::vector<bool> excused(n);
   double spent = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
-    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
+    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dims[i]);
     const double r = std::isfinite(ratios[i]) ? std::clamp(ratios[i], 0.0, 1.0) : 0.0;
-    exact[i] = r * dim;
+    exact[i] = r * dims[i];
     excused[i] = !(cost_per_coordinate[i] <= allowed);
     const double down = std::floor(exact[i] * (1.0 + kRoundingSlack));
     caps[i] =
@@ -115,7 +123,7 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios, uint32_t dim,
   });
   for (std::size_t i : order) {
     if (exact[i] - caps[i] <= 0.0) break;
-    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dim);
+    const uint32_t hi = std::clamp<uint32_t>(upper[i], 1, dims[i]);
     if (!excused[i] && caps[i] < hi && spent + cost_per_coordinate[i] <= allowed) {
       ++caps[i];
       spent += cost_per_coordinate[i];

@@ -19,7 +19,7 @@ namespace {
 // it, and the uneven trades (one dear packet for several cheap ones and back). Each step takes
 // the move that lowers Phi most; Phi of a move is updated in O(1) from the
 // sum of p_i / sqrt(delta_i) and the three smallest ratios.
-void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
+void refineUnits(const std::vector<double>& shares, uint32_t dim, const std::vector<uint32_t>& unit,
                  const std::vector<double>& cost, double limit, const std::vector<uint32_t>& upper,
                  std::vector<uint32_t>& counts) {
   const std::size_t n = counts.size();
@@ -27,11 +27,11 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
   // relaxation as it is.
   if (n == 0 || n > 256) return;
   const double allowed = limit * (1.0 + 1e-12);
-  // The ratio of a worker holding m units (the same function for every worker).
-  auto ratio = [&](int64_t m) {
-    return static_cast<double>(std::min<int64_t>(dim, m * unit)) / dim;
+  // The ratio of worker i holding m of its units.
+  auto ratio = [&](std::size_t i, int64_t m) {
+    return static_cast<double>(std::min<int64_t>(dim, m * int64_t{unit[i]})) / dim;
   };
-  auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(m)); };
+  auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(i, m)); };
   const std::size_t max_steps = 16 * n + 256;
   for (std::size_t step = 0; step < max_steps; ++step) {
     double spent = 0.0;
@@ -41,7 +41,7 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
       spent += cost[i] * counts[i];
       sum += term(i, counts[i]);
       for (std::size_t slot = 0; slot < low.size(); ++slot) {
-        if (low[slot] == n || ratio(counts[i]) < ratio(counts[low[slot]])) {
+        if (low[slot] == n || ratio(i, counts[i]) < ratio(low[slot], counts[low[slot]])) {
           for (std::size_t k = low.size() - 1; k > slot; --k) low[k] = low[k - 1];
           low[slot] = i;
           break;
@@ -50,11 +50,11 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
     }
     auto minExcept = [&](std::size_t a, std::size_t b) {
       for (std::size_t idx : low) {
-        if (idx != n && idx != a && idx != b) return ratio(counts[idx]);
+        if (idx != n && idx != a && idx != b) return ratio(idx, counts[idx]);
       }
       return 1.0;  // no other worker: no constraint from them
     };
-    const double phi = sum / std::sqrt(ratio(counts[low[0]]));
+    const double phi = sum / std::sqrt(ratio(low[0], counts[low[0]]));
     double best_phi = phi * (1.0 - 1e-12);
     std::size_t best_from = n;  // n: the move takes from no one
     std::size_t best_to = n;
@@ -63,10 +63,10 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
     // Phi after giving `many` packets to `to` and taking `taken` from `from` (n = no one).
     auto consider = [&](std::size_t to, uint32_t many, std::size_t from, uint32_t taken) {
       double moved = sum + term(to, counts[to] + many) - term(to, counts[to]);
-      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(counts[to] + many));
+      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(to, counts[to] + many));
       if (from != n) {
         moved += term(from, counts[from] - taken) - term(from, counts[from]);
-        lowest = std::min(lowest, ratio(counts[from] - taken));
+        lowest = std::min(lowest, ratio(from, counts[from] - taken));
       }
       const double value = moved / std::sqrt(lowest);
       if (value < best_phi) {
@@ -104,33 +104,41 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, uint32_t unit,
 
 // The Phi minimiser under the configured budget with every upload within `deadline` seconds
 // (0 = no deadline). Under a link-seconds budget the problem is solved in the links' pricing
-// units (coordinates, or whole packets with Budget::whole_packets): ratios of the full model's
-// units, integer unit counts that keep the budget, caps = units * unit coordinates (at most d).
+// units (coordinates, or each worker's whole packets with Budget::whole_packets): ratios of the
+// full model's units, integer unit counts that keep the budget, caps = units * unit_i
+// coordinates (at most d).
 Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
                     const LinkCosts& links, double deadline) {
   const std::size_t n = workers.size();
   const bool seconds = links.known && budget.seconds_per_round > 0.0;
-  const uint32_t unit = seconds ? links.unit : 1;
-  const uint32_t units = static_cast<uint32_t>((uint64_t{dim} + unit - 1) / unit);
+  std::vector<uint32_t> unit(n, 1);
+  if (seconds) unit = links.unit;
+  std::vector<uint32_t> units(n);  // the full model in worker i's units
+  for (std::size_t i = 0; i < n; ++i) {
+    units[i] = static_cast<uint32_t>((uint64_t{dim} + unit[i] - 1) / unit[i]);
+  }
   KeyFactorProblem problem;
   problem.shares = normalisedShares(workers);
-  std::vector<uint32_t> upper(n, units);
+  std::vector<uint32_t> upper = units;
   if (links.known && deadline > 0.0) {
     Budget bounded = budget;
     bounded.deadline_seconds = deadline;
     for (std::size_t i = 0; i < n; ++i) {
-      upper[i] = deadlineUnits(links, i, units, bounded);
+      upper[i] = deadlineUnits(links, i, units[i], bounded);
     }
   }
   problem.upper.resize(n);
-  for (std::size_t i = 0; i < n; ++i) problem.upper[i] = static_cast<double>(upper[i]) / units;
+  for (std::size_t i = 0; i < n; ++i) {
+    problem.upper[i] = static_cast<double>(upper[i]) / units[i];
+  }
 
   std::vector<double> cost_per_unit;
   double limit = 0.0;
   if (seconds) {
-    // sum_i c_i * delta_i * units <= seconds: the Lagrangian puts delta_i ~ (p_i / c_i)^(2/3).
+    // sum_i c_i * delta_i * units_i <= seconds: the Lagrangian puts delta_i ~ (p_i / w_i)^(2/3)
+    // with w_i = c_i * units_i, the seconds of worker i's whole model.
     problem.weights.resize(n);
-    for (std::size_t i = 0; i < n; ++i) problem.weights[i] = links.per_unit[i] * units;
+    for (std::size_t i = 0; i < n; ++i) problem.weights[i] = links.per_unit[i] * units[i];
     problem.budget = budget.seconds_per_round;
     cost_per_unit = links.per_unit;
     limit = budget.seconds_per_round;
@@ -146,11 +154,11 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
   Allocation out;
   out.ratios = minimiseKeyFactor(problem);
   out.caps = roundCaps(out.ratios, units, cost_per_unit, limit, upper);
-  if (unit > 1) {
+  if (std::any_of(unit.begin(), unit.end(), [](uint32_t u) { return u > 1; })) {
     refineUnits(problem.shares, dim, unit, cost_per_unit, limit, upper, out.caps);
     // Whole packets: each worker fills the packets it pays for, and its ratio is what it sends.
     for (std::size_t i = 0; i < n; ++i) {
-      out.caps[i] = static_cast<uint32_t>(std::min<uint64_t>(dim, uint64_t{out.caps[i]} * unit));
+      out.caps[i] = static_cast<uint32_t>(std::min<uint64_t>(dim, uint64_t{out.caps[i]} * unit[i]));
       out.ratios[i] = static_cast<double>(out.caps[i]) / dim;
     }
   }
@@ -174,16 +182,21 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
   }
   if (kept.size() == n) return solveAll(workers, dim, budget, links, deadline);
   Allocation out;
-  const uint32_t one = std::min(dim, std::max<uint32_t>(links.unit, 1));
-  out.caps.assign(n, one);
-  out.ratios.assign(n, static_cast<double>(one) / dim);
+  out.caps.resize(n);
+  out.ratios.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out.caps[i] = std::min(dim, std::max<uint32_t>(links.unit[i], 1));
+    out.ratios[i] = static_cast<double>(out.caps[i]) / dim;
+  }
   if (!kept.empty()) {
     std::vector<WorkerLoad> sub_workers;
     LinkCosts sub = links;
     sub.per_coordinate.clear();
     sub.fixed.clear();
     sub.per_unit.clear();
+    sub.unit.clear();
     for (std::size_t i : kept) {
+      sub.unit.push_back(links.unit[i]);
       sub_workers.push_back(workers[i]);
       sub.per_coordinate.push_back(links.per_coordinate[i]);
       sub.fixed.push_back(links.fixed[i]);

@@ -151,13 +151,15 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
   double phi_uniform = std::nan("");
   if (n > 0 && dim > 0) {
     double even = std::nan("");
-    if (method == "cost-aware" && links.known && links.unit > 1) {
-      // Whole packets: the same number of packets for everyone, as many as the seconds buy.
+    if (method == "cost-aware" && links.known && pricesWholePackets(budget)) {
+      // Whole packets: the same number of packets for everyone, as many as the seconds buy,
+      // each holding what the fullest packing of them all holds (the same ratio for all).
       double seconds_per_packet_each = 0.0;
       for (double b : links.per_unit) seconds_per_packet_each += b;
       const double packets =
           std::max(1.0, std::floor(budget.seconds_per_round / seconds_per_packet_each));
-      even = std::min(1.0, packets * links.unit / dim);
+      const uint32_t unit = *std::min_element(links.unit.begin(), links.unit.end());
+      even = std::min(1.0, packets * unit / dim);
     } else if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
       double seconds_per_ratio = 0.0;
       for (double b : links.per_coordinate) seconds_per_ratio += b * dim;

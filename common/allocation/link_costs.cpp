@@ -72,16 +72,15 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
       links.fixed[i] += links.per_coordinate[i] / prices[i].per_coordinate * prices[i].per_push;
     }
   }
+  links.unit.assign(workers.size(), 1);
   if (whole_packets) {
-    // One packing for all: the coordinates that fit in a packet at the dearest worker's prices,
-    // so that every worker's unit fits in the packet it pays for (a cheaper worker's packets
-    // keep some room).
-    links.unit = workers.empty() ? coordinatesPerPacket(budget) : UINT32_MAX;
-    for (const PushPrice& p : prices) {
+    // Each worker's packet holds the coordinates that fit beside its push's fixed bytes at its
+    // own prices.
+    for (std::size_t i = 0; i < workers.size(); ++i) {
       Budget own = budget;
-      own.bytes_per_coordinate = p.per_coordinate;
-      own.bytes_per_push = p.per_push;
-      links.unit = std::min(links.unit, coordinatesPerPacket(own));
+      own.bytes_per_coordinate = prices[i].per_coordinate;
+      own.bytes_per_push = prices[i].per_push;
+      links.unit[i] = coordinatesPerPacket(own);
     }
     links.per_unit.resize(workers.size());
     // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
@@ -96,24 +95,24 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
 }
 
 double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
-  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
+  const uint64_t units = (uint64_t{k} + unit[worker] - 1) / unit[worker];
   return fixed[worker] + per_unit[worker] * static_cast<double>(units);
 }
 
 double LinkCosts::chargedSeconds(std::size_t worker, uint32_t k, double seconds) const {
   if (per_unit[worker] > seconds) return 0.0;
-  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
+  const uint64_t units = (uint64_t{k} + unit[worker] - 1) / unit[worker];
   return per_unit[worker] * static_cast<double>(units);
 }
 
 uint32_t LinkCosts::capWithin(std::size_t worker, uint32_t wanted, double room,
                               double seconds) const {
   wanted = std::max<uint32_t>(wanted, 1);
-  if (per_unit[worker] > seconds) return std::min(wanted, unit);
+  if (per_unit[worker] > seconds) return std::min(wanted, unit[worker]);
   // The small slack keeps a count that lands exactly on the budget from rounding below it.
   const double units = std::floor(room / per_unit[worker] * (1.0 + 1e-12));
   if (!(units >= 1.0)) return 0;
-  const double fit = units * static_cast<double>(unit);
+  const double fit = units * static_cast<double>(unit[worker]);
   return fit >= static_cast<double>(wanted) ? wanted : static_cast<uint32_t>(fit);
 }
 

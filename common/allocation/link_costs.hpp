@@ -16,12 +16,12 @@ struct LinkCosts {
   bool known = false;                  // at least one worker has a fitted link
   std::vector<double> per_coordinate;  // b_i, seconds per kept coordinate
   std::vector<double> fixed;  // a_i (+ the push's fixed bytes, unless whole packets), s per upload
-  // What an upload is priced in: `unit` coordinates at `per_unit[i]` seconds each. One
+  // What an upload is priced in: `unit[i]` coordinates at `per_unit[i]` seconds each. One
   // coordinate at b_i by default; with Budget::whole_packets (a link-seconds budget and fitted
   // links) one packet's worth of coordinates at the fitted seconds per packet, so an upload
-  // costs a_i + per_unit_i * ceil(k_i / unit), the link model itself. Workers priced apart
-  // share the unit that fits a packet at the dearest one's prices.
-  uint32_t unit = 1;
+  // costs a_i + per_unit_i * ceil(k_i / unit_i), the link model itself. A worker's packet holds
+  // what fits beside its own push's fixed bytes at its own bytes per coordinate.
+  std::vector<uint32_t> unit;
   std::vector<double> per_unit;
 
   // Modelled upload time of k coordinates on worker i's link.

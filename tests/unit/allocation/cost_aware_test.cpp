@@ -263,10 +263,12 @@ namespace {
 // sum_i spp_i * m_i <= seconds (and a_i + spp_i * m_i <= deadline when one is set), caps
 // min(d, m_i * per_packet); the smallest Phi of them.
 double bruteForcePacketPhi(const std::vector<double>& p, const std::vector<double>& spp,
-                           const std::vector<double>& fixed, uint32_t dim, uint32_t per_packet,
-                           double seconds, double deadline) {
+                           const std::vector<double>& fixed, uint32_t dim,
+                           const std::vector<uint32_t>& per_packet, double seconds,
+                           double deadline) {
   const std::size_t n = p.size();
-  const uint32_t most = (dim + per_packet - 1) / per_packet;
+  std::vector<uint32_t> most(n);
+  for (std::size_t i = 0; i < n; ++i) most[i] = (dim + per_packet[i] - 1) / per_packet[i];
   std::vector<uint32_t> m(n, 1);
   double best = INFINITY;
   while (true) {
@@ -276,11 +278,11 @@ double bruteForcePacketPhi(const std::vector<double>& p, const std::vector<doubl
     for (std::size_t i = 0; i < n; ++i) {
       spent += spp[i] * m[i];
       if (deadline > 0 && fixed[i] + spp[i] * m[i] > deadline * (1 + 1e-12) && m[i] > 1) ok = false;
-      delta[i] = std::min<double>(dim, double(m[i]) * per_packet) / dim;
+      delta[i] = std::min<double>(dim, double(m[i]) * per_packet[i]) / dim;
     }
     if (ok && spent <= seconds * (1 + 1e-12)) best = std::min(best, phiReference(p, delta));
     std::size_t i = 0;
-    while (i < n && m[i] == most) m[i++] = 1;
+    while (i < n && m[i] == most[i]) m[i++] = 1;
     if (i == n) break;
     ++m[i];
   }
@@ -326,8 +328,9 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
       }
     }
     CHECK(spent <= budget.seconds_per_round * (1 + 1e-9));
-    const double brute = bruteForcePacketPhi(p, spp, fixed, dim, per_packet,
-                                             budget.seconds_per_round, budget.deadline_seconds);
+    const double brute =
+        bruteForcePacketPhi(p, spp, fixed, dim, std::vector<uint32_t>(n, per_packet),
+                            budget.seconds_per_round, budget.deadline_seconds);
     CHECK(a.phi == doctest::Approx(phiReference(p, a.ratios)));
     CHECK(a.phi >= brute * (1 - 1e-9));
     CHECK(a.phi <= brute * 1.10);
@@ -337,6 +340,65 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
   MESSAGE("whole-packet plans at the exhaustive optimum: " << exact << " of 200, worst " << worst
                                                            << "x");
   CHECK(exact >= 180);
+}
+
+TEST_CASE("whole packets: each worker's packet holds what fits at its own price") {
+  // Workers priced apart: one at 5 bytes a coordinate and 150 a push (top-k), the others at
+  // 1.1 and 40 (S+Q). Each cap fills the packets that worker pays for at its own price, within
+  // the seconds budget, and the plan matches exhaustion. Before, every packet was packed at
+  // the dearest price: an S+Q packet carried 259 coordinates where 1280 fit.
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Budget budget;
+  budget.whole_packets = true;
+  budget.bytes_per_coordinate = 5.0;
+  budget.bytes_per_push = 150.0;
+  const uint32_t dim = 4000;
+  int exact = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const std::size_t n = 2 + trial % 2;
+    const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.5));
+    std::vector<double> spp(n);
+    std::vector<double> fixed(n);
+    double one_each = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      spp[i] = 0.0005 * std::pow(25.0, unit(rng));
+      fixed[i] = 0.001 + 0.01 * unit(rng);
+      one_each += spp[i];
+    }
+    std::vector<WorkerLoad> workers = loads(p, spp, fixed);
+    std::vector<uint32_t> per_packet(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool sq = i > 0;
+      workers[i].bytes_per_coordinate = sq ? 1.1 : 5.0;
+      workers[i].bytes_per_push = sq ? 40.0 : 150.0;
+      // Brute force: the most coordinates beside the push's fixed bytes in 1448 bytes.
+      uint32_t k = 0;
+      while (workers[i].bytes_per_push + workers[i].bytes_per_coordinate * (k + 1) <= 1448.0) ++k;
+      per_packet[i] = k;
+    }
+    REQUIRE(per_packet[0] == 259);
+    REQUIRE(per_packet[1] == 1280);
+    budget.seconds_per_round = one_each * (1.0 + 3.0 * unit(rng));
+    const Allocation a = makeAllocator("cost-aware")->allocate(workers, dim, budget);
+    double spent = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const uint32_t k = a.caps[i];
+      CAPTURE(i);
+      CAPTURE(k);
+      CHECK((k % per_packet[i] == 0 || k == dim));
+      CHECK(k >= per_packet[i]);
+      spent += spp[i] * std::ceil(double(k) / per_packet[i]);
+    }
+    CHECK(spent <= budget.seconds_per_round * (1 + 1e-9));
+    const double brute =
+        bruteForcePacketPhi(p, spp, fixed, dim, per_packet, budget.seconds_per_round, 0.0);
+    CHECK(a.phi >= brute * (1 - 1e-9));
+    CHECK(a.phi <= brute * 1.10);
+    if (a.phi <= brute * (1 + 1e-9)) ++exact;
+  }
+  MESSAGE("per-worker packings at the exhaustive optimum: " << exact << " of 120");
+  CHECK(exact >= 100);
 }
 
 TEST_CASE("whole packets on equal links fill one packet each when the budget buys one each") {
@@ -390,7 +452,7 @@ TEST_CASE(
   budget.whole_packets = true;
   const LinkCosts whole = linkCosts({w}, budget);
   CHECK(whole.fixed[0] == doctest::Approx(0.010));
-  CHECK(whole.unit == uint32_t((1448 - 150) / 5));
+  CHECK(whole.unit == std::vector<uint32_t>{(1448 - 150) / 5});
 }
 
 TEST_CASE(
@@ -407,7 +469,7 @@ TEST_CASE(
   WorkerLoad stalled = fast;
   stalled.seconds_per_packet = 0.2;  // one packet alone is past the whole budget
   const LinkCosts links = linkCosts({fast, stalled}, budget);
-  REQUIRE(links.unit == 259);
+  REQUIRE(links.unit == std::vector<uint32_t>{259, 259});
   // Charged by the packets a cap takes, the fixed cost aside; a stalled link is not charged.
   CHECK(links.chargedSeconds(0, 1, 0.05) == doctest::Approx(0.0116));
   CHECK(links.chargedSeconds(0, 259, 0.05) == doctest::Approx(0.0116));
