@@ -291,6 +291,26 @@ double bruteForcePacketPhi(const std::vector<double>& p, const std::vector<doubl
 
 }  // namespace
 
+namespace {
+
+// Random links for n workers: 0.5 .. 12.5 ms per packet, 1 .. 11 ms fixed; returns the seconds
+// of one packet each.
+double randomLinks(std::mt19937_64& rng, std::size_t n, std::vector<double>& spp,
+                   std::vector<double>& fixed) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  spp.resize(n);
+  fixed.resize(n);
+  double one_each = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    spp[i] = 0.0005 * std::pow(25.0, unit(rng));
+    fixed[i] = 0.001 + 0.01 * unit(rng);
+    one_each += spp[i];
+  }
+  return one_each;
+}
+
+}  // namespace
+
 TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match exhaustion") {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -303,14 +323,8 @@ TEST_CASE("whole packets: caps fill packets, keep the seconds budget, and match 
   for (int trial = 0; trial < 200; ++trial) {
     const std::size_t n = 2 + trial % 3;
     const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.5));
-    std::vector<double> spp(n);
-    std::vector<double> fixed(n);
-    double one_each = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      spp[i] = 0.0005 * std::pow(25.0, unit(rng));  // 0.5 .. 12.5 ms per packet
-      fixed[i] = 0.001 + 0.01 * unit(rng);
-      one_each += spp[i];
-    }
+    std::vector<double> spp, fixed;
+    const double one_each = randomLinks(rng, n, spp, fixed);
     budget.seconds_per_round = one_each * (1.0 + 4.0 * unit(rng));
     budget.deadline_seconds = trial % 2 == 0 ? 0.0 : 0.02 + 0.05 * unit(rng);
     const Allocation a = makeAllocator("cost-aware")->allocate(loads(p, spp, fixed), dim, budget);
@@ -358,14 +372,8 @@ TEST_CASE("whole packets: each worker's packet holds what fits at its own price"
   for (int trial = 0; trial < 120; ++trial) {
     const std::size_t n = 2 + trial % 2;
     const std::vector<double> p = dirichlet(rng, std::vector<double>(n, 0.5));
-    std::vector<double> spp(n);
-    std::vector<double> fixed(n);
-    double one_each = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      spp[i] = 0.0005 * std::pow(25.0, unit(rng));
-      fixed[i] = 0.001 + 0.01 * unit(rng);
-      one_each += spp[i];
-    }
+    std::vector<double> spp, fixed;
+    const double one_each = randomLinks(rng, n, spp, fixed);
     std::vector<WorkerLoad> workers = loads(p, spp, fixed);
     std::vector<uint32_t> per_packet(n);
     for (std::size_t i = 0; i < n; ++i) {
