@@ -57,6 +57,7 @@ struct Options {
   std::string noise_price = "smoothness";
   bool block_step = false;
   std::string block_select = "block";
+  std::string select = "worker";
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
@@ -177,6 +178,14 @@ int main(int argc, char** argv) {
                  "with --block-step, how cat picks T: block (each level's block improvement) "
                  "or paper (the paper's criterion at 1/L; only the step is the block's)")
       ->check(CLI::IsMember({"block", "paper"}));
+  app.add_option("--select", o.select,
+                 "stochastic sparsification with a noise price (--noise-price diagonal or a "
+                 "--step-rule aggregate/own-*): worker (each worker's best ratio of improvement "
+                 "to cost) or round (each worker maximises improvement - lambda * cost with "
+                 "lambda the last round's total predicted improvement over its total predicted "
+                 "cost: the round's best ratio, Dinkelbach's iteration); an experiment, see "
+                 "docs/cat.md")
+      ->check(CLI::IsMember({"worker", "round"}));
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
@@ -318,6 +327,7 @@ int main(int argc, char** argv) {
       limits.block_step = o.block_step;
       limits.sum_block_step = o.step_rule == "sum";
       limits.paper_selection = o.block_select == "paper";
+      limits.round_ratio = o.select == "round";
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

@@ -62,7 +62,7 @@ constexpr double kEstimateWeight = 0.1;
 tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, double base,
                                     double share, double share_sq, double G, bool own_share,
                                     double L, uint32_t d, const compression::Compressor& comp,
-                                    const costmodel::CostModel& cost) {
+                                    const costmodel::CostModel& cost, double lambda = -1.0) {
   tuning::TuningDecision best;
   double best_ratio = -std::numeric_limits<double>::infinity();
   for (uint32_t T = 1; T <= d; ++T) {
@@ -74,8 +74,9 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
     else if (G > 0.0)
       imp = share * G * G / (2.0 * (L * G + share_sq * P));
     const double c = cost.cost(comp.encodedBytes(d, T));
-    if (imp / c > best_ratio) {
-      best_ratio = imp / c;
+    const double score = lambda > 0.0 ? imp - lambda * c : imp / c;
+    if (score > best_ratio) {
+      best_ratio = score;
       best = {T, c, imp, S / (L * S + P), true};
     }
   }
@@ -335,7 +336,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     have_estimate = true;
     g_estimate = std::max(mean_estimate, 0.0);
   };
+  // RunLimits::round_ratio: the last round's sum of predicted improvements over predicted costs.
+  double round_lambda = -1.0;
   for (size_t round = 0;; ++round) {
+    double round_improvement = 0.0, round_cost = 0.0;
     // f(x) is the share-weighted sum of the local objectives (each carries the same L2 term).
     double f = 0.0;
     for (size_t i = 0; i < workers; ++i)
@@ -411,7 +415,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         decision =
             choosePriced(prices[i], v_sq, base, shards.shares[i], share_sq,
                          aggregate_choice && g_estimate > 0.0 ? g_estimate : -1.0, limits.own_share,
-                         problem.L, static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+                         problem.L, static_cast<uint32_t>(d), memories[i].inner(), tuner_cost,
+                         limits.round_ratio ? round_lambda : -1.0);
+        round_improvement += decision.predicted_improvement;
+        round_cost += decision.predicted_cost;
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
         const uint32_t level =
@@ -444,6 +451,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       steps[i] = decision.step;
       decoded[i] = std::move(c.decoded);
     }
+    if (round_cost > 0.0 && round_improvement > 0.0) round_lambda = round_improvement / round_cost;
     std::fill(update.begin(), update.end(), 0.0f);
     if (aggregate) {
       double noise = 0.0;

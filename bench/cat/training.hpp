@@ -86,6 +86,12 @@ struct RunLimits {
   // added as before, and h_i learns at omega_i = S / (S + sum_j Var_j), not at L times the
   // step. false: every coordinate priced at L (the paper's omega / L).
   bool diagonal_noise = false;
+  // With a noise price (cat on stochastic sparsification): worker i picks
+  // argmax_T improvement_i(T) - lambda C(T), lambda the last round's sum of the workers'
+  // predicted improvements over the sum of their predicted costs (Dinkelbach's iteration for the
+  // round's ratio sum_i improvement_i / sum_i C_i; the first round each worker's own best ratio).
+  // One scalar a round from the coordinator, which has both sums from the pushes' reports.
+  bool round_ratio = false;
   // true: tuners get ||g||^2 of the worker's gradient and cat credits no level with more than
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
