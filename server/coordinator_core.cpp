@@ -291,18 +291,23 @@ bool CoordinatorCore::admitToRound(Worker& joiner) {
   // the join; the new plan applies to everyone from the next round on.
   joiner.in_round = true;
   joiner.round_cap = joiner.rec.cap;
+  // A re-joining member's earlier push was dropped: its old cap is not spent.
+  std::vector<const Worker*> members;
+  for (const auto& [id, w] : workers_) {
+    if (&w != &joiner && w.in_round && (w.rec.alive || w.pending)) members.push_back(&w);
+  }
+  // Nobody else holds a cap in the round (they left or went before pushing): the round is the
+  // joiner's, under the plan just made for it, which keeps the budget or gives the one
+  // coordinate every plan gives. Without this, a budget of less than one coordinate a worker
+  // left the joiner sitting out a round with no one to close it.
+  if (members.empty()) return true;
   const auto& settings = settings_.allocation;
   if (settings.method == "cost-aware" && settings.budget.seconds_per_round > 0.0) {
     // The caps planned in link seconds, where links are fitted: the joiner gets what the round's
     // seconds leave, charged as the plan charges them (its own link and price, whole packets
     // when planned so). Without a fitted link cost-aware plans a volume, as below.
-    std::vector<const Worker*> members;
     std::vector<allocation::WorkerLoad> loads;
-    for (const auto& [id, w] : workers_) {
-      if (&w == &joiner || !w.in_round || !(w.rec.alive || w.pending)) continue;
-      members.push_back(&w);
-      loads.push_back(loadOf(w));
-    }
+    for (const Worker* w : members) loads.push_back(loadOf(*w));
     loads.push_back(loadOf(joiner));
     const auto links = allocation::linkCosts(loads, planned_budget_);
     if (links.known) {
@@ -312,35 +317,26 @@ bool CoordinatorCore::admitToRound(Worker& joiner) {
         spent += links.chargedSeconds(i, members[i]->round_cap, seconds);
       }
       joiner.round_cap = links.capWithin(members.size(), joiner.rec.cap, seconds - spent, seconds);
-      if (joiner.round_cap == 0) {
-        joiner.in_round = false;
-        spdlog::info(
-            "worker {} ({}) sits out round {}, its link seconds spent: it starts with "
-            "the next",
-            joiner.rec.id, joiner.rec.name, round_);
-        return false;
-      }
-      return true;
+      return keepsSeat(joiner, "link seconds");
     }
   }
   double spent = 0.0;
-  size_t members = 1;
-  for (const auto& [id, w] : workers_) {
-    // A re-joining member's earlier push was dropped: its old cap is not spent.
-    if (&w == &joiner || !w.in_round || !(w.rec.alive || w.pending)) continue;
-    spent += allocation::roundPushCost(w.planned_price, planned_budget_, w.round_cap);
-    ++members;
+  for (const Worker* w : members) {
+    spent += allocation::roundPushCost(w->planned_price, planned_budget_, w->round_cap);
   }
-  const double limit = allocation::roundLimit(members, uint32_t(params_.size()), planned_budget_);
+  const double limit =
+      allocation::roundLimit(members.size() + 1, uint32_t(params_.size()), planned_budget_);
   joiner.round_cap = allocation::capWithinRound(joiner.planned_price, planned_budget_,
                                                 joiner.rec.cap, spent, limit);
-  if (joiner.round_cap == 0) {
-    joiner.in_round = false;
-    spdlog::info("worker {} ({}) sits out round {}, its budget spent: it starts with the next",
-                 joiner.rec.id, joiner.rec.name, round_);
-    return false;
-  }
-  return true;
+  return keepsSeat(joiner, "budget");
+}
+
+bool CoordinatorCore::keepsSeat(Worker& joiner, const char* budget) {
+  if (joiner.round_cap > 0) return true;
+  joiner.in_round = false;
+  spdlog::info("worker {} ({}) sits out round {}, its {} spent: it starts with the next",
+               joiner.rec.id, joiner.rec.name, round_, budget);
+  return false;
 }
 
 void CoordinatorCore::reallocate() {
@@ -1139,8 +1135,13 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   rec.late_pushes = c.late_pushes();
   rec.rejected = core->rejectedTotal();
   for (const auto& [id, w] : core->workers_) rec.workers.push_back(w.rec);
-  // A run that reached its max_rounds stays finished; given a larger max_rounds it trains on.
-  if (c.finished() && c.round() >= settings.max_rounds) core->phase_ = Phase::kDone;
+  // A run that reached its max_rounds or its target accuracy stays finished; given a larger
+  // max_rounds, or a target above the accuracy it reached, it trains on.
+  const bool reached_target =
+      settings.target_accuracy > 0 && c.last_accuracy() >= settings.target_accuracy;
+  if (c.finished() && (c.round() >= settings.max_rounds || reached_target)) {
+    core->phase_ = Phase::kDone;
+  }
   return core;
 }
 

@@ -193,6 +193,8 @@ class CoordinatorCore {
   // (bytes, coordinates, or cost-aware's link seconds) leaves after the caps already handed out,
   // or none (false) when not one coordinate fits.
   bool admitToRound(Worker& joiner);
+  // False (the joiner sits the round out, logged) when admitToRound left it no cap.
+  bool keepsSeat(Worker& joiner, const char* budget);
   // Admits the workers sitting out the open round that its budget now has room for, with their
   // round starts.
   std::vector<Outgoing> admitSittingOut();

@@ -167,8 +167,9 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
       if (core_ptr->finished()) {
         spdlog::warn(
-            "training had already finished at round {}: nothing to do (raise max_rounds to train "
-            "on, or remove {} to start again)",
+            "training had already finished at round {}: nothing to do (raise max_rounds, or "
+            "target_accuracy above the accuracy reached, to train on, or remove {} to start "
+            "again)",
             core_ptr->round(), s.checkpoint.path);
       }
       resumed = true;

@@ -249,6 +249,41 @@ TEST_CASE("a checkpoint falls due every `every` rounds and when training finishe
   CHECK(extended->round() == 9);
 }
 
+TEST_CASE("a run that reached its target accuracy restores as finished") {
+  // The test rows are alike and half of them of each class: whatever the model, its accuracy is
+  // 0.5, so the first evaluation reaches the target and training stops. Before, a restart from
+  // that checkpoint trained on until max_rounds, changing the finished model.
+  Cluster c;
+  c.settings.target_accuracy = 0.5;
+  c.settings.eval_every = 1;
+  auto test = std::make_shared<ml::Dataset>();
+  test->dense = ml::DenseMatrix::Zero(4, 3);
+  test->labels = {0, 0, 1, 1};
+  test->num_classes = 2;
+  auto core = [&](const std::string* bytes, uint64_t session) {
+    if (!bytes) {
+      return std::make_unique<server::CoordinatorCore>(c.settings, ml::makeModel(c.settings.model),
+                                                       test, session, [&c] { return c.now; });
+    }
+    return server::CoordinatorCore::restore(
+        c.settings, ml::makeModel(c.settings.model), test, session, [&c] { return c.now; }, *bytes);
+  };
+  auto first = core(nullptr, c.session);
+  uint32_t a = welcomeIn(first->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(first->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  runRound(*first, c.session, "A", a, "B", b, c.now);
+  REQUIRE(first->finished());
+  REQUIRE(first->round() < c.settings.max_rounds);
+  const std::string bytes = first->checkpoint();
+  auto resumed = core(&bytes, 9);
+  CHECK(resumed->finished());
+  CHECK(resumed->round() == first->round());
+  // A target above the accuracy reached trains on.
+  c.settings.target_accuracy = 0.6;
+  auto raised = core(&bytes, 9);
+  CHECK_FALSE(raised->finished());
+}
+
 TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   Cluster c;
   uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();

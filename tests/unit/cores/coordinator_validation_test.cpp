@@ -830,6 +830,28 @@ TEST_CASE("a worker joining an open round under a link-seconds budget gets the s
   }
 }
 
+TEST_CASE("a worker joining a round its members left takes it, whatever the budget") {
+  // d = 8 and a mean ratio of 5%: the round's budget is 0.4 coordinates, and every plan gives
+  // each worker the one coordinate it must. a starts round 0 alone and leaves before pushing; b
+  // joins. Before, b sat the round out (nothing left of 0.4) and nobody was left to close it.
+  Harness h;
+  h.settings.min_workers = 1;
+  h.settings.allocation.budget.mean_ratio = 0.05;
+  h.withTimers(1.0, 1000.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  (void)a;
+  h.core->onMessage("A", h.leave(), 10, h.now);
+  std::vector<Outgoing> out = h.join("B", "b", 100);
+  const uint32_t b = idOf(out, "B");
+  const auto caps = roundStartCaps(out, 0);
+  REQUIRE(caps.count("B") == 1);
+  CHECK(caps.at("B") == 1);
+  const size_t d = h.core->parameters().size();
+  REQUIRE(d == 8);
+  h.core->onMessage("B", h.push(b, 0, ramp(d, 0.1f, 0.01f)), 50, h.now);
+  CHECK(h.core->round() == 1);
+}
+
 namespace {
 
 // Pushes priced at 50 bytes plus 4 a coordinate, 4000 bytes a round, d = 602: a (100 samples)
