@@ -10,6 +10,33 @@
 
 namespace tern::worker {
 
+namespace {
+
+// The largest level in [1, dim] whose push, with a random count's spread (6 standard deviations
+// of a count near `level`, and a few more), stays within `max_bytes` by the codec's bound; 0
+// when not even one coordinate does. A compressor without levels sends the same at every level.
+uint32_t largestFittingLevel(const compression::Compressor& c, uint32_t dim, uint64_t max_bytes) {
+  if (!c.hasLevel()) return c.encodedBytes(dim, dim) <= max_bytes ? dim : 0;
+  auto fits = [&](uint32_t level) {
+    const double spread = std::ceil(6.0 * std::sqrt(double(level))) + 8.0;
+    const auto count = uint32_t(std::min<double>(dim, double(level) + spread));
+    return c.encodedBytes(dim, count) <= max_bytes;
+  };
+  if (!fits(1)) return 0;
+  uint32_t lo = 1, hi = dim;  // fits(lo); the answer is in [lo, hi]
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+}  // namespace
+
 WorkerCore::WorkerCore(const config::WorkerSettings& settings,
                        std::shared_ptr<const ml::Dataset> shard, Clock clock, uint64_t instance)
     : settings_(settings),
@@ -240,7 +267,28 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   } catch (const std::exception& e) {
     return refuseWelcome(std::string("cannot compress as welcomed: ") + e.what());
   }
+  // Pushes must fit in the coordinator's largest message: the level is capped so that the
+  // codec's bound holds with room for a random count's spread (stochastic and threshold send
+  // about `level` coordinates, not exactly); a compressor that sends everything whatever the
+  // level cannot be capped, and no re-join changes that.
+  const uint64_t peer_max = w.max_message_bytes();
+  uint32_t size_cap = UINT32_MAX;
+  if (peer_max > 0) {
+    size_cap = largestFittingLevel(compressor->inner(), uint32_t(params.size()), peer_max);
+    if (size_cap == 0) {
+      const auto& inner = compressor->inner();
+      const auto d = uint32_t(params.size());
+      return refuseWelcome("a push of compressor '" + cspec.name + "' takes up to " +
+                               std::to_string(inner.encodedBytes(d, inner.hasLevel() ? 1 : d)) +
+                               " bytes, more than the coordinator's max_message_bytes of " +
+                               std::to_string(peer_max) +
+                               ": raise it there, or choose a compressor that sends fewer",
+                           true);
+    }
+  }
   model_ = std::move(model);
+  peer_max_bytes_ = peer_max;
+  size_cap_ = size_cap;
   smoothness_ = smoothness;
   smoothness_known_ = bound.has_value();
   params_ = std::move(params);
@@ -290,7 +338,11 @@ std::vector<Message> WorkerCore::nextProbe() {
   push->set_probe_id(link_->nextProbeId());
   // The planned size is what goes on the wire, envelope and frame headers included, so that a
   // one-packet probe fills one packet and no more.
-  p.payload.assign(zmtpPayloadFor(*bytes, p.envelope.ByteSizeLong()), 0x5a);
+  // Never more than the coordinator takes in one message part (a train sized for a large
+  // packet can ask for more): the sample is timed at the size sent.
+  size_t payload = zmtpPayloadFor(*bytes, p.envelope.ByteSizeLong());
+  if (peer_max_bytes_ > 0) payload = size_t(std::min<uint64_t>(payload, peer_max_bytes_));
+  p.payload.assign(payload, 0x5a);
   link_->issued(LinkMonitor::probeKey(push->probe_id()), now);
   return {sendable(std::move(p))};
 }
@@ -448,7 +500,7 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
     v = compressor_->resendResidual(grad.size());
   }
   if (v.empty()) v = compressor_->corrected(grad);
-  uint32_t cap = std::clamp<uint32_t>(cap_, 1, uint32_t(params_.size()));
+  uint32_t cap = std::clamp<uint32_t>(std::min(cap_, size_cap_), 1, uint32_t(params_.size()));
   // What the push carries besides the codec's bytes: its envelope, with every report field
   // present (the level at its largest, the cap), and the two frames' headers (the payload's
   // long one). The link fit prices wire bytes, so the tuner must see these too: a level that

@@ -120,6 +120,10 @@ class WorkerCore {
   // a push refused as late arrives back after the next push was made.
   std::deque<std::pair<uint64_t, compression::SparseGradient>> sent_;
   uint32_t cap_ = 0;
+  // The coordinator's max_message_bytes from the welcome (0 = not said), and the largest level
+  // whose push fits in it.
+  uint64_t peer_max_bytes_ = 0;
+  uint32_t size_cap_ = UINT32_MAX;
   double threshold_ = 0.0;
   // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).
   double step_ = 0.0;

@@ -1080,3 +1080,17 @@ TEST_CASE("a checkpoint holding an impossible push price is refused with a reaso
                          std::runtime_error);
   }
 }
+
+TEST_CASE("the welcome says the largest message part the coordinator takes") {
+  Harness h;
+  h.settings.max_message_bytes = 5000;
+  h.withTimers(1.0, 10.0);
+  const auto out = h.join("A", "a", 100);
+  bool said = false;
+  for (const auto& o : out) {
+    if (o.message.envelope.has_welcome()) {
+      said = o.message.envelope.welcome().max_message_bytes() == 5000;
+    }
+  }
+  CHECK(said);
+}

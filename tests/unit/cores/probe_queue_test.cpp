@@ -63,6 +63,7 @@ struct Rig {
   size_t probes_sent_behind_push = 0;    // probes later than a push in one batch: must stay 0
 
   uint32_t features = 3;
+  uint64_t peer_max_bytes = 0;  // the welcome's max_message_bytes (0 = not said)
   // false: a message holds the link for a + b * packets (the latency a is the link's too);
   // true: its bytes hold the link for b * packets and arrive a later, so a message behind
   // another arrives b * its packets after it (a real path's pipelining).
@@ -103,6 +104,7 @@ struct Rig {
     w->set_cap(uint32_t(model->numParams()));
     w->set_threshold(threshold);
     w->set_round(0);
+    w->set_max_message_bytes(peer_max_bytes);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
     // No probe at the welcome: the train waits for the first push to ride ahead of. A refused
     // welcome is answered with a leave that says why, so the coordinator does not wait for it.
@@ -831,4 +833,46 @@ TEST_CASE("a model without a smoothness bound keeps the paper's step by default"
     REQUIRE(push != out.end());
     CHECK(push->envelope.push().predicted_step() == (step == "auto" ? 1.0 : 0.01));
   }
+}
+
+TEST_CASE("pushes and probes fit in the coordinator's largest message, said in its welcome") {
+  // d = 6002 and a coordinator taking parts of at most 4096 bytes; probes sized for 64 kB
+  // packets. Before, the welcome did not say, and a push or probe over the coordinator's limit
+  // cost the worker its connection, again every round.
+  auto rig = [](const std::string& compressor, uint64_t peer_max) {
+    auto r = std::make_unique<Rig>(0, 2, 3000, [&](config::WorkerSettings& s) {
+      s.compressor.name = compressor;
+      s.link.packet_bytes = 65536;
+    });
+    r->peer_max_bytes = peer_max;
+    r->welcome();
+    return r;
+  };
+  for (const std::string name : {"topk", "stochastic", "sq"}) {
+    CAPTURE(name);
+    auto r = rig(name, 4096);
+    REQUIRE(r->core->joined());
+    for (uint64_t round = 0; round < 6; ++round) {
+      const auto out = r->roundStart(round);
+      for (const auto& m : out) {
+        CHECK(m.payload.size() <= 4096);
+        // S+Q's signs of all 6002 coordinates fit (about 750 bytes); the others' values do not.
+        if (isPush(m) && name != "sq") CHECK(m.envelope.push().level() < 6002);
+      }
+      r->send(out);
+      r->deliverAcks();
+    }
+    CHECK(r->probes_sent.size() >= 4);
+  }
+  // Without the limit said, the push is the whole model at top-k's cap, and probes are as sized.
+  auto unlimited = rig("topk", 0);
+  const auto out = unlimited->roundStart(0);
+  bool big = false;
+  for (const auto& m : out) big = big || m.payload.size() > 4096;
+  CHECK(big);
+  // A compressor that sends every coordinate whatever the level cannot fit: the worker stops,
+  // saying why.
+  auto dense = rig("identity", 4096);
+  CHECK_FALSE(dense->core->joined());
+  CHECK(dense->core->fatalError().find("max_message_bytes of 4096") != std::string::npos);
 }
