@@ -91,7 +91,8 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
                                      const Eigen::MatrixXd& X, std::span<const float> x, double l2,
                                      double L, bool sign_scale, const compression::Compressor& comp,
                                      const costmodel::CostModel& cost,
-                                     std::span<const float> others = {}, double w = 1.0) {
+                                     std::span<const float> others = {}, double w = 1.0,
+                                     double lambda = -1.0) {
   const auto d = static_cast<uint32_t>(v.size());
   const Eigen::Index n = X.rows(), f = X.cols() - 1;
   Eigen::VectorXd xx(d), vv(d), gg(d);
@@ -145,8 +146,9 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
       best_credit = credit;
       best_by_credit = {T, c, credit, 1.0 / L, true};
     }
-    if (credit > 0.0 && credit / c > best_ratio) {
-      best_ratio = credit / c;
+    const double score = lambda > 0.0 ? credit - lambda * c : credit / c;
+    if (credit > 0.0 && score > best_ratio) {
+      best_ratio = score;
       best = {T, c, credit, 1.0 / L, true};
     }
   }
@@ -403,12 +405,17 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
             if (k != i && r.size() == d) others[j] += p * r[j];
           }
         }
-        decision =
-            chooseVirtual(v, global, whole, x, problem.l2, problem.L, method.compressor == "sq",
-                          memories[i].inner(), tuner_cost, others, shards.shares[i]);
+        decision = chooseVirtual(v, global, whole, x, problem.l2, problem.L,
+                                 method.compressor == "sq", memories[i].inner(), tuner_cost, others,
+                                 shards.shares[i], limits.round_ratio ? round_lambda : -1.0);
+        round_improvement += decision.predicted_improvement;
+        round_cost += decision.predicted_cost;
       } else if (virtual_credit && method.tuner == "cat") {
         decision = chooseVirtual(v, grads[i], augmented[i], x, problem.l2, problem.L,
-                                 method.compressor == "sq", memories[i].inner(), tuner_cost);
+                                 method.compressor == "sq", memories[i].inner(), tuner_cost, {},
+                                 1.0, limits.round_ratio ? round_lambda : -1.0);
+        round_improvement += decision.predicted_improvement;
+        round_cost += decision.predicted_cost;
       } else if (priced && method.tuner == "cat") {
         // Under the aggregate step, while no positive estimate of G exists (the first round,
         // or a running mean at or below zero), each worker chooses alone.
