@@ -179,8 +179,9 @@ int main(int argc, char** argv) {
                  "or paper (the paper's criterion at 1/L; only the step is the block's)")
       ->check(CLI::IsMember({"block", "paper"}));
   app.add_option("--select", o.select,
-                 "stochastic sparsification with a noise price (--noise-price diagonal or a "
-                 "--step-rule aggregate/own-*): worker (each worker's best ratio of improvement "
+                 "cat on stochastic sparsification with a noise price (--noise-price diagonal "
+                 "or a --step-rule aggregate/own-*) or with --credit virtual*: worker (each "
+                 "worker's best ratio of improvement "
                  "to cost) or round (each worker maximises improvement - lambda * cost with "
                  "lambda the last round's total predicted improvement over its total predicted "
                  "cost: the round's best ratio, Dinkelbach's iteration); an experiment, see "

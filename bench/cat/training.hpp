@@ -86,7 +86,7 @@ struct RunLimits {
   // added as before, and h_i learns at omega_i = S / (S + sum_j Var_j), not at L times the
   // step. false: every coordinate priced at L (the paper's omega / L).
   bool diagonal_noise = false;
-  // With a noise price (cat on stochastic sparsification): worker i picks
+  // With a noise price (cat on stochastic sparsification) or virtual_credit: worker i picks
   // argmax_T improvement_i(T) - lambda C(T), lambda the last round's sum of the workers'
   // predicted improvements over the sum of their predicted costs (Dinkelbach's iteration for the
   // round's ratio sum_i improvement_i / sum_i C_i; the first round each worker's own best ratio).
