@@ -302,24 +302,20 @@ bool CoordinatorCore::admitToRound(Worker& joiner) {
   // coordinate every plan gives. Without this, a budget of less than one coordinate a worker
   // left the joiner sitting out a round with no one to close it.
   if (members.empty()) return true;
-  const auto& settings = settings_.allocation;
-  if (settings.method == "cost-aware" && settings.budget.seconds_per_round > 0.0) {
-    // The caps planned in link seconds, where links are fitted: the joiner gets what the round's
-    // seconds leave, charged as the plan charges them (its own link and price, whole packets
-    // when planned so). Without a fitted link cost-aware plans a volume, as below.
-    std::vector<allocation::WorkerLoad> loads;
-    for (const Worker* w : members) loads.push_back(loadOf(*w));
-    loads.push_back(loadOf(joiner));
-    const auto links = allocation::linkCosts(loads, planned_budget_);
-    if (links.known) {
-      const double seconds = planned_budget_.seconds_per_round;
-      double spent = 0.0;
-      for (size_t i = 0; i < members.size(); ++i) {
-        spent += links.chargedSeconds(i, members[i]->round_cap, seconds);
-      }
-      joiner.round_cap = links.capWithin(members.size(), joiner.rec.cap, seconds - spent, seconds);
-      return keepsSeat(joiner, "link seconds");
+  if (plansSeconds() && joiner.planned_unit_seconds > 0.0) {
+    // The caps planned in link seconds (links fitted): the joiner gets what the round's seconds
+    // leave, everyone charged as the plan made at the join charges them (each worker's link and
+    // price as measured now, whole packets when planned so: what a member's cap will take on the
+    // wire). Without a fitted link cost-aware plans a volume, as below.
+    const double seconds = planned_budget_.seconds_per_round;
+    double spent = 0.0;
+    for (const Worker* w : members) {
+      spent += allocation::chargedSeconds(w->planned_unit_seconds, w->planned_unit, w->round_cap,
+                                          seconds);
     }
+    joiner.round_cap = allocation::capWithin(joiner.planned_unit_seconds, joiner.planned_unit,
+                                             joiner.rec.cap, seconds - spent, seconds);
+    return keepsSeat(joiner, "link seconds");
   }
   double spent = 0.0;
   for (const Worker* w : members) {
@@ -359,8 +355,13 @@ void CoordinatorCore::reallocate() {
   const allocation::Budget budget = pricedBudget();
   auto plan = allocator_->allocate(loads, uint32_t(params_.size()), budget);
   planned_budget_ = budget;
+  // What the plan charges each worker of a link-seconds budget (the allocator's own pricing).
+  allocation::LinkCosts links;
+  if (plansSeconds()) links = allocation::linkCosts(loads, budget);
   for (size_t i = 0; i < alive.size(); ++i) {
     alive[i]->planned_seconds_per_packet = fittedSecondsPerPacket(alive[i]->rec.link);
+    alive[i]->planned_unit_seconds = links.known ? links.per_unit[i] : 0.0;
+    alive[i]->planned_unit = links.known ? links.unit[i] : 1;
     alive[i]->planned_price = allocation::pushPrice(loads[i], budget);
     alive[i]->rec.share = loads[i].share;
     alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());
@@ -382,6 +383,11 @@ allocation::WorkerLoad CoordinatorCore::loadOf(const Worker& w) const {
                              : link.b_seconds_per_packet();
   l.seconds_fixed = link.a_seconds();
   return l;
+}
+
+bool CoordinatorCore::plansSeconds() const {
+  const auto& allocation = settings_.allocation;
+  return allocation.method == "cost-aware" && allocation.budget.seconds_per_round > 0.0;
 }
 
 allocation::Budget CoordinatorCore::pricedBudget() const {

@@ -165,6 +165,10 @@ class CoordinatorCore {
     double loss = 0.0;
     bool refused = false;  // its push for this round was refused: asked again at the deadline
     double planned_seconds_per_packet = 0.0;  // its link's b when the caps were last planned
+    // Under a cost-aware link-seconds budget with fitted links: what the last plan charged this
+    // worker, per_unit seconds for every `unit` coordinates (0 = not planned in seconds).
+    double planned_unit_seconds = 0.0;
+    uint32_t planned_unit = 1;
     // Its own pushes' costs (its compressor's), kept over re-joins, and the price its cap was
     // last planned at (its own, or the mean of all pushes until it has pushed).
     PushBytes push_bytes;
@@ -189,6 +193,8 @@ class CoordinatorCore {
   void priceLoad(const Worker& w, allocation::WorkerLoad& load) const;
   // A worker's load as the allocators see it (its price and its link), share aside.
   allocation::WorkerLoad loadOf(const Worker& w) const;
+  // True when the caps are planned in link seconds (cost-aware, seconds_per_round).
+  bool plansSeconds() const;
   // A worker joining the round being collected: gives it a cap within what the round's budget
   // (bytes, coordinates, or cost-aware's link seconds) leaves after the caps already handed out,
   // or none (false) when not one coordinate fits.

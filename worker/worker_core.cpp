@@ -12,15 +12,28 @@ namespace tern::worker {
 
 namespace {
 
-// The largest level in [1, dim] whose push, with a random count's spread (6 standard deviations
-// of a count near `level`, and a few more), stays within `max_bytes` by the codec's bound; 0
-// when not even one coordinate does. A compressor without levels sends the same at every level.
-uint32_t largestFittingLevel(const compression::Compressor& c, uint32_t dim, uint64_t max_bytes) {
-  if (!c.hasLevel()) return c.encodedBytes(dim, dim) <= max_bytes ? dim : 0;
+// The largest level in [1, dim] whose push stays within `max_bytes` by the codec's bound; 0 when
+// not even one coordinate does. A count of dim needs no index section, so its bound can be below
+// that of dim - 1: a count is sized at the larger of the two, which keeps the size monotone in
+// the count. Stochastic sparsification sends a random count near `level`: its level is sized
+// with room for 6 standard deviations and a few more. A compressor without levels is sized at
+// its largest push.
+uint32_t largestFittingLevel(const compression::Compressor& c, const std::string& name,
+                             uint32_t dim, uint64_t max_bytes) {
+  auto size = [&](uint32_t count) {
+    size_t bytes = c.encodedBytes(dim, count);
+    if (count == dim && dim >= 2) bytes = std::max(bytes, c.encodedBytes(dim, dim - 1));
+    return bytes;
+  };
+  if (!c.hasLevel()) return size(dim) <= max_bytes ? dim : 0;
+  const bool random_count = name == "stochastic";
   auto fits = [&](uint32_t level) {
-    const double spread = std::ceil(6.0 * std::sqrt(double(level))) + 8.0;
-    const auto count = uint32_t(std::min<double>(dim, double(level) + spread));
-    return c.encodedBytes(dim, count) <= max_bytes;
+    uint32_t count = level;
+    if (random_count) {
+      const double spread = std::ceil(6.0 * std::sqrt(double(level))) + 8.0;
+      count = uint32_t(std::min<double>(dim, double(level) + spread));
+    }
+    return size(count) <= max_bytes;
   };
   if (!fits(1)) return 0;
   uint32_t lo = 1, hi = dim;  // fits(lo); the answer is in [lo, hi]
@@ -268,21 +281,30 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome(std::string("cannot compress as welcomed: ") + e.what());
   }
   // Pushes must fit in the coordinator's largest message: the level is capped so that the
-  // codec's bound holds with room for a random count's spread (stochastic and threshold send
-  // about `level` coordinates, not exactly); a compressor that sends everything whatever the
-  // level cannot be capped, and no re-join changes that.
+  // codec's bound holds. A fixed scheme (identity, fp16, qsgd) that cannot fit never will, and no
+  // re-join changes that; a threshold push's size follows the data, not the level, so it is only
+  // warned about.
   const uint64_t peer_max = w.max_message_bytes();
   uint32_t size_cap = UINT32_MAX;
   if (peer_max > 0) {
-    size_cap = largestFittingLevel(compressor->inner(), uint32_t(params.size()), peer_max);
-    if (size_cap == 0) {
-      const auto& inner = compressor->inner();
-      const auto d = uint32_t(params.size());
-      return refuseWelcome("a push of compressor '" + cspec.name + "' takes up to " +
-                               std::to_string(inner.encodedBytes(d, inner.hasLevel() ? 1 : d)) +
-                               " bytes, more than the coordinator's max_message_bytes of " +
-                               std::to_string(peer_max) +
-                               ": raise it there, or choose a compressor that sends fewer",
+    const auto& inner = compressor->inner();
+    const auto d = uint32_t(params.size());
+    size_cap = largestFittingLevel(inner, cspec.name, d, peer_max);
+    // The largest push: every coordinate, or one short of it (an index section).
+    const size_t largest =
+        std::max(inner.encodedBytes(d, d), inner.encodedBytes(d, d >= 2 ? d - 1 : d));
+    if (size_cap == 0 && cspec.name == "threshold") {
+      spdlog::warn(
+          "a threshold push of this model can take up to {} bytes, more than the coordinator's "
+          "max_message_bytes of {}: one that dense would be dropped with the connection",
+          largest, peer_max);
+      size_cap = UINT32_MAX;
+    } else if (size_cap == 0) {
+      return refuseWelcome("a push of compressor '" + cspec.name +
+                               "' does not fit in the coordinator's max_message_bytes of " +
+                               std::to_string(peer_max) + " (this model's takes up to " +
+                               std::to_string(largest) +
+                               " bytes): raise it there, or choose a compressor that sends fewer",
                            true);
     }
   }

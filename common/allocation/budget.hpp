@@ -68,12 +68,6 @@ std::vector<uint32_t> roundCaps(const std::vector<double>& ratios,
                                 const std::vector<uint32_t>& dims,
                                 const std::vector<double>& cost_per_coordinate, double limit,
                                 const std::vector<uint32_t>& upper);
-// The same with worker i's caps counted out of dims_i units (pricing units of different sizes:
-// each worker's whole packets).
-std::vector<uint32_t> roundCaps(const std::vector<double>& ratios,
-                                const std::vector<uint32_t>& dims,
-                                const std::vector<double>& cost_per_coordinate, double limit,
-                                const std::vector<uint32_t>& upper);
 
 // Volume-budget rounding: unit costs, limit floor(total_ratio * d), upper d.
 std::vector<uint32_t> roundCapsToVolume(const std::vector<double>& ratios, uint32_t dim,

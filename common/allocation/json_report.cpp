@@ -153,7 +153,7 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
     double even = std::nan("");
     if (method == "cost-aware" && links.known && pricesWholePackets(budget)) {
       // Whole packets: the same number of packets for everyone, as many as the seconds buy,
-      // each holding what the fullest packing of them all holds (the same ratio for all).
+      // each holding what the sparsest packing of them all holds (the same ratio for all).
       double seconds_per_packet_each = 0.0;
       for (double b : links.per_unit) seconds_per_packet_each += b;
       const double packets =

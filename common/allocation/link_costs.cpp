@@ -99,20 +99,21 @@ double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
   return fixed[worker] + per_unit[worker] * static_cast<double>(units);
 }
 
-double LinkCosts::chargedSeconds(std::size_t worker, uint32_t k, double seconds) const {
-  if (per_unit[worker] > seconds) return 0.0;
-  const uint64_t units = (uint64_t{k} + unit[worker] - 1) / unit[worker];
-  return per_unit[worker] * static_cast<double>(units);
+double chargedSeconds(double per_unit, uint32_t unit, uint32_t k, double seconds) {
+  if (per_unit > seconds) return 0.0;
+  unit = std::max<uint32_t>(unit, 1);
+  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
+  return per_unit * static_cast<double>(units);
 }
 
-uint32_t LinkCosts::capWithin(std::size_t worker, uint32_t wanted, double room,
-                              double seconds) const {
+uint32_t capWithin(double per_unit, uint32_t unit, uint32_t wanted, double room, double seconds) {
   wanted = std::max<uint32_t>(wanted, 1);
-  if (per_unit[worker] > seconds) return std::min(wanted, unit[worker]);
+  unit = std::max<uint32_t>(unit, 1);
+  if (per_unit > seconds) return std::min(wanted, unit);
   // The small slack keeps a count that lands exactly on the budget from rounding below it.
-  const double units = std::floor(room / per_unit[worker] * (1.0 + 1e-12));
+  const double units = std::floor(room / per_unit * (1.0 + 1e-12));
   if (!(units >= 1.0)) return 0;
-  const double fit = units * static_cast<double>(unit[worker]);
+  const double fit = units * static_cast<double>(unit);
   return fit >= static_cast<double>(wanted) ? wanted : static_cast<uint32_t>(fit);
 }
 

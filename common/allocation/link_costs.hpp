@@ -26,15 +26,17 @@ struct LinkCosts {
 
   // Modelled upload time of k coordinates on worker i's link.
   double uploadSeconds(std::size_t worker, uint32_t k) const;
-  // What k coordinates of worker i take of a round's link-seconds budget `seconds`, as cost-aware
-  // charges them: per_unit_i * ceil(k / unit), the fixed a_i aside; nothing for a worker whose one
-  // unit alone costs more than the budget (a stalled link is planned one unit, uncharged).
-  double chargedSeconds(std::size_t worker, uint32_t k, double seconds) const;
-  // The largest cap of at most `wanted` coordinates (whole units, or `wanted` itself) that worker
-  // i can send within `room` seconds of the budget `seconds`, charged as above; 0 when not one
-  // unit fits. A stalled worker gets one unit, as in a plan.
-  uint32_t capWithin(std::size_t worker, uint32_t wanted, double room, double seconds) const;
 };
+
+// What k coordinates take of a round's link-seconds budget `seconds`, as cost-aware charges a
+// worker priced `per_unit` seconds for every `unit` coordinates (LinkCosts): per_unit *
+// ceil(k / unit), the fixed a_i aside; nothing for a worker whose one unit alone costs more than
+// the budget (a stalled link is planned one unit, uncharged).
+double chargedSeconds(double per_unit, uint32_t unit, uint32_t k, double seconds);
+// The largest cap of at most `wanted` coordinates (whole units, or `wanted` itself) that such a
+// worker can send within `room` seconds of the budget `seconds`, charged as above; 0 when not
+// one unit fits. A stalled worker gets one unit, as in a plan.
+uint32_t capWithin(double per_unit, uint32_t unit, uint32_t wanted, double room, double seconds);
 
 // Coordinates that fit in one packet beside the push's fixed bytes:
 // floor((packet_bytes - bytes_per_push) / bytes_per_coordinate), at least 1.

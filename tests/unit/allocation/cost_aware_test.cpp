@@ -479,10 +479,10 @@ TEST_CASE(
   const LinkCosts links = linkCosts({fast, stalled}, budget);
   REQUIRE(links.unit == std::vector<uint32_t>{259, 259});
   // Charged by the packets a cap takes, the fixed cost aside; a stalled link is not charged.
-  CHECK(links.chargedSeconds(0, 1, 0.05) == doctest::Approx(0.0116));
-  CHECK(links.chargedSeconds(0, 259, 0.05) == doctest::Approx(0.0116));
-  CHECK(links.chargedSeconds(0, 260, 0.05) == doctest::Approx(0.0232));
-  CHECK(links.chargedSeconds(1, 1000, 0.05) == 0.0);
+  CHECK(chargedSeconds(links.per_unit[0], links.unit[0], 1, 0.05) == doctest::Approx(0.0116));
+  CHECK(chargedSeconds(links.per_unit[0], links.unit[0], 259, 0.05) == doctest::Approx(0.0116));
+  CHECK(chargedSeconds(links.per_unit[0], links.unit[0], 260, 0.05) == doctest::Approx(0.0232));
+  CHECK(chargedSeconds(links.per_unit[1], links.unit[1], 1000, 0.05) == 0.0);
   // Brute force: the largest k <= wanted whose packets fit in the room, a multiple of the unit
   // unless it is `wanted` itself.
   for (double room : {0.0, 0.011, 0.0116, 0.03, 0.05}) {
@@ -495,9 +495,9 @@ TEST_CASE(
         const bool whole = k % 259 == 0 || k == wanted;
         if (whole && packets * 0.0116 <= room * (1 + 1e-9)) best = k;
       }
-      CHECK(links.capWithin(0, wanted, room, 0.05) == best);
+      CHECK(capWithin(links.per_unit[0], links.unit[0], wanted, room, 0.05) == best);
     }
   }
-  CHECK(links.capWithin(1, 800, 0.0, 0.05) == 259);
-  CHECK(links.capWithin(1, 100, 0.0, 0.05) == 100);
+  CHECK(capWithin(links.per_unit[1], links.unit[1], 800, 0.0, 0.05) == 259);
+  CHECK(capWithin(links.per_unit[1], links.unit[1], 100, 0.0, 0.05) == 100);
 }

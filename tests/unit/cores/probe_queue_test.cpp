@@ -875,4 +875,38 @@ TEST_CASE("pushes and probes fit in the coordinator's largest message, said in i
   auto dense = rig("identity", 4096);
   CHECK_FALSE(dense->core->joined());
   CHECK(dense->core->fatalError().find("max_message_bytes of 4096") != std::string::npos);
+  // A threshold push's size follows the data, not the level: the worker joins (and warns).
+  auto threshold = rig("threshold", 4096);
+  CHECK(threshold->core->joined());
+}
+
+TEST_CASE("a limit just above the whole model's size caps top-k below the index section's cost") {
+  // All 6002 values take 9 + 4 * 6002 bytes with no index section; 6001 take about 750 bytes
+  // more. With the limit 200 bytes above the whole model, top-k at its cap of d fits, but a level
+  // a little below d does not: the cap must fall below every such level. Before, the search took
+  // the whole model's size for the levels near d and let pushes over the limit through.
+  const uint32_t d = 6002;
+  const auto topk = compression::makeCompressor({"topk"});
+  const uint64_t limit = topk->encodedBytes(d, d) + 200;
+  REQUIRE(topk->encodedBytes(d, d - 1) > limit);
+  Rig r(0, 2, 3000, [](config::WorkerSettings& s) { s.compressor.name = "topk"; });
+  r.peer_max_bytes = limit;
+  r.welcome();
+  REQUIRE(r.core->joined());
+  for (uint64_t round = 0; round < 4; ++round) {
+    const auto out = r.roundStart(round);
+    for (const auto& m : out) {
+      if (!isPush(m)) continue;
+      CHECK(m.payload.size() <= limit);
+      CHECK(m.envelope.push().level() < d);
+      // The largest level that fits, by brute force over the codec's bound.
+      uint32_t best = 0;
+      for (uint32_t k = 1; k < d; ++k) {
+        if (topk->encodedBytes(d, k) <= limit) best = k;
+      }
+      CHECK(m.envelope.push().level() == best);
+    }
+    r.send(out);
+    r.deliverAcks();
+  }
 }
