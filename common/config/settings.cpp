@@ -257,7 +257,7 @@ void readTuning(MapReader m, TuningSettings& s) {
   if (!(s.recompute_drift == 0.0 ||
         (s.recompute_drift > 1.0 && std::isfinite(s.recompute_drift)))) {
     m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
-                                  std::to_string(s.recompute_drift));
+                                  formatNumber(s.recompute_drift));
   }
   s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"auto", "coordinator", "paper"});
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
@@ -265,7 +265,7 @@ void readTuning(MapReader m, TuningSettings& s) {
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
   // A packet that costs nothing would make every level past the first free: the packet cost
   // model refuses it, so it is refused here, at its line.
-  s.c_packet = m.inRange("c_packet", m.get<double>("c_packet", s.c_packet), 1e-12, kInf);
+  s.c_packet = m.inRangeAbove("c_packet", m.get<double>("c_packet", s.c_packet), 0.0, kInf);
   m.done();
 }
 
@@ -287,8 +287,8 @@ void readLink(MapReader m, LinkSettings& s) {
   s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
-  s.probe_link_share = m.inRange("probe_link_share",
-                                 m.get<double>("probe_link_share", s.probe_link_share), 1e-6, 1.0);
+  s.probe_link_share = m.inRangeAbove(
+      "probe_link_share", m.get<double>("probe_link_share", s.probe_link_share), 0.0, 1.0);
   s.measure = m.get<bool>("measure", s.measure);
   s.alternate_rounds = m.inRange<uint32_t>(
       "alternate_rounds", m.get<uint32_t>("alternate_rounds", s.alternate_rounds), 0, 1000000);
