@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
   int shard_index = -1;
   app.add_option("--config", config_file, "YAML configuration file");
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
-  app.add_option("--name", name, "worker name (overrides 'name')");
+  auto* name_option = app.add_option("--name", name, "worker name (overrides 'name')");
   app.add_option("--shard-index", shard_index, "overrides data.shard.index");
   config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
@@ -289,7 +289,11 @@ int main(int argc, char** argv) {
         throw config::ConfigError("--coordinator " + why);
       s.coordinator = coordinator;
     }
-    if (!name.empty()) s.name = name;
+    if (*name_option) {
+      if (auto why = config::workerNameProblem(name); !why.empty())
+        throw config::ConfigError("--name " + why);
+      s.name = name;
+    }
     if (shard_index >= 0) {
       if (size_t(shard_index) >= s.shard_total) {
         std::cerr << "tern-worker: --shard-index must be below data.shard.total\n";

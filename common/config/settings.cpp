@@ -28,6 +28,15 @@ std::string endpointProblem(const std::string& v, bool bind) {
   return "";
 }
 
+std::string workerNameProblem(const std::string& name) {
+  if (name.empty()) return "must not be empty: it is the worker's identity at the coordinator";
+  if (name.size() > kMaxWorkerNameBytes) {
+    return "must be at most " + std::to_string(kMaxWorkerNameBytes) + " bytes, got " +
+           std::to_string(name.size());
+  }
+  return "";
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -297,6 +306,8 @@ void readLink(MapReader m, LinkSettings& s) {
 
 void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   s.name = m.get<std::string>("name", s.name);
+  // The coordinator refuses every join under such a name: the worker would retry for ever.
+  if (std::string why = workerNameProblem(s.name); !why.empty()) m.fail("name", "'name' " + why);
   s.coordinator = m.get<std::string>("coordinator", s.coordinator);
   if (m.has("coordinator")) checkEndpoint(m, "coordinator", s.coordinator, false);
   if (with_data) {

@@ -27,6 +27,10 @@ struct HttpSettings {
 // The most local SGD steps a round may ask of a worker (configuration and wire alike).
 inline constexpr uint32_t kMaxLocalSteps = 10000;
 
+// The longest worker name (bytes) the coordinator admits in a join, and so the longest a worker's
+// configuration may give.
+inline constexpr size_t kMaxWorkerNameBytes = 256;
+
 struct TrainingSettings {
   uint32_t batch_size = 64;
   uint32_t local_steps = 1;  // >1: the worker sends the delta of local SGD steps as its gradient
@@ -159,6 +163,10 @@ struct SimSettings {
 CoordinatorSettings loadCoordinatorSettings(const std::string& file);
 WorkerSettings loadWorkerSettings(const std::string& file);
 SimSettings loadSimSettings(const std::string& file);
+
+// "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes); else
+// why it cannot ("must not be empty", ...).
+std::string workerNameProblem(const std::string& name);
 
 // "" when `endpoint` is a ZeroMQ endpoint a daemon can bind (bind = true) or connect to:
 // tcp://HOST:PORT (HOST * and PORT 0 or * to bind only) or ipc://PATH; else why it is not.

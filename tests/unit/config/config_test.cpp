@@ -95,6 +95,18 @@ TEST_CASE("a worker's shard index must be below the shard total") {
   CHECK(msg.find("'index' must be in [0, 3]") != std::string::npos);
 }
 
+TEST_CASE("a worker name the coordinator would refuse at every join is refused at its line") {
+  const std::string data = "data: {format: synthetic, rows: 10, features: 3}\nsecurity: none\n";
+  auto empty = writeTemp("name-empty.yaml", data + "name: \"\"\n");
+  CHECK(errorOf([&] { loadWorkerSettings(empty); }) ==
+        empty + ":3:7: 'name' must not be empty: it is the worker's identity at the coordinator");
+  auto long_name = writeTemp("name-long.yaml", data + "name: " + std::string(257, 'n') + "\n");
+  CHECK(errorOf([&] { loadWorkerSettings(long_name); }) ==
+        long_name + ":3:7: 'name' must be at most 256 bytes, got 257");
+  auto longest = writeTemp("name-256.yaml", data + "name: " + std::string(256, 'n') + "\n");
+  CHECK(loadWorkerSettings(longest).name.size() == 256);
+}
+
 TEST_CASE("a complete worker configuration is read into the struct") {
   auto f = writeTemp("worker.yaml",
                      "name: pi-7\ncoordinator: tcp://10.0.0.1:5555\ndata:\n  format: synthetic\n"
