@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/config/command_line.hpp"
+#include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_cli.hpp"
@@ -272,7 +273,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "YAML configuration file");
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
   auto* name_option = app.add_option("--name", name, "worker name (overrides 'name')");
-  app.add_option("--shard-index", shard_index, "overrides data.shard.index");
+  app.add_option("--shard-index", shard_index, "overrides data.shard.index")
+      ->check(CLI::Range(0, int(config::kMaxWorkers) - 1));
   config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
   telemetry::addKeygenCommand(app, keygen);

@@ -195,10 +195,10 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.bind = m.get<std::string>("bind", s.bind);
   if (m.has("bind")) checkEndpoint(m, "bind", s.bind, true);
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
-  s.min_workers =
-      m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers), 1, 100000);
+  s.min_workers = m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers),
+                                      1, kMaxWorkers);
   s.max_rounds =
-      m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, 1ull << 40);
+      m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, kMaxRounds);
   s.target_accuracy =
       m.inRange("target_accuracy", m.get<double>("target_accuracy", s.target_accuracy), 0.0, 1.0);
   s.round_deadline_seconds =
@@ -315,7 +315,7 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
     readDataSource(d, s.data, ml::DataSource::Split::kTrain);
     MapReader shard = d.child("shard");
     s.shard_total =
-        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, 100000);
+        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, kMaxWorkers);
     s.shard_index = shard.inRange<size_t>("index", shard.get<size_t>("index", s.shard_index), 0,
                                           s.shard_total - 1);
     shard.done();
@@ -420,7 +420,7 @@ WorkerSettings loadWorkerSettings(const std::string& file) {
 SimSettings loadSimSettings(const std::string& file) {
   MapReader m(loadYamlFile(file), file);
   SimSettings s;
-  s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, 100000);
+  s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, kMaxWorkers);
   MapReader c = m.child("coordinator");
   // Keys only a daemon uses would be read and silently ignored: refused at their line instead.
   for (const std::string key :

@@ -27,6 +27,11 @@ struct HttpSettings {
 // The most local SGD steps a round may ask of a worker (configuration and wire alike).
 inline constexpr uint32_t kMaxLocalSteps = 10000;
 
+// Ranges a configuration key and the flag that overrides it share: the most workers (min_workers,
+// data.shard.total and tern-sim's workers) and the most rounds (max_rounds).
+inline constexpr uint32_t kMaxWorkers = 100000;
+inline constexpr uint64_t kMaxRounds = uint64_t{1} << 40;
+
 // The longest worker name (bytes) the coordinator admits in a join, and so the longest a worker's
 // configuration may give.
 inline constexpr size_t kMaxWorkerNameBytes = 256;

@@ -26,4 +26,18 @@ refused name.out "$WORK/name.yaml:$line:7: 'name' must not be empty" "an empty w
 refused name_flag.out "--name must be at most 256 bytes, got 300" "a 300-byte --name" \
   "$BIN/tern-worker" --config "$WORK/w.yaml" --name "$(printf 'n%.0s' $(seq 300))"
 
+# A flag that overrides a key takes the key's range; 0 is refused, not read as "not given".
+for args in "--min-workers 4000000000" "--min-workers 0" "--max-rounds 0"; do
+  # shellcheck disable=SC2086
+  refused flag.out "${args%% *}: Value ${args##* } not in range 1 to " "tern-coordinator $args" \
+    "$BIN/tern-coordinator" --config "$WORK/c.yaml" $args
+done
+refused shard.out "--shard-index: Value -3 not in range 0 to 99999" "--shard-index -3" \
+  "$BIN/tern-worker" --config "$WORK/w.yaml" --shard-index -3
+for args in "--workers 0" "--max-rounds 0"; do
+  # shellcheck disable=SC2086
+  refused sim.out "${args%% *}: Value 0 not in range 1 to " "tern-sim $args" \
+    "$BIN/tern-sim" --config "$SRC/deploy/config/sim-quick.yaml" $args
+done
+
 echo "PASS: settings that cannot work exit 2 at once, naming the key or flag"
