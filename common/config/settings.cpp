@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
@@ -51,10 +53,29 @@ void readLogging(MapReader m, LoggingSettings& s) {
   m.done();
 }
 
+// The keys each data format reads besides 'format' (ml::loadDataset); another would be ignored.
+const std::vector<std::string>& keysOfFormat(const std::string& format) {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"idx", {"images", "labels"}},
+      {"libsvm", {"path", "features"}},
+      {"csv", {"path", "label_column"}},
+      {"synthetic", {"rows", "features", "classes", "seed", "test_fraction"}},
+      {"synthetic_sparse", {"rows", "features", "nnz_per_row", "seed", "test_fraction"}}};
+  return keys.at(format);
+}
+
 void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split) {
   d.split = split;
   d.format = m.oneOf("format", m.get<std::string>("format", d.format),
                      {"idx", "libsvm", "csv", "synthetic", "synthetic_sparse"});
+  const std::vector<std::string>& used = keysOfFormat(d.format);
+  for (const std::string key : {"images", "labels", "path", "label_column", "features", "rows",
+                                "classes", "nnz_per_row", "seed", "test_fraction"}) {
+    if (!m.has(key) || std::find(used.begin(), used.end(), key) != used.end()) continue;
+    std::string reads;
+    for (const auto& k : used) reads += (reads.empty() ? "'" : ", '") + k + "'";
+    m.fail(key, "'" + key + "' is not read by format " + d.format + " (it reads " + reads + ")");
+  }
   d.images = m.get<std::string>("images", d.images);
   d.labels = m.get<std::string>("labels", d.labels);
   d.path = m.get<std::string>("path", d.path);
@@ -172,6 +193,16 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
+  if (s.method != "cost-aware") {
+    // Link-seconds budgets are cost-aware's: another method would ignore them.
+    for (const std::string key :
+         {"seconds_per_round", "deadline_seconds", "round_overhead_seconds", "whole_packets"}) {
+      if (m.has(key)) {
+        m.fail(key,
+               "'allocation." + key + "' is read by method cost-aware only, not by " + s.method);
+      }
+    }
+  }
   // Absent: the coordinator measures what its workers' pushes cost (the default until the
   // first pushes arrive); given: that price, and no fixed bytes per push.
   s.measure_push_bytes = !m.has("bytes_per_coordinate");
@@ -223,6 +254,11 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
     d.done();
   } else {
     s.test_data.format = "";
+  }
+  if (s.target_accuracy > 0.0 && s.test_data.format.empty()) {
+    m.fail("target_accuracy",
+           "'target_accuracy' is checked at evaluations of 'test_data', and there is none: set "
+           "'test_data' or leave 'target_accuracy' out");
   }
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   s.max_message_bytes =

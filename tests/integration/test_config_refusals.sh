@@ -26,6 +26,23 @@ refused name.out "$WORK/name.yaml:$line:7: 'name' must not be empty" "an empty w
 refused name_flag.out "--name must be at most 256 bytes, got 300" "a 300-byte --name" \
   "$BIN/tern-worker" --config "$WORK/w.yaml" --name "$(printf 'n%.0s' $(seq 300))"
 
+# A setting the daemon would silently ignore: a data key the format does not read, a link-seconds
+# budget under another allocation method, a target accuracy with nothing to evaluate it on.
+sed 's|^  format: idx|  format: idx\n  rows: 100|' "$WORK/w.yaml" > "$WORK/rows.yaml"
+line=$(grep -n '^  rows:' "$WORK/rows.yaml" | cut -d: -f1)
+refused rows.out "$WORK/rows.yaml:$line:9: 'rows' is not read by format idx" "rows on idx data" \
+  "$BIN/tern-worker" --config "$WORK/rows.yaml"
+sed 's|^allocation: .*|allocation: {method: uniform, mean_ratio: 0.05, seconds_per_round: 0.1}|' \
+  "$WORK/c.yaml" > "$WORK/alloc.yaml"
+line=$(grep -n '^allocation:' "$WORK/alloc.yaml" | cut -d: -f1)
+refused alloc.out \
+  "$WORK/alloc.yaml:$line:[0-9]*: 'allocation.seconds_per_round' is read by method cost-aware only" \
+  "seconds_per_round under uniform" "$BIN/tern-coordinator" --config "$WORK/alloc.yaml"
+printf 'security: none\nbind: tcp://127.0.0.1:0\nmodel: {features: 4}\ntarget_accuracy: 0.9\n' \
+  > "$WORK/target.yaml"
+refused target.out "$WORK/target.yaml:4:18: 'target_accuracy' is checked at evaluations of" \
+  "target_accuracy without test_data" "$BIN/tern-coordinator" --config "$WORK/target.yaml"
+
 # A flag that overrides a key takes the key's range; 0 is refused, not read as "not given".
 for args in "--min-workers 4000000000" "--min-workers 0" "--max-rounds 0"; do
   # shellcheck disable=SC2086

@@ -513,3 +513,79 @@ TEST_CASE("data wider than any model, or synthetic data past the generators' bud
         sparse_rows + ":3:9: synthetic_sparse data of 268435456 'rows' of 2 'nnz_per_row' is " +
             "more than 268435456 values (1 GiB of floats)");
 }
+
+TEST_CASE("a target accuracy without test data to reach it on is refused at its line") {
+  auto f = writeTemp("target.yaml", "security: none\nmodel: {features: 4}\ntarget_accuracy: 0.9\n");
+  CHECK(
+      errorOf([&] { loadCoordinatorSettings(f); }) ==
+      f + ":3:18: 'target_accuracy' is checked at evaluations of 'test_data', and there is none: " +
+          "set 'test_data' or leave 'target_accuracy' out");
+  auto off = writeTemp("target-off.yaml", "security: none\ntarget_accuracy: 0\n");
+  CHECK(loadCoordinatorSettings(off).target_accuracy == 0.0);
+  auto tested =
+      writeTemp("target-test.yaml",
+                "security: none\ntarget_accuracy: 0.9\ntest_data: {format: synthetic, rows: 10, "
+                "features: 4}\n");
+  CHECK(loadCoordinatorSettings(tested).target_accuracy == doctest::Approx(0.9));
+  auto sim = writeTemp("target-sim.yaml",
+                       "train_data: {format: synthetic, rows: 10, features: 3}\n"
+                       "coordinator:\n  target_accuracy: 0.5\n");
+  CHECK(errorOf([&] { loadSimSettings(sim); }).rfind(sim + ":3:20: 'target_accuracy' is", 0) == 0);
+}
+
+TEST_CASE("link-seconds allocation keys under a method other than cost-aware are refused") {
+  for (const std::string key : {"seconds_per_round: 0.06", "deadline_seconds: 1",
+                                "round_overhead_seconds: 0.3", "whole_packets: false"}) {
+    CAPTURE(key);
+    auto f = writeTemp("alloc-method.yaml",
+                       "security: none\nallocation:\n  method: dagc-r\n  " + key + "\n");
+    CHECK(errorOf([&] { loadCoordinatorSettings(f); }) ==
+          f + ":4:" + std::to_string(key.find(':') + 5) + ": 'allocation." +
+              key.substr(0, key.find(':')) + "' is read by method cost-aware only, not by dagc-r");
+    auto ok = writeTemp("alloc-cost-aware.yaml",
+                        "security: none\nallocation:\n  method: cost-aware\n  " + key + "\n");
+    CHECK_NOTHROW(loadCoordinatorSettings(ok));
+  }
+  // The method's default is uniform.
+  auto f = writeTemp("alloc-default.yaml", "security: none\nallocation: {deadline_seconds: 2}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(f); }).find("not by uniform") != std::string::npos);
+}
+
+TEST_CASE("a data-source key the chosen format does not read is refused at its line") {
+  struct Case {
+    std::string data, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{format: idx, images: i.gz, labels: l.gz, rows: 100}",
+            ":1:55: 'rows' is not read by format idx (it reads 'images', 'labels')"},
+           {"{format: idx, images: i.gz, labels: l.gz, path: d.csv}",
+            ":1:55: 'path' is not read by format idx"},
+           {"{format: idx, images: i.gz, labels: l.gz, features: 784}",
+            ":1:59: 'features' is not read by format idx"},
+           {"{format: idx, images: i.gz, labels: l.gz, test_fraction: 0.1}",
+            ":1:64: 'test_fraction' is not read by format idx"},
+           {"{format: csv, path: d.csv, features: 3}",
+            ":1:44: 'features' is not read by format csv (it reads 'path', 'label_column')"},
+           {"{format: libsvm, path: d.svm, seed: 3}", ":1:43: 'seed' is not read by format libsvm"},
+           {"{format: synthetic, rows: 10, features: 3, images: i.gz}",
+            ":1:58: 'images' is not read by format synthetic"},
+           {"{format: synthetic, rows: 10, features: 3, nnz_per_row: 2}",
+            ":1:63: 'nnz_per_row' is not read by format synthetic"},
+           {"{format: synthetic_sparse, rows: 10, features: 30, classes: 4}",
+            ":1:67: 'classes' is not read by format synthetic_sparse"},
+       }) {
+    CAPTURE(c.data);
+    auto f = writeTemp("format-keys.yaml", "data: " + c.data + "\nsecurity: none\n");
+    const std::string error = errorOf([&] { loadWorkerSettings(f); });
+    CHECK(error.substr(0, f.size() + c.error.size()) == f + c.error);
+  }
+  auto ok = writeTemp("format-keys-ok.yaml",
+                      "data: {format: libsvm, path: d.svm, features: 9}\nsecurity: none\n");
+  CHECK(loadWorkerSettings(ok).data.features == 9);
+}
+
+TEST_CASE("the shipped docker configurations parse") {
+  const std::string root = TERN_SOURCE_DIR;
+  CHECK_NOTHROW(loadCoordinatorSettings(root + "/deploy/docker/coordinator.yaml"));
+  CHECK_NOTHROW(loadWorkerSettings(root + "/deploy/docker/worker.yaml"));
+}
