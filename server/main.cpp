@@ -422,6 +422,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto s = config::loadCoordinatorSettings(config_file);
+    config::requireModelFeatures(s);
     if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;
     if (!bind.empty()) {
       if (auto why = config::endpointProblem(bind, true); !why.empty())

@@ -9,6 +9,7 @@
 
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
+#include "common/util/bind_address.hpp"
 
 namespace tern::config {
 
@@ -37,6 +38,14 @@ std::string workerNameProblem(const std::string& name) {
            std::to_string(name.size());
   }
   return "";
+}
+
+std::string httpBindProblem(const std::string& address) {
+  BindAddress parsed;
+  const std::string why = bindAddressProblem(address, parsed);
+  if (why.empty()) return "";
+  return "must be HOST:PORT, [IPV6]:PORT or :PORT (PORT 0 for any free port), got '" + address +
+         "': " + why;
 }
 
 namespace {
@@ -244,7 +253,11 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
                 m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
   s.eval_every =
       m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
-  readModel(m.child("model"), s.model);
+  MapReader model = m.child("model");
+  s.model_features_at = model.has("features") ? model.at("features")
+                        : m.has("model")      ? m.at("model")
+                                              : m.file() + ":1:1";
+  readModel(model, s.model);
   readOptimizer(m.child("optimizer"), s.optimizer);
   readTraining(m.child("training"), s.training);
   readAllocation(m.child("allocation"), s.allocation);
@@ -410,9 +423,7 @@ void readHttp(MapReader& parent, HttpSettings& s) {
   if (!parent.has("http")) return;
   MapReader m = parent.child("http");
   s.bind = m.require<std::string>("bind");
-  if (s.bind.empty() || s.bind.rfind(':') == std::string::npos) {
-    m.fail("bind", "'http.bind' must be HOST:PORT, got '" + s.bind + "'");
-  }
+  if (std::string why = httpBindProblem(s.bind); !why.empty()) m.fail("bind", "'http.bind' " + why);
   s.url_file = m.get<std::string>("url_file", s.url_file);
   s.stale_after_seconds =
       m.inRange("stale_after_seconds", m.get<double>("stale_after_seconds", s.stale_after_seconds),
@@ -440,6 +451,13 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
   m.done();
   requireSecurity(m);
   return s;
+}
+
+void requireModelFeatures(const CoordinatorSettings& s) {
+  if (s.model.features > 0 || !s.test_data.format.empty()) return;
+  throw ConfigError(s.model_features_at +
+                    ": 'model.features' must be set (> 0): there is no 'test_data' to take the "
+                    "model's input width from");
 }
 
 WorkerSettings loadWorkerSettings(const std::string& file) {

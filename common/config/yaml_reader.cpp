@@ -138,6 +138,8 @@ std::string MapReader::oneOf(const std::string& key, const std::string& value,
 YAML::Node loadYamlFile(const std::string& file) {
   if (!std::filesystem::exists(file))
     throw ConfigError(file + ":1:1: configuration file not found");
+  if (std::error_code ec; std::filesystem::is_directory(file, ec))
+    throw ConfigError(file + ":1:1: is a directory, not a configuration file");
   if (std::ifstream probe(file); !probe) {
     throw ConfigError(file + ":1:1: cannot read the configuration file: " + std::strerror(errno));
   }
@@ -150,6 +152,8 @@ YAML::Node loadYamlFile(const std::string& file) {
                       std::to_string(e.mark.column + 1) + ": " + e.msg);
   } catch (const YAML::Exception& e) {
     throw ConfigError(file + ":1:1: " + e.what());
+  } catch (const std::exception& e) {
+    throw ConfigError(file + ":1:1: cannot read the configuration file: " + e.what());
   }
 }
 

@@ -43,6 +43,24 @@ printf 'security: none\nbind: tcp://127.0.0.1:0\nmodel: {features: 4}\ntarget_ac
 refused target.out "$WORK/target.yaml:4:18: 'target_accuracy' is checked at evaluations of" \
   "target_accuracy without test_data" "$BIN/tern-coordinator" --config "$WORK/target.yaml"
 
+# Found before any data loads, at the key, rather than with exit status 1 once the data is in: an
+# HTTP port past 65535 (YAML or --http), a model with no width, a directory as the configuration.
+printf 'http: {bind: "127.0.0.1:99999"}\n' >> "$WORK/c.yaml"
+line=$(grep -n '^http:' "$WORK/c.yaml" | cut -d: -f1)
+refused http.out "$WORK/c.yaml:$line:14: 'http.bind' must be HOST:PORT" "http port 99999" \
+  "$BIN/tern-coordinator" --config "$WORK/c.yaml"
+sed -i '/^http:/d' "$WORK/c.yaml"
+refused http_flag.out "--http must be HOST:PORT.*nonsense" "--http nonsense" \
+  "$BIN/tern-coordinator" --config "$WORK/c.yaml" --http nonsense
+refused http_worker.out "--http must be HOST:PORT.*port must be 0..65535" "worker --http :70000" \
+  "$BIN/tern-worker" --config "$WORK/w.yaml" --http :70000
+sed -e '/^test_data:/,/^  labels:/d' "$WORK/c.yaml" > "$WORK/width.yaml"
+line=$(grep -n '^model:' "$WORK/width.yaml" | cut -d: -f1)
+refused width.out "$WORK/width.yaml:$line:8: 'model.features' must be set" "no model width" \
+  "$BIN/tern-coordinator" --config "$WORK/width.yaml"
+refused dir.out "$WORK:1:1: is a directory" "a directory as --config" \
+  "$BIN/tern-coordinator" --config "$WORK"
+
 # A flag that overrides a key takes the key's range; 0 is refused, not read as "not given".
 for args in "--min-workers 4000000000" "--min-workers 0" "--max-rounds 0"; do
   # shellcheck disable=SC2086

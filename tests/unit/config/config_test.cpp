@@ -589,3 +589,45 @@ TEST_CASE("the shipped docker configurations parse") {
   CHECK_NOTHROW(loadCoordinatorSettings(root + "/deploy/docker/coordinator.yaml"));
   CHECK_NOTHROW(loadWorkerSettings(root + "/deploy/docker/worker.yaml"));
 }
+
+TEST_CASE("an HTTP endpoint is checked where it is written: HOST:PORT with a port up to 65535") {
+  CHECK(httpBindProblem("127.0.0.1:0").empty());
+  CHECK(httpBindProblem(":9464").empty());
+  CHECK(httpBindProblem("[::1]:65535").empty());
+  CHECK(httpBindProblem("127.0.0.1:99999") ==
+        "must be HOST:PORT, [IPV6]:PORT or :PORT (PORT 0 for any free port), got "
+        "'127.0.0.1:99999': port must be 0..65535");
+  CHECK(httpBindProblem("nonsense").find("expected HOST:PORT") != std::string::npos);
+  CHECK_FALSE(httpBindProblem("host:").empty());
+  CHECK_FALSE(httpBindProblem("::1:80").empty());
+  auto f = writeTemp("http-port.yaml", "security: none\nhttp: {bind: \"127.0.0.1:99999\"}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(f); }) ==
+        f + ":2:14: 'http.bind' " + httpBindProblem("127.0.0.1:99999"));
+}
+
+TEST_CASE("a coordinator without test data needs model.features, said where the model is") {
+  auto none = writeTemp("features-none.yaml", "security: none\n");
+  CHECK(errorOf([&] { requireModelFeatures(loadCoordinatorSettings(none)); }) ==
+        none + ":1:1: 'model.features' must be set (> 0): there is no 'test_data' to take the " +
+            "model's input width from");
+  auto section = writeTemp("features-section.yaml", "security: none\nmodel:\n  kind: softmax\n");
+  CHECK(errorOf([&] {
+          requireModelFeatures(loadCoordinatorSettings(section));
+        }).rfind(section + ":3:3: 'model.features' must be set", 0) == 0);
+  auto zero = writeTemp("features-zero.yaml", "security: none\nmodel: {features: 0}\n");
+  CHECK(errorOf([&] {
+          requireModelFeatures(loadCoordinatorSettings(zero));
+        }).rfind(zero + ":2:19: 'model.features' must be set", 0) == 0);
+  auto given = writeTemp("features-given.yaml", "security: none\nmodel: {features: 4}\n");
+  CHECK_NOTHROW(requireModelFeatures(loadCoordinatorSettings(given)));
+  auto tested =
+      writeTemp("features-test.yaml",
+                "security: none\ntest_data: {format: synthetic, rows: 10, features: 4}\n");
+  CHECK_NOTHROW(requireModelFeatures(loadCoordinatorSettings(tested)));
+}
+
+TEST_CASE("a directory given as the configuration file is said to be one") {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK(errorOf([&] { loadCoordinatorSettings(dir); }) ==
+        dir + ":1:1: is a directory, not a configuration file");
+}
