@@ -170,7 +170,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                    "join with " + std::to_string(join.sample_count()) + " samples (1 to " +
                        std::to_string(kMaxSamplesPerWorker) + ")")};
   }
-  if (join.worker_name().empty() || join.worker_name().size() > 256) {
+  if (join.worker_name().empty() || join.worker_name().size() > config::kMaxWorkerNameBytes) {
     return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name empty or too long")};
   }
   // The welcome carries the whole model in one frame: a worker whose socket would drop it says

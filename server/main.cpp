@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/config/command_line.hpp"
+#include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_cli.hpp"
@@ -392,8 +393,11 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-csv", metrics_csv, "write one CSV row per round here");
   app.add_option("--bind", bind, "endpoint to bind (overrides 'bind')");
   app.add_option("--endpoint-file", endpoint_file, "write the bound endpoint here");
-  app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'");
-  app.add_option("--min-workers", min_workers, "overrides 'min_workers'");
+  // The YAML keys' ranges: a value outside them is a bad command line (exit 2), not ignored.
+  app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'")
+      ->check(CLI::Range(uint64_t{1}, config::kMaxRounds));
+  app.add_option("--min-workers", min_workers, "overrides 'min_workers'")
+      ->check(CLI::Range(uint32_t{1}, config::kMaxWorkers));
   config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
   auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
@@ -419,6 +423,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto s = config::loadCoordinatorSettings(config_file);
+    config::requireModelFeatures(s);
     if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;
     if (!bind.empty()) {
       if (auto why = config::endpointProblem(bind, true); !why.empty())

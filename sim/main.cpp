@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "common/config/command_line.hpp"
+#include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "server/metrics_csv.hpp"
 #include "sim/simulator.hpp"
@@ -19,8 +20,10 @@ int main(int argc, char** argv) {
   uint32_t workers = 0;
   app.add_option("--config", config_file, "YAML configuration file")->required();
   app.add_option("--metrics-csv", metrics_csv, "write one CSV row per round here");
-  app.add_option("--max-rounds", max_rounds, "overrides coordinator.max_rounds");
-  app.add_option("--workers", workers, "overrides 'workers'");
+  app.add_option("--max-rounds", max_rounds, "overrides coordinator.max_rounds")
+      ->check(CLI::Range(uint64_t{1}, config::kMaxRounds));
+  app.add_option("--workers", workers, "overrides 'workers'")
+      ->check(CLI::Range(uint32_t{1}, config::kMaxWorkers));
   config::addLogLevelOption(app, log_level);
   if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
   try {

@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <random>
 
 #include "common/config/command_line.hpp"
+#include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/telemetry/daemon_cli.hpp"
@@ -23,6 +25,10 @@
 using namespace tern;
 
 namespace {
+
+// How long a worker stopped while its join is unanswered waits for the welcome, so that it can
+// leave rather than be admitted and then waited for until the coordinator's patience runs out.
+constexpr double kWelcomeGraceSeconds = 3.0;
 
 // What /status, /metrics and systemd's STATUS= show: this worker's own counters and link fit.
 telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker::WorkerCore& core,
@@ -119,6 +125,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   double retry_delay = 0.5;
   double retry_at = -1.0;
   bool reconnected = false;
+  bool handshake_done = false;  // on the current connection: what is queued on it can go out
   uint64_t malformed = 0;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
                                  workerStatus(s, core, malformed, 0, 0, 0.0, "starting"));
@@ -148,6 +155,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     for (const auto& e : handshakes.drain()) {
       using Kind = transport::HandshakeEvent::Kind;
       if (e.kind == Kind::succeeded) {
+        handshake_done = true;
         if (auth_refused + handshake_failed > 0) {
           spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
         }
@@ -197,7 +205,29 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     }
     return result.get();
   };
-  dispatch(core.start());
+  // What the channel holds, bounded, so that a stream of messages cannot hold back heartbeats and
+  // the watchdog.
+  auto receive = [&](const std::function<void(const Message&, size_t)>& take) {
+    size_t taken = 0;
+    while (taken++ < transport::kMaxMessagesPerTurn) {
+      auto frames = channel.receive();
+      if (!frames) break;
+      auto parsed = transport::parseFrames(*frames);
+      if (!parsed.message) {
+        ++malformed;
+        spdlog::warn("malformed message from the coordinator ({} so far): {}", malformed,
+                     parsed.error);
+        continue;
+      }
+      take(*parsed.message, frames->bytes);
+    }
+  };
+  // A stop while the data loaded: a join now would admit a worker that is already leaving.
+  if (!stopRequested()) {
+    dispatch(core.start());
+  } else {
+    spdlog::info("stopped while loading the data: not joining");
+  }
   tel.ready("connecting to " + s.coordinator);
   while (!core.finished() && !stopRequested()) {
     double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
@@ -208,29 +238,16 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       retry_at = -1.0;
       channel.reconnect();
       reconnected = true;
+      handshake_done = false;
     }
-    if (readable) {
-      // Bounded, so that a stream of messages cannot hold back heartbeats and the watchdog.
-      size_t taken = 0;
-      while (taken++ < transport::kMaxMessagesPerTurn) {
-        auto frames = channel.receive();
-        if (!frames) break;
-        auto parsed = transport::parseFrames(*frames);
-        if (!parsed.message) {
-          ++malformed;
-          spdlog::warn("malformed message from the coordinator ({} so far): {}", malformed,
-                       parsed.error);
-          continue;
-        }
-        dispatch(handle(*parsed.message, frames->bytes));
-      }
-    }
+    if (readable) receive([&](const Message& m, size_t bytes) { dispatch(handle(m, bytes)); });
     const uint64_t rejoins_before = core.stats().rejoins;
     auto ticked = core.onTick();
     if (core.stats().rejoins != rejoins_before && !core.joined()) {
       // A re-join on silence: the connection may be dead without the socket knowing, and what
       // queued on it (earlier joins, pushes) is stale. A new connection carries the join.
       channel.reconnect();
+      handshake_done = false;
     }
     dispatch(std::move(ticked));
     tel.tick();
@@ -238,14 +255,26 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       publish(core.joined() ? "running" : "joining");
     }
   }
-  if (!core.finished() && core.joined()) {
-    Message leave;
-    leave.envelope = makeEnvelope();
-    leave.envelope.mutable_leave()->set_worker_id(core.id());
-    leave.envelope.mutable_leave()->set_session(core.session());
-    leave.envelope.mutable_leave()->set_reason("stopped by signal");
-    dispatch({leave});
+  // Handshakes since the loop last looked, whatever else they say.
+  for (const auto& e : handshakes.drain()) {
+    handshake_done = handshake_done || e.kind == transport::HandshakeEvent::Kind::succeeded;
   }
+  if (core.awaitingWelcome() && handshake_done) {
+    // A join went out and its welcome may be on the way: the coordinator admits this worker
+    // with it, and then must hear that it left. Only the welcome is taken meanwhile.
+    const double give_up = steadySeconds() + kWelcomeGraceSeconds;
+    while (core.awaitingWelcome() && steadySeconds() < give_up) {
+      if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
+      receive([&](const Message& m, size_t bytes) {
+        if (m.envelope.has_welcome()) core.onMessage(m, bytes);
+      });
+    }
+  }
+  if (!core.joined()) {
+    // A join still queued on a connection being made must not go out after this worker is gone.
+    channel.socket().set(zmq::sockopt::linger, 0);
+  }
+  dispatch(core.stop("stopped by signal"));
   publish(core.finished() ? "finished" : "stopped");
   tel.stopping("stopping");
   auto fit = core.link().fit();
@@ -271,8 +300,9 @@ int main(int argc, char** argv) {
   int shard_index = -1;
   app.add_option("--config", config_file, "YAML configuration file");
   app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
-  app.add_option("--name", name, "worker name (overrides 'name')");
-  app.add_option("--shard-index", shard_index, "overrides data.shard.index");
+  auto* name_option = app.add_option("--name", name, "worker name (overrides 'name')");
+  app.add_option("--shard-index", shard_index, "overrides data.shard.index")
+      ->check(CLI::Range(0, int(config::kMaxWorkers) - 1));
   config::addLogLevelOption(app, log_level);
   telemetry::addHttpFlags(app, http_flags);
   telemetry::addKeygenCommand(app, keygen);
@@ -289,7 +319,11 @@ int main(int argc, char** argv) {
         throw config::ConfigError("--coordinator " + why);
       s.coordinator = coordinator;
     }
-    if (!name.empty()) s.name = name;
+    if (*name_option) {
+      if (auto why = config::workerNameProblem(name); !why.empty())
+        throw config::ConfigError("--name " + why);
+      s.name = name;
+    }
     if (shard_index >= 0) {
       if (size_t(shard_index) >= s.shard_total) {
         std::cerr << "tern-worker: --shard-index must be below data.shard.total\n";

@@ -67,6 +67,17 @@ Message WorkerCore::sendable(Message m) {
 
 std::vector<Message> WorkerCore::start() { return join(); }
 
+std::vector<Message> WorkerCore::stop(const std::string& reason) {
+  if (!joined_ || finished_) return {};
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* leave = m.envelope.mutable_leave();
+  leave->set_worker_id(id_);
+  leave->set_session(session_);
+  leave->set_reason(reason);
+  return {sendable(std::move(m))};
+}
+
 bool WorkerCore::errorFeedbackOn() const {
   if (!settings_.error_feedback_auto) return settings_.error_feedback;
   const auto& n = settings_.compressor.name;

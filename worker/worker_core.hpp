@@ -67,6 +67,13 @@ class WorkerCore {
   // Why this worker gave up (its shard cannot train the coordinator's model), or "".
   const std::string& fatalError() const { return fatal_; }
   bool joined() const { return joined_; }
+  // A join has gone out and no welcome has answered it yet: the coordinator may be admitting this
+  // worker (a stopping daemon waits a little for the welcome, so that it can leave).
+  bool awaitingWelcome() const { return !joined_ && !finished_ && join_sent_ >= 0.0; }
+  // What this worker sends when it stops: a Leave while it is joined, so that the coordinator
+  // re-plans at once instead of waiting out its patience; nothing before a welcome or after the
+  // finish.
+  std::vector<Message> stop(const std::string& reason);
   uint32_t id() const { return id_; }
   // The coordinator's cap on T as last said (0 before the first Welcome).
   uint32_t cap() const { return cap_; }

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
+#include "common/util/bind_address.hpp"
 
 namespace tern::config {
 
@@ -28,6 +31,23 @@ std::string endpointProblem(const std::string& v, bool bind) {
   return "";
 }
 
+std::string workerNameProblem(const std::string& name) {
+  if (name.empty()) return "must not be empty: it is the worker's identity at the coordinator";
+  if (name.size() > kMaxWorkerNameBytes) {
+    return "must be at most " + std::to_string(kMaxWorkerNameBytes) + " bytes, got " +
+           std::to_string(name.size());
+  }
+  return "";
+}
+
+std::string httpBindProblem(const std::string& address) {
+  BindAddress parsed;
+  const std::string why = bindAddressProblem(address, parsed);
+  if (why.empty()) return "";
+  return "must be HOST:PORT, [IPV6]:PORT or :PORT (PORT 0 for any free port), got '" + address +
+         "': " + why;
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -42,10 +62,29 @@ void readLogging(MapReader m, LoggingSettings& s) {
   m.done();
 }
 
+// The keys each data format reads besides 'format' (ml::loadDataset); another would be ignored.
+const std::vector<std::string>& keysOfFormat(const std::string& format) {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"idx", {"images", "labels"}},
+      {"libsvm", {"path", "features"}},
+      {"csv", {"path", "label_column"}},
+      {"synthetic", {"rows", "features", "classes", "seed", "test_fraction"}},
+      {"synthetic_sparse", {"rows", "features", "nnz_per_row", "seed", "test_fraction"}}};
+  return keys.at(format);
+}
+
 void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split) {
   d.split = split;
   d.format = m.oneOf("format", m.get<std::string>("format", d.format),
                      {"idx", "libsvm", "csv", "synthetic", "synthetic_sparse"});
+  const std::vector<std::string>& used = keysOfFormat(d.format);
+  for (const std::string key : {"images", "labels", "path", "label_column", "features", "rows",
+                                "classes", "nnz_per_row", "seed", "test_fraction"}) {
+    if (!m.has(key) || std::find(used.begin(), used.end(), key) != used.end()) continue;
+    std::string reads;
+    for (const auto& k : used) reads += (reads.empty() ? "'" : ", '") + k + "'";
+    m.fail(key, "'" + key + "' is not read by format " + d.format + " (it reads " + reads + ")");
+  }
   d.images = m.get<std::string>("images", d.images);
   d.labels = m.get<std::string>("labels", d.labels);
   d.path = m.get<std::string>("path", d.path);
@@ -163,6 +202,16 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
+  if (s.method != "cost-aware") {
+    // Link-seconds budgets are cost-aware's: another method would ignore them.
+    for (const std::string key :
+         {"seconds_per_round", "deadline_seconds", "round_overhead_seconds", "whole_packets"}) {
+      if (m.has(key)) {
+        m.fail(key,
+               "'allocation." + key + "' is read by method cost-aware only, not by " + s.method);
+      }
+    }
+  }
   // Absent: the coordinator measures what its workers' pushes cost (the default until the
   // first pushes arrive); given: that price, and no fixed bytes per push.
   s.measure_push_bytes = !m.has("bytes_per_coordinate");
@@ -186,10 +235,10 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.bind = m.get<std::string>("bind", s.bind);
   if (m.has("bind")) checkEndpoint(m, "bind", s.bind, true);
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
-  s.min_workers =
-      m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers), 1, 100000);
+  s.min_workers = m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers),
+                                      1, kMaxWorkers);
   s.max_rounds =
-      m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, 1ull << 40);
+      m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, kMaxRounds);
   s.target_accuracy =
       m.inRange("target_accuracy", m.get<double>("target_accuracy", s.target_accuracy), 0.0, 1.0);
   s.round_deadline_seconds =
@@ -204,7 +253,11 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
                 m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
   s.eval_every =
       m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
-  readModel(m.child("model"), s.model);
+  MapReader model = m.child("model");
+  s.model_features_at = model.has("features") ? model.at("features")
+                        : m.has("model")      ? m.at("model")
+                                              : m.file() + ":1:1";
+  readModel(model, s.model);
   readOptimizer(m.child("optimizer"), s.optimizer);
   readTraining(m.child("training"), s.training);
   readAllocation(m.child("allocation"), s.allocation);
@@ -214,6 +267,11 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
     d.done();
   } else {
     s.test_data.format = "";
+  }
+  if (s.target_accuracy > 0.0 && s.test_data.format.empty()) {
+    m.fail("target_accuracy",
+           "'target_accuracy' is checked at evaluations of 'test_data', and there is none: set "
+           "'test_data' or leave 'target_accuracy' out");
   }
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   s.max_message_bytes =
@@ -257,7 +315,7 @@ void readTuning(MapReader m, TuningSettings& s) {
   if (!(s.recompute_drift == 0.0 ||
         (s.recompute_drift > 1.0 && std::isfinite(s.recompute_drift)))) {
     m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
-                                  std::to_string(s.recompute_drift));
+                                  formatNumber(s.recompute_drift));
   }
   s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"auto", "coordinator", "paper"});
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
@@ -265,7 +323,7 @@ void readTuning(MapReader m, TuningSettings& s) {
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
   // A packet that costs nothing would make every level past the first free: the packet cost
   // model refuses it, so it is refused here, at its line.
-  s.c_packet = m.inRange("c_packet", m.get<double>("c_packet", s.c_packet), 1e-12, kInf);
+  s.c_packet = m.inRangeAbove("c_packet", m.get<double>("c_packet", s.c_packet), 0.0, kInf);
   m.done();
 }
 
@@ -287,8 +345,8 @@ void readLink(MapReader m, LinkSettings& s) {
   s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
-  s.probe_link_share = m.inRange("probe_link_share",
-                                 m.get<double>("probe_link_share", s.probe_link_share), 1e-6, 1.0);
+  s.probe_link_share = m.inRangeAbove(
+      "probe_link_share", m.get<double>("probe_link_share", s.probe_link_share), 0.0, 1.0);
   s.measure = m.get<bool>("measure", s.measure);
   s.alternate_rounds = m.inRange<uint32_t>(
       "alternate_rounds", m.get<uint32_t>("alternate_rounds", s.alternate_rounds), 0, 1000000);
@@ -297,6 +355,8 @@ void readLink(MapReader m, LinkSettings& s) {
 
 void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   s.name = m.get<std::string>("name", s.name);
+  // The coordinator refuses every join under such a name: the worker would retry for ever.
+  if (std::string why = workerNameProblem(s.name); !why.empty()) m.fail("name", "'name' " + why);
   s.coordinator = m.get<std::string>("coordinator", s.coordinator);
   if (m.has("coordinator")) checkEndpoint(m, "coordinator", s.coordinator, false);
   if (with_data) {
@@ -304,7 +364,7 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
     readDataSource(d, s.data, ml::DataSource::Split::kTrain);
     MapReader shard = d.child("shard");
     s.shard_total =
-        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, 100000);
+        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, kMaxWorkers);
     s.shard_index = shard.inRange<size_t>("index", shard.get<size_t>("index", s.shard_index), 0,
                                           s.shard_total - 1);
     shard.done();
@@ -363,9 +423,7 @@ void readHttp(MapReader& parent, HttpSettings& s) {
   if (!parent.has("http")) return;
   MapReader m = parent.child("http");
   s.bind = m.require<std::string>("bind");
-  if (s.bind.empty() || s.bind.rfind(':') == std::string::npos) {
-    m.fail("bind", "'http.bind' must be HOST:PORT, got '" + s.bind + "'");
-  }
+  if (std::string why = httpBindProblem(s.bind); !why.empty()) m.fail("bind", "'http.bind' " + why);
   s.url_file = m.get<std::string>("url_file", s.url_file);
   s.stale_after_seconds =
       m.inRange("stale_after_seconds", m.get<double>("stale_after_seconds", s.stale_after_seconds),
@@ -395,6 +453,13 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
   return s;
 }
 
+void requireModelFeatures(const CoordinatorSettings& s) {
+  if (s.model.features > 0 || !s.test_data.format.empty()) return;
+  throw ConfigError(s.model_features_at +
+                    ": 'model.features' must be set (> 0): there is no 'test_data' to take the "
+                    "model's input width from");
+}
+
 WorkerSettings loadWorkerSettings(const std::string& file) {
   MapReader m(loadYamlFile(file), file);
   WorkerSettings s;
@@ -409,7 +474,7 @@ WorkerSettings loadWorkerSettings(const std::string& file) {
 SimSettings loadSimSettings(const std::string& file) {
   MapReader m(loadYamlFile(file), file);
   SimSettings s;
-  s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, 100000);
+  s.workers = m.inRange<uint32_t>("workers", m.get<uint32_t>("workers", s.workers), 1, kMaxWorkers);
   MapReader c = m.child("coordinator");
   // Keys only a daemon uses would be read and silently ignored: refused at their line instead.
   for (const std::string key :

@@ -27,6 +27,15 @@ struct HttpSettings {
 // The most local SGD steps a round may ask of a worker (configuration and wire alike).
 inline constexpr uint32_t kMaxLocalSteps = 10000;
 
+// Ranges a configuration key and the flag that overrides it share: the most workers (min_workers,
+// data.shard.total and tern-sim's workers) and the most rounds (max_rounds).
+inline constexpr uint32_t kMaxWorkers = 100000;
+inline constexpr uint64_t kMaxRounds = uint64_t{1} << 40;
+
+// The longest worker name (bytes) the coordinator admits in a join, and so the longest a worker's
+// configuration may give.
+inline constexpr size_t kMaxWorkerNameBytes = 256;
+
 struct TrainingSettings {
   uint32_t batch_size = 64;
   uint32_t local_steps = 1;  // >1: the worker sends the delta of local SGD steps as its gradient
@@ -76,6 +85,9 @@ struct CoordinatorSettings {
   double worker_patience_seconds = 10.0;
   uint64_t eval_every = 10;
   ml::ModelSpec model;
+  // "file:line:column" of model.features, else of the model section, else the file's start: where
+  // requireModelFeatures says that nothing gives the model its width.
+  std::string model_features_at;
   ml::OptimizerSpec optimizer;
   TrainingSettings training;
   AllocationSettings allocation;
@@ -157,8 +169,19 @@ struct SimSettings {
 };
 
 CoordinatorSettings loadCoordinatorSettings(const std::string& file);
+// Throws ConfigError at model_features_at when the coordinator daemon has no width for its model:
+// no model.features and no test_data to take it from. (The simulator takes it from train_data.)
+void requireModelFeatures(const CoordinatorSettings& s);
 WorkerSettings loadWorkerSettings(const std::string& file);
 SimSettings loadSimSettings(const std::string& file);
+
+// "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes); else
+// why it cannot ("must not be empty", ...).
+std::string workerNameProblem(const std::string& name);
+
+// "" when `address` is an HTTP endpoint a daemon can bind: HOST:PORT, [IPV6]:PORT or :PORT (every
+// IPv4 interface), PORT 0 for any free port; else why it is not.
+std::string httpBindProblem(const std::string& address);
 
 // "" when `endpoint` is a ZeroMQ endpoint a daemon can bind (bind = true) or connect to:
 // tcp://HOST:PORT (HOST * and PORT 0 or * to bind only) or ipc://PATH; else why it is not.

@@ -1,12 +1,24 @@
 #include "common/config/yaml_reader.hpp"
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 namespace tern::config {
+
+std::string formatNumber(double value) {
+  if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  char text[64];
+  const auto written = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, written.ptr);
+}
 
 MapReader::MapReader(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
@@ -126,6 +138,8 @@ std::string MapReader::oneOf(const std::string& key, const std::string& value,
 YAML::Node loadYamlFile(const std::string& file) {
   if (!std::filesystem::exists(file))
     throw ConfigError(file + ":1:1: configuration file not found");
+  if (std::error_code ec; std::filesystem::is_directory(file, ec))
+    throw ConfigError(file + ":1:1: is a directory, not a configuration file");
   if (std::ifstream probe(file); !probe) {
     throw ConfigError(file + ":1:1: cannot read the configuration file: " + std::strerror(errno));
   }
@@ -138,6 +152,8 @@ YAML::Node loadYamlFile(const std::string& file) {
                       std::to_string(e.mark.column + 1) + ": " + e.msg);
   } catch (const YAML::Exception& e) {
     throw ConfigError(file + ":1:1: " + e.what());
+  } catch (const std::exception& e) {
+    throw ConfigError(file + ":1:1: cannot read the configuration file: " + e.what());
   }
 }
 

@@ -19,6 +19,14 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A number as a message shows it: an integer without a fraction, any other value in the fewest
+// digits that read back as the same double (1e-12 stays 1e-12, 0.9999 stays 0.9999).
+std::string formatNumber(double value);
+template <typename T>
+std::string formatNumber(T value) requires std::is_integral_v<T> {
+  return std::to_string(value);
+}
+
 // A mapping node being read. Call done() after reading all keys: it rejects unknown keys.
 class MapReader {
  public:
@@ -43,21 +51,33 @@ class MapReader {
   // "file:line:column" of key's value, or "" when the key is absent.
   std::string at(const std::string& key) const;
 
-  // Range checks that name the key's position on failure.
+  // Range checks that name the key's position on failure: lo <= value <= hi, and for
+  // inRangeAbove lo < value <= hi. A floating-point value must be finite even where hi is not.
   template <typename T>
   T inRange(const std::string& key, T value, T lo, T hi) const {
-    bool in = value >= lo && value <= hi;  // NaN is in no range
-    if constexpr (std::is_floating_point_v<T>) in = in && std::isfinite(value);  // nor infinity
-    if (!in) {
-      fail(key, "'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                    "], got " + std::to_string(value));
-    }
-    return value;
+    return checkRange(key, value, lo, false, hi);
+  }
+  template <typename T>
+  T inRangeAbove(const std::string& key, T value, T lo, T hi) const {
+    return checkRange(key, value, lo, true, hi);
   }
   std::string oneOf(const std::string& key, const std::string& value,
                     const std::vector<std::string>& allowed) const;
 
  private:
+  template <typename T>
+  T checkRange(const std::string& key, T value, T lo, bool lo_open, T hi) const {
+    bool in = (lo_open ? value > lo : value >= lo) && value <= hi;  // NaN is in no range
+    if constexpr (std::is_floating_point_v<T>) in = in && std::isfinite(value);  // nor infinity
+    if (in) return value;
+    std::string wanted = lo_open ? "> " + formatNumber(lo) + " and <= " + formatNumber(hi)
+                                 : "in [" + formatNumber(lo) + ", " + formatNumber(hi) + "]";
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isinf(hi))
+        wanted = "a finite number " + std::string(lo_open ? "> " : ">= ") + formatNumber(lo);
+    }
+    fail(key, "'" + key + "' must be " + wanted + ", got " + formatNumber(value));
+  }
   std::string where(const YAML::Mark& mark) const;
   // Throws "has no value" at a key present without a value (for sections and lists).
   void refuseValueless(const std::string& key) const;

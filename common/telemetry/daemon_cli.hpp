@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/config/settings.hpp"
+#include "common/config/yaml_reader.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/transport/curve_keys.hpp"
 
@@ -25,8 +26,13 @@ inline void addHttpFlags(CLI::App& app, HttpFlags& flags) {
                  "write the endpoint's URL here (overrides http.url_file)");
 }
 
-// The endpoint: the configuration's http section, each flag given overriding its key.
+// The endpoint: the configuration's http section, each flag given overriding its key. An --http
+// that cannot be bound is a config::ConfigError.
 inline TelemetryOptions telemetryOptions(const config::HttpSettings& yaml, const HttpFlags& flags) {
+  if (!flags.bind.empty()) {
+    if (std::string why = config::httpBindProblem(flags.bind); !why.empty())
+      throw config::ConfigError("--http " + why);
+  }
   TelemetryOptions t;
   t.http_bind = flags.bind.empty() ? yaml.bind : flags.bind;
   t.http_url_file = flags.url_file.empty() ? yaml.url_file : flags.url_file;

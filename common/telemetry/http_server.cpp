@@ -20,37 +20,6 @@ namespace tern::telemetry {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-BindAddress parseBindAddress(const std::string& text) {
-  BindAddress out;
-  std::string port_text;
-  if (!text.empty() && text.front() == '[') {
-    size_t close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      throw std::invalid_argument("HTTP address '" + text + "': expected [IPV6]:PORT");
-    }
-    out.host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-  } else {
-    size_t colon = text.rfind(':');
-    if (colon == std::string::npos) {
-      throw std::invalid_argument("HTTP address '" + text + "': expected HOST:PORT");
-    }
-    out.host = text.substr(0, colon);
-    if (out.host.find(':') != std::string::npos) {
-      throw std::invalid_argument("HTTP address '" + text + "': put IPv6 hosts in brackets");
-    }
-    port_text = text.substr(colon + 1);
-  }
-  if (out.host.empty()) out.host = "0.0.0.0";
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port_text) > 65535) {
-    throw std::invalid_argument("HTTP address '" + text + "': port must be 0..65535");
-  }
-  out.port = uint16_t(std::stoul(port_text));
-  return out;
-}
-
 namespace {
 
 class Session : public std::enable_shared_from_this<Session> {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/telemetry/http_message.hpp"
+#include "common/util/bind_address.hpp"
 
 namespace tern::telemetry {
 
@@ -20,13 +21,8 @@ struct HttpServerOptions {
   size_t max_head_bytes = 8192;
 };
 
-// "HOST:PORT", "[V6]:PORT" or ":PORT" (all IPv4 interfaces). Port 0 = any free port.
-struct BindAddress {
-  std::string host;
-  uint16_t port = 0;
-};
-// Throws std::invalid_argument with a message naming the problem.
-BindAddress parseBindAddress(const std::string& text);
+using tern::BindAddress;
+using tern::parseBindAddress;
 
 class HttpServer {
  public:

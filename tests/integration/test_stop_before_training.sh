@@ -24,4 +24,36 @@ for delay in 0.2 3; do
   set +e; wait $WPID; rc=$?; set -e
   [ $rc -eq 0 ] || { cat "$WORK/w.err"; fail "worker stopped after ${delay}s exited with $rc"; }
 done
+
+# A worker stopped while its data loads does not join, so the coordinator never admits, and then
+# waits for, a worker that is already gone. The stop comes as soon as the worker can take it (its
+# SIGTERM handler is in place, the load under way); a million CSV rows take far longer to load.
+rm -f "$WORK/endpoint"
+start_coordinator
+seq 1000000 | awk 'BEGIN { print "a,b,c,d,e,f,g,h,y" } { print "0.5,1.25,2,3.5,4,5.75,6,7.125," $1 % 10 }' \
+  > "$WORK/big.csv"
+cat > "$WORK/load.yaml" <<YAML
+name: loading
+coordinator: $EP
+data: {format: csv, path: $WORK/big.csv}
+security: none
+YAML
+"$BIN/tern-worker" --config "$WORK/load.yaml" > "$WORK/load.out" 2>&1 &
+LPID=$!; PIDS+=($LPID)
+for _ in $(seq 1 1000); do
+  mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$LPID/status" 2> /dev/null || true)
+  [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && break  # bit 14: SIGTERM (15) is caught
+  sleep 0.01
+done
+kill -TERM $LPID
+set +e; wait $LPID; rc=$?; set -e
+[ $rc -eq 0 ] || { cat "$WORK/load.out"; fail "worker stopped while loading exited with $rc"; }
+sleep 1  # a join that went out would have reached the coordinator by now
+if grep -q "worker loading joined" "$WORK/coord.out"; then
+  cat "$WORK/load.out"; fail "the coordinator admitted a worker stopped while loading its data"
+fi
+grep -q "stopped while loading the data: not joining" "$WORK/load.out" ||
+  { cat "$WORK/load.out"; fail "the worker did not say it was stopped while loading"; }
+kill -TERM $CPID
+wait $CPID || fail "coordinator exited with $?"
 echo "PASS: stopped before training, exit 0, final line rounds=0"

@@ -357,3 +357,27 @@ TEST_CASE("a worker answers a burst of unknown-session errors from a restarted c
   now += ws.coordinator_patience_seconds + 0.1;
   CHECK(joins(worker.onMessage(refused, 10)) == 1);
 }
+
+TEST_CASE(
+    "a worker stopped with its join unanswered can leave once the welcome comes, not before") {
+  config::WorkerSettings ws;
+  ws.compressor.name = "topk";
+  auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
+  worker::WorkerCore worker(ws, shard, [] { return 0.0; });
+  CHECK_FALSE(worker.awaitingWelcome());
+  const auto join = worker.start();
+  CHECK(worker.awaitingWelcome());
+  // No Leave can name the worker before a welcome gives it an id and the session.
+  CHECK(worker.stop("stopped by signal").empty());
+
+  Cluster c;
+  Message welcome;
+  REQUIRE(welcomeIn(c.core->onMessage("W", join.front(), 10, c.now), "W", &welcome));
+  REQUIRE(c.core->aliveWorkers() == 1);
+  worker.onMessage(welcome, 100);
+  CHECK_FALSE(worker.awaitingWelcome());
+  const auto leave = worker.stop("stopped by signal");
+  REQUIRE(leave.size() == 1);
+  CHECK(c.core->onMessage("W", leave.front(), 10, c.now).empty());
+  CHECK(c.core->aliveWorkers() == 0);
+}

@@ -1094,3 +1094,15 @@ TEST_CASE("the welcome says the largest message part the coordinator takes") {
   }
   CHECK(said);
 }
+
+TEST_CASE("a join is admitted under any name a worker's configuration accepts, and no longer one") {
+  Harness h;
+  CHECK(hasError(h.join("A", "", 100), wire::Error::MALFORMED));
+  CHECK(hasError(h.join("A", std::string(config::kMaxWorkerNameBytes + 1, 'a'), 100),
+                 wire::Error::MALFORMED));
+  CHECK(h.core->rejections().at("bad_join") == 2);
+  idOf(h.join("A", std::string(config::kMaxWorkerNameBytes, 'a'), 100), "A");
+  CHECK(config::workerNameProblem(std::string(config::kMaxWorkerNameBytes, 'a')).empty());
+  CHECK_FALSE(config::workerNameProblem(std::string(config::kMaxWorkerNameBytes + 1, 'a')).empty());
+  CHECK_FALSE(config::workerNameProblem("").empty());
+}
