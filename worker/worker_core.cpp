@@ -69,13 +69,17 @@ std::vector<Message> WorkerCore::start() { return join(); }
 
 std::vector<Message> WorkerCore::stop(const std::string& reason) {
   if (!joined_ || finished_) return {};
+  return {leaveMessage(id_, session_, reason)};
+}
+
+Message WorkerCore::leaveMessage(uint32_t id, uint64_t session, const std::string& reason) {
   Message m;
   m.envelope = makeEnvelope();
   auto* leave = m.envelope.mutable_leave();
-  leave->set_worker_id(id_);
-  leave->set_session(session_);
+  leave->set_worker_id(id);
+  leave->set_session(session);
   leave->set_reason(reason);
-  return {sendable(std::move(m))};
+  return sendable(std::move(m));
 }
 
 bool WorkerCore::errorFeedbackOn() const {
@@ -225,12 +229,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       fatal_ = why;
       finished_ = true;
     }
-    Message leave;
-    leave.envelope = makeEnvelope();
-    leave.envelope.mutable_leave()->set_worker_id(w.worker_id());
-    leave.envelope.mutable_leave()->set_session(w.session());
-    leave.envelope.mutable_leave()->set_reason("cannot train: " + why);
-    return std::vector<Message>{sendable(std::move(leave))};
+    return std::vector<Message>{leaveMessage(w.worker_id(), w.session(), "cannot train: " + why)};
   };
   ml::ModelSpec spec;
   spec.kind = w.model().kind();

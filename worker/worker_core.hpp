@@ -102,6 +102,8 @@ class WorkerCore {
   // The push of `round` was refused as late: its content goes back into the residual.
   void takeBack(uint64_t round);
   Message sendable(Message m);
+  // A Leave for the worker id and session given, saying why.
+  Message leaveMessage(uint32_t id, uint64_t session, const std::string& reason);
   void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
   std::vector<Message> refuse(const std::string& why);
   bool errorFeedbackOn() const;

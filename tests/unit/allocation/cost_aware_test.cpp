@@ -443,17 +443,33 @@ TEST_CASE("a packet holds the most coordinates that fit beside the push's fixed 
   }
 }
 
-TEST_CASE(
-    "an upload's fixed time includes its push's fixed bytes, unless whole packets hold them") {
-  // a + b * bytes_per_push / packet_bytes, written out: 10 ms + 11.6 ms * 150 / 1448.
+namespace {
+
+// Pushes of 150 bytes plus 5 a coordinate under a 50 ms link-seconds budget, and a link of
+// 11.6 ms a 1448-byte packet and 10 ms fixed.
+Budget topKSecondsBudget() {
   Budget budget;
   budget.bytes_per_push = 150.0;
   budget.bytes_per_coordinate = 5.0;
   budget.seconds_per_round = 0.05;
+  return budget;
+}
+
+WorkerLoad oneMbitLink() {
   WorkerLoad w;
   w.share = 1.0;
   w.seconds_per_packet = 0.0116;
   w.seconds_fixed = 0.010;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an upload's fixed time includes its push's fixed bytes, unless whole packets hold them") {
+  // a + b * bytes_per_push / packet_bytes, written out: 10 ms + 11.6 ms * 150 / 1448.
+  Budget budget = topKSecondsBudget();
+  const WorkerLoad w = oneMbitLink();
   const LinkCosts per_coordinate = linkCosts({w}, budget);
   CHECK(per_coordinate.fixed[0] == doctest::Approx(0.010 + 0.0116 * 150.0 / 1448.0));
   CHECK(per_coordinate.per_coordinate[0] == doctest::Approx(0.0116 * 5.0 / 1448.0));
@@ -466,14 +482,9 @@ TEST_CASE(
 TEST_CASE(
     "a cap within a round's left seconds: the most whole units that fit, charged as planned") {
   // Whole packets of (1448 - 150) / 5 = 259 coordinates at 11.6 ms each; a 50 ms budget.
-  Budget budget;
-  budget.bytes_per_push = 150.0;
-  budget.bytes_per_coordinate = 5.0;
-  budget.seconds_per_round = 0.05;
+  Budget budget = topKSecondsBudget();
   budget.whole_packets = true;
-  WorkerLoad fast;
-  fast.seconds_per_packet = 0.0116;
-  fast.seconds_fixed = 0.010;
+  const WorkerLoad fast = oneMbitLink();
   WorkerLoad stalled = fast;
   stalled.seconds_per_packet = 0.2;  // one packet alone is past the whole budget
   const LinkCosts links = linkCosts({fast, stalled}, budget);
