@@ -52,6 +52,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
   st.counters = {{"probe_bytes", stats.probe_bytes},
                  {"pushes_taken_back", stats.taken_back},
                  {"non_finite_gradients", stats.non_finite_gradients},
+                 {"pushes_trimmed_to_max_message", stats.trimmed},
                  {"rejoins", stats.rejoins},
                  {"repushes", stats.repushes},
                  {"connections_auth_refused", auth_refused},

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/compression/codec.hpp"
+#include "common/compression/compressors.hpp"
 
 namespace tern::worker {
 
@@ -16,8 +17,9 @@ namespace {
 // not even one coordinate does. A count of dim needs no index section, so its bound can be below
 // that of dim - 1: a count is sized at the larger of the two, which keeps the size monotone in
 // the count. Stochastic sparsification sends a random count near `level`: its level is sized
-// with room for 6 standard deviations and a few more. A compressor without levels is sized at
-// its largest push.
+// with room for 6 standard deviations and a few more. The hard threshold takes the level as a
+// limit on its count. A compressor whose count the level does not bound is sized at its largest
+// push.
 uint32_t largestFittingLevel(const compression::Compressor& c, const std::string& name,
                              uint32_t dim, uint64_t max_bytes) {
   auto size = [&](uint32_t count) {
@@ -25,7 +27,7 @@ uint32_t largestFittingLevel(const compression::Compressor& c, const std::string
     if (count == dim && dim >= 2) bytes = std::max(bytes, c.encodedBytes(dim, dim - 1));
     return bytes;
   };
-  if (!c.hasLevel()) return size(dim) <= max_bytes ? dim : 0;
+  if (!c.levelLimitsCount()) return size(dim) <= max_bytes ? dim : 0;
   const bool random_count = name == "stochastic";
   auto fits = [&](uint32_t level) {
     uint32_t count = level;
@@ -291,9 +293,9 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome(std::string("cannot compress as welcomed: ") + e.what());
   }
   // Pushes must fit in the coordinator's largest message: the level is capped so that the
-  // codec's bound holds. A fixed scheme (identity, fp16, qsgd) that cannot fit never will, and no
-  // re-join changes that; a threshold push's size follows the data, not the level, so it is only
-  // warned about.
+  // codec's bound holds (a threshold push keeps its largest coordinates up to that count, the
+  // rest staying in the residual). A fixed scheme (identity, fp16, qsgd) that cannot fit never
+  // will, and no re-join changes that.
   const uint64_t peer_max = w.max_message_bytes();
   uint32_t size_cap = UINT32_MAX;
   if (peer_max > 0) {
@@ -303,12 +305,12 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     // The largest push: every coordinate, or one short of it (an index section).
     const size_t largest =
         std::max(inner.encodedBytes(d, d), inner.encodedBytes(d, d >= 2 ? d - 1 : d));
-    if (size_cap == 0 && cspec.name == "threshold") {
+    if (size_cap > 0 && size_cap < d && cspec.name == "threshold") {
       spdlog::warn(
           "a threshold push of this model can take up to {} bytes, more than the coordinator's "
-          "max_message_bytes of {}: one that dense would be dropped with the connection",
-          largest, peer_max);
-      size_cap = UINT32_MAX;
+          "max_message_bytes of {}: pushes denser than {} coordinates send their largest {}{}",
+          largest, peer_max, size_cap, size_cap,
+          errorFeedbackOn() ? " and keep the rest in the residual" : " and drop the rest");
     } else if (size_cap == 0) {
       return refuseWelcome("a push of compressor '" + cspec.name +
                                "' does not fit in the coordinator's max_message_bytes of " +
@@ -547,13 +549,19 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   const size_t overhead = zmtpWireBytes(envelope_bytes, 256) - 256;
   auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead, step_);
   uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
+  // The hard threshold's count follows the data: its level is the most a push may carry.
+  const auto& inner = compressor_->inner();
+  const uint32_t limit = inner.hasLevel() ? level : std::min<uint32_t>(size_cap_, params_.size());
   compression::Compressed compressed;
   try {
-    compressed = compressor_->compressCorrected(level, rng_);
+    compressed = compressor_->compressCorrected(limit, rng_);
   } catch (const std::exception& e) {
     // The residual is written only after the compressor succeeds: it is as it was.
     return failed(e.what());
   }
+  if (const auto* t = dynamic_cast<const compression::ThresholdCompressor*>(&inner);
+      t != nullptr && t->lastPassed() > limit)
+    ++stats_.trimmed;
   stats_.last_level = level;
   // The tuner's predictions are for the level it chose; a level clamped into [1, cap] has none.
   const bool as_chosen = level == decision.level;

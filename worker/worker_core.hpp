@@ -36,6 +36,7 @@ struct WorkerStats {
   uint64_t repushes = 0;        // rounds the coordinator asked for again after refusing the push
   uint64_t taken_back = 0;      // pushes refused as late whose content went back into the residual
   uint64_t non_finite_gradients = 0;  // pushes without a gradient: it overflowed (not finite)
+  uint64_t trimmed = 0;  // threshold pushes cut to the largest that fit the coordinator's limit
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
   double last_predicted_improvement = 0.0;

@@ -202,8 +202,10 @@ int main(int argc, char** argv) {
         auto c = makeCompressor(spec);
         Rng rng(seed);
         std::vector<Compressed> outs(arrays);
+        // The threshold's level is a limit on the count: 0 leaves it unlimited.
+        const uint32_t level = c->hasLevel() ? k : 0;
         const double t_comp =
-            perArray([&](uint32_t a) { outs[a] = c->compress(inputs[a], k, rng); });
+            perArray([&](uint32_t a) { outs[a] = c->compress(inputs[a], level, rng); });
         const Compressed& out = outs[0];
         DecodeLimits limits;
         limits.expected_dim = d;

@@ -45,8 +45,9 @@ class Compressor {
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
   // `level` is the scheme's knob: coordinates kept for the sparsifiers (k or T, clamped to
-  // [1, dim]); expected coordinates for stochastic sparsification; ignored by identity, fp16,
-  // threshold and qsgd.
+  // [1, dim]); expected coordinates for stochastic sparsification; for the hard threshold the
+  // most coordinates a push may carry (the largest of those at or above lambda when more pass;
+  // 0 = no limit); ignored by identity, fp16 and qsgd.
   virtual Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) = 0;
   // Predicted size of compress(g, level) in bytes for a gradient of dimension dim, without
   // compressing (the tuner needs it). Exact where the size does not depend on the data.
@@ -56,6 +57,10 @@ class Compressor {
   virtual size_t encodedBytes(uint32_t dim, uint32_t level) const = 0;
   // True when `level` changes what is sent (the sparsifiers); false for fixed schemes.
   virtual bool hasLevel() const = 0;
+  // True when a push at `level` carries at most about `level` coordinates, so that
+  // encodedBytes(dim, level) bounds its size: every sparsifier, and the hard threshold, whose
+  // level is only a limit.
+  virtual bool levelLimitsCount() const { return hasLevel(); }
 };
 
 // Throws std::invalid_argument on an unknown name or bad parameters.

@@ -57,7 +57,8 @@ class RandomKCompressor final : public Compressor {
 };
 
 // Hard threshold (DAGC-A): every coordinate with |g_j| >= lambda, as fp32. The count depends on
-// the data, so encodedBytes takes `level` as the expected count (e.g. the last round's).
+// the data, so encodedBytes takes `level` as the expected count (e.g. the last round's), and
+// compress takes it as a limit: when more than `level` pass, the largest `level` go (0 = all).
 class ThresholdCompressor final : public Compressor {
  public:
   explicit ThresholdCompressor(double lambda);
@@ -65,9 +66,14 @@ class ThresholdCompressor final : public Compressor {
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return false; }
+  bool levelLimitsCount() const override { return true; }
+  // How many coordinates passed the threshold in the last compress (more than it sent when the
+  // limit cut the push).
+  size_t lastPassed() const { return last_passed_; }
 
  private:
   uint32_t key_;  // magnitudeKey of the smallest float >= lambda
+  size_t last_passed_ = 0;
   TopKSelector selector_;
 };
 

@@ -16,11 +16,15 @@ ThresholdCompressor::ThresholdCompressor(double lambda) {
   key_ = magnitudeKey(f);
 }
 
-Compressed ThresholdCompressor::compress(std::span<const float> g, uint32_t, Rng&) {
+Compressed ThresholdCompressor::compress(std::span<const float> g, uint32_t limit, Rng&) {
   const uint32_t d = detail::checkedDim(g, "threshold");
   std::vector<uint32_t> idx;
   std::vector<float> values;
   selector_.selectAtLeast(g, key_, idx, values);
+  last_passed_ = idx.size();
+  // More pass than a push may carry: the largest `limit` of them, which are the top `limit` of
+  // g (every one of them passes).
+  if (limit > 0 && idx.size() > limit) selector_.select(g, limit, idx, values);
   for (float v : values) detail::requireFinite(v, "threshold");  // NaN passes every threshold
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kThreshold, d, idx, values);

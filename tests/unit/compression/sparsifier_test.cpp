@@ -24,6 +24,34 @@ TEST_CASE("the hard threshold keeps exactly the coordinates with |g_j| >= lambda
   for (size_t i = 0; i < want.size(); ++i) CHECK(out.decoded.values[i] == g[want[i]]);
 }
 
+TEST_CASE("a threshold push limited to `level` coordinates keeps the largest of those that pass") {
+  // The limit keeps a push within the coordinator's largest message; without one (0), or with
+  // one no smaller than the count that passes, every coordinate at or above lambda goes.
+  const std::vector<float> g = gaussianGradient(5000, 7);
+  const double lambda = 1.0;
+  size_t passing = 0;
+  for (float x : g) passing += std::fabs(x) >= lambda ? 1 : 0;
+  REQUIRE(passing > 500);
+  ThresholdCompressor c(lambda);
+  tern::Rng rng(1);
+  for (uint32_t limit : {0u, 1u, 37u, 500u, uint32_t(passing), uint32_t(passing + 1), 5000u}) {
+    CAPTURE(limit);
+    const Compressed out = c.compress(g, limit, rng);
+    CHECK(c.lastPassed() == passing);
+    std::vector<uint32_t> want;
+    if (limit == 0 || limit >= passing) {
+      for (uint32_t j = 0; j < g.size(); ++j)
+        if (std::fabs(g[j]) >= lambda) want.push_back(j);
+    } else {
+      want = bruteForceTopK(g, limit);
+    }
+    CHECK(out.decoded.indices == want);
+    for (size_t i = 0; i < want.size() && i < out.decoded.values.size(); ++i)
+      CHECK(out.decoded.values[i] == g[want[i]]);
+    CHECK(out.bytes.size() <= c.encodedBytes(5000, uint32_t(want.size())));
+  }
+}
+
 TEST_CASE("a threshold that is not a float keeps |g_j| >= lambda in exact arithmetic") {
   const double lambda = 0.1;  // not representable; float(0.1) is above 0.1
   const float below = std::nextafter(float(lambda), 0.0f);

@@ -875,9 +875,40 @@ TEST_CASE("pushes and probes fit in the coordinator's largest message, said in i
   auto dense = rig("identity", 4096);
   CHECK_FALSE(dense->core->joined());
   CHECK(dense->core->fatalError().find("max_message_bytes of 4096") != std::string::npos);
-  // A threshold push's size follows the data, not the level: the worker joins (and warns).
+  // A threshold push's size follows the data: at threshold 0 every coordinate passes, and the
+  // push keeps its largest that fit, counted, the rest staying in the residual. Before, the
+  // worker sent the whole model and lost its connection every round.
   auto threshold = rig("threshold", 4096);
-  CHECK(threshold->core->joined());
+  REQUIRE(threshold->core->joined());
+  for (uint64_t round = 0; round < 3; ++round) {
+    const auto out = threshold->roundStart(round);
+    bool pushed = false;
+    for (const auto& m : out) {
+      CHECK(m.payload.size() <= 4096);
+      if (!isPush(m)) continue;
+      pushed = true;
+      const auto decoded = compression::decode(m.payload, compression::DecodeLimits{});
+      REQUIRE(decoded.value.has_value());
+      const size_t sent = decoded.value->nonZeros();
+      CHECK(sent > 500);  // about 4096 / 8 bytes a coordinate: the limit is used, not wasted
+      // The rest is kept, and what went is the largest: nothing kept outweighs anything sent
+      // (each round's vector is the gradient plus the residual, which the push splits).
+      float smallest_sent = INFINITY, largest_kept = 0.0f;
+      for (float x : decoded.value->values) smallest_sent = std::min(smallest_sent, std::fabs(x));
+      size_t kept = 0;
+      for (float x : threshold->core->residual()) {
+        kept += x != 0.0f ? 1 : 0;
+        largest_kept = std::max(largest_kept, std::fabs(x));
+      }
+      CHECK(kept > 0);
+      CHECK(sent + kept <= 6002);
+      CHECK(largest_kept <= smallest_sent);
+    }
+    CHECK(pushed);
+    threshold->send(out);
+    threshold->deliverAcks();
+  }
+  CHECK(threshold->core->stats().trimmed == 3);
 }
 
 TEST_CASE("a limit just above the whole model's size caps top-k below the index section's cost") {
