@@ -1035,6 +1035,9 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
     std::shared_ptr<const ml::Dataset> test_data, uint64_t session, Clock clock,
     const std::string& checkpoint_bytes) {
   wire::Checkpoint c;
+  // An empty file parses as a message with every field unset: say what it is.
+  if (checkpoint_bytes.empty())
+    throw std::runtime_error("checkpoint is empty (damaged; remove it to start again)");
   if (!c.ParseFromString(checkpoint_bytes)) throw std::runtime_error("checkpoint does not parse");
   if (c.format() != kCheckpointFormat) {
     throw std::runtime_error("checkpoint format " + std::to_string(c.format()) +
@@ -1060,10 +1063,6 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
     throw std::runtime_error("checkpoint parameters do not match their checksum");
   }
   core->optimizer_.setVelocity(checkpointFloats(c.velocity(), n, "velocity"));
-  if (c.round() > settings.max_rounds) {
-    throw std::runtime_error("checkpoint is at round " + std::to_string(c.round()) +
-                             ", past max_rounds " + std::to_string(settings.max_rounds));
-  }
   core->round_ = c.round();
   for (const auto& cw : c.workers()) {
     if (cw.id() >= c.next_worker_id() || core->workers_.count(cw.id()) || cw.name().empty() ||
@@ -1142,11 +1141,13 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   rec.late_pushes = c.late_pushes();
   rec.rejected = core->rejectedTotal();
   for (const auto& [id, w] : core->workers_) rec.workers.push_back(w.rec);
-  // A run that reached its max_rounds or its target accuracy stays finished; given a larger
-  // max_rounds, or a target above the accuracy it reached, it trains on.
+  // A checkpoint at or past max_rounds has nothing left to train, whether or not its run
+  // finished (one stopped mid-run and restarted with a smaller max_rounds): it stays as it is,
+  // never trained past the limit. A run that reached its target accuracy stays finished; given a
+  // target above the accuracy it reached, it trains on.
   const bool reached_target =
       settings.target_accuracy > 0 && c.last_accuracy() >= settings.target_accuracy;
-  if (c.finished() && (c.round() >= settings.max_rounds || reached_target)) {
+  if (c.round() >= settings.max_rounds || (c.finished() && reached_target)) {
     core->phase_ = Phase::kDone;
   }
   return core;

@@ -167,11 +167,17 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       }
       spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
       if (core_ptr->finished()) {
+        const std::string why =
+            core_ptr->round() >= s.max_rounds
+                ? "max_rounds is " + std::to_string(s.max_rounds) + " (raise it to train on"
+                : fmt::format(
+                      "it reached target_accuracy {} with {:.4f} (raise the target above "
+                      "that to train on",
+                      s.target_accuracy, core_ptr->lastAccuracy());
         spdlog::warn(
-            "training had already finished at round {}: nothing to do (raise max_rounds, or "
-            "target_accuracy above the accuracy reached, to train on, or remove {} to start "
+            "training had already finished at round {}: nothing to do, {}, or remove {} to start "
             "again)",
-            core_ptr->round(), s.checkpoint.path);
+            core_ptr->round(), why, s.checkpoint.path);
       }
       resumed = true;
     }

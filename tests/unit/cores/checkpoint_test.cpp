@@ -249,6 +249,42 @@ TEST_CASE("a checkpoint falls due every `every` rounds and when training finishe
   CHECK(extended->round() == 9);
 }
 
+TEST_CASE("a checkpoint at or past max_rounds restores finished, whether or not its run was") {
+  // A run stopped mid-way at round 4 and restarted with max_rounds 4 trained a fifth round;
+  // restarted with max_rounds 3 it was refused as if the checkpoint were damaged (exit 1, a
+  // restart loop under systemd).
+  Cluster c;
+  c.settings.max_rounds = 10;
+  c.core = c.fresh();
+  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
+  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  for (int i = 0; i < 4; ++i) runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  REQUIRE_FALSE(c.core->finished());
+  const std::string mid_run = c.core->checkpoint();
+  for (uint64_t limit : {4u, 3u, 1u}) {
+    CAPTURE(limit);
+    c.settings.max_rounds = limit;
+    auto resumed = c.restored(mid_run, 9);
+    CHECK(resumed->finished());
+    CHECK(resumed->round() == 4);
+    CHECK(resumed->parameters() == c.core->parameters());
+    // Workers joining find no round to train.
+    resumed->onMessage("A2", join("a", 100), 10, c.now);
+    resumed->onMessage("B2", join("b", 100), 10, c.now);
+    CHECK(resumed->round() == 4);
+    CHECK(resumed->parameters() == c.core->parameters());
+  }
+  // One more round allowed: it trains exactly that one.
+  c.settings.max_rounds = 5;
+  auto extended = c.restored(mid_run, 9);
+  REQUIRE_FALSE(extended->finished());
+  extended->onMessage("A2", join("a", 100), 10, c.now);
+  extended->onMessage("B2", join("b", 100), 10, c.now);
+  runRound(*extended, 9, "A2", a, "B2", b, c.now);
+  CHECK(extended->round() == 5);
+  CHECK(extended->finished());
+}
+
 TEST_CASE("a run that reached its target accuracy restores as finished") {
   // The test rows are alike and half of them of each class: whatever the model, its accuracy is
   // 0.5, so the first evaluation reaches the target and training stops. Before, a restart from
@@ -317,8 +353,16 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
       std::runtime_error);
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_velocity("abc"); }), 1),
                   std::runtime_error);
-  CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_round(1000); }), 1),
-                  std::runtime_error);
+  // A round past max_rounds is no damage (max_rounds was lowered): it restores finished, at
+  // that round (the checkpoint test above).
+  CHECK(c.restored(variant([](wire::Checkpoint& v) { v.set_round(1000); }), 1)->finished());
+  // An empty file (a disk filled as it was written) says so, not "format 0".
+  try {
+    c.restored("", 1);
+    FAIL("an empty checkpoint restored");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("empty") != std::string::npos);
+  }
   CHECK_THROWS_AS(
       c.restored(variant([](wire::Checkpoint& v) { v.mutable_workers(1)->set_id(0); }), 1),
       std::runtime_error);
