@@ -12,7 +12,7 @@ packages=(
   prometheus-cpp-dev libsystemd-dev systemd python3 dpkg-dev
   dataset-fashion-mnist
   gnuplot-nox
-  iproute2 procps tcpdump
+  iproute2 procps tcpdump strace
   docker-compose python3-yaml
 )
 
