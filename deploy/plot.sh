@@ -6,7 +6,8 @@
 #   caps.png              each worker's compression cap k_i over rounds, and the level T its
 #                         tuner sent in each round (points; CSVs with a levels column)
 #   link_rates.png        each worker's fitted link: packet rate 1/b as Mbit/s, and fixed cost a
-# Usage: deploy/plot.sh METRICS.csv OUTDIR   (PACKET_BYTES=1448 converts b to a bit rate)
+# Usage: deploy/plot.sh METRICS.csv OUTDIR   (PACKET_BYTES=1448 converts b to a bit rate;
+#        PLOT_DATA=DIR keeps the per-worker tables plotted, one column per worker id after the round)
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -25,36 +26,51 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 # Columns are found by name, so added columns do not break the plots. Per-worker columns are
-# ';'-joined in worker-id order; a worker that joined later has fewer rows, shown as gaps ('?').
+# ';'-joined over the workers known that round, whose ids worker_ids gives (a CSV without it:
+# positions taken as ids); a worker absent from a row is shown as a gap ('?').
 awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
+  # slot[k]: column (1 + worker id) of the k-th per-worker value in this row.
+  function spread(field, vals,    n, parts, k) {
+    delete vals
+    n = split(field, parts, ";")
+    for (k = 1; k <= n && k <= nslots; k++) vals[slot[k]] = parts[k]
+  }
   NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
   {
     r = $col["round"]
     print r, $col["train_loss"], $col["upload_bytes"], $col["full_bytes"] > (dir "/loss.dat")
     if ($col["evaluated"] == 1)
       print r, $col["test_accuracy"], $col["upload_bytes"], $col["full_bytes"] > (dir "/acc.dat")
-    nc = split($col["caps"], caps, ";")
-    na = split($col["link_a"], la, ";")
-    nb = split($col["link_b"], lb, ";")
-    ns = split($col["link_samples"], ls, ";")
-    if (nc > workers) workers = nc
+    delete slot
+    if ("worker_ids" in col && $col["worker_ids"] != "") {
+      nslots = split($col["worker_ids"], ids, ";")
+      for (k = 1; k <= nslots; k++) slot[k] = ids[k] + 1
+    } else {
+      nslots = split($col["caps"], ids, ";")
+      for (k = 1; k <= nslots; k++) slot[k] = k
+    }
+    for (k = 1; k <= nslots; k++) if (slot[k] > workers) workers = slot[k]
+    spread($col["caps"], caps)
+    spread($col["link_a"], la)
+    spread($col["link_b"], lb)
+    spread($col["link_samples"], ls)
     line = r
-    for (w = 1; w <= workers; w++) line = line " " (w <= nc ? caps[w] : "?")
+    for (w = 1; w <= workers; w++) line = line " " (w in caps ? caps[w] : "?")
     print line > (dir "/caps.dat")
     if ("levels" in col) {
-      nl = split($col["levels"], lv, ";")
+      spread($col["levels"], lv)
       line = r
       for (w = 1; w <= workers; w++) {
-        line = line " " (w <= nl && lv[w] > 0 ? lv[w] : "?")
-        if (w <= nl && lv[w] > 0) sent[w] = 1
+        line = line " " (w in lv && lv[w] > 0 ? lv[w] : "?")
+        if (w in lv && lv[w] > 0) sent[w] = 1
       }
       print line > (dir "/levels.dat")
     }
     rate = r; fixed = r
     for (w = 1; w <= workers; w++) {
-      ok = w <= nb && w <= ns && ls[w] > 0 && lb[w] > 0
+      ok = (w in lb) && (w in ls) && ls[w] > 0 && lb[w] > 0
       rate = rate " " (ok ? pb * 8 / lb[w] / 1e6 : "?")
-      fixed = fixed " " (w <= na && w <= ns && ls[w] > 0 && la[w] > 0 ? la[w] * 1e3 : "?")
+      fixed = fixed " " ((w in la) && (w in ls) && ls[w] > 0 && la[w] > 0 ? la[w] * 1e3 : "?")
     }
     print rate > (dir "/rate.dat")
     print fixed > (dir "/fixed.dat")
@@ -134,4 +150,5 @@ set ylabel "ms"
 plot for [w=1:$workers] "$tmp/fixed.dat" using 1:(column(w+1)) with lines lw 2 title sprintf("worker %d", w-1)
 unset multiplot
 GP
+if [ -n "${PLOT_DATA:-}" ]; then mkdir -p "$PLOT_DATA" && cp "$tmp"/*.dat "$PLOT_DATA"/; fi
 echo "plot.sh: wrote $out/accuracy_rounds.png $out/accuracy_upload.png $out/caps.png $out/link_rates.png"

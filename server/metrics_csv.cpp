@@ -57,14 +57,14 @@ MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
 std::string MetricsCsv::header() {
   return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"
          "participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,"
-         "levels,predicted_costs,predicted_improvements,predicted_steps";
+         "levels,predicted_costs,predicted_improvements,predicted_steps,worker_ids";
 }
 
 std::string MetricsCsv::row(const RoundRecord& r) {
   return fmt::format(
-      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.round, r.time_s,
-      r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes, r.participants,
-      r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
+      "{},{:.6f},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.round,
+      r.time_s, r.train_loss, r.test_accuracy, r.upload_bytes, r.download_bytes, r.full_bytes,
+      r.participants, r.evaluated ? 1 : 0, r.late_pushes, r.rejected,
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.alive ? w.cap : 0); }),
       joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6f}", w.share); }),
       joinWorkers(r,
@@ -78,8 +78,8 @@ std::string MetricsCsv::row(const RoundRecord& r) {
       joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_cost); }),
       joinWorkers(
           r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }),
-      joinWorkers(r,
-                  [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_step); }));
+      joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_step); }),
+      joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.id); }));
 }
 
 bool MetricsCsv::write(const RoundRecord& r) {

@@ -32,6 +32,23 @@ done
 # With levels the caps plot carries more (the points): a larger file than without.
 [ "$(stat -c %s "$WORK/metrics-plots/caps.png")" -gt "$(stat -c %s "$WORK/older-plots/caps.png")" ] || fail "the levels did not reach caps.png"
 
+# Worker ids name each row's values: worker 1 is forgotten after round 4, and worker 2's values
+# stay in worker 2's column (before, they moved into worker 1's).
+ids="$WORK/ids.csv"
+echo "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,participants,evaluated,late_pushes,rejected,caps,shares,link_a,link_b,link_samples,levels,predicted_costs,predicted_improvements,predicted_steps,worker_ids" > "$ids"
+for r in $(seq 0 9); do
+  if [ "$r" -lt 5 ]; then
+    echo "$r,$r.5,1,0.5,$((r + 1)),1,10,3,1,0,0,10;11;12,0.3;0.3;0.4,0.01;0.02;0.03,0.001;0.002;0.003,4;4;4,5;6;7,1;1;1,0.1;0.1;0.1,0.01;0.01;0.01,0;1;2" >> "$ids"
+  else
+    echo "$r,$r.5,1,0.5,$((r + 1)),1,10,2,1,0,0,10;12,0.5;0.5,0.01;0.03,0.001;0.003,4;4,5;7,1;1,0.1;0.1,0.01;0.01,0;2" >> "$ids"
+  fi
+done
+PLOT_DATA="$WORK/ids-data" bash "$SRC/deploy/plot.sh" "$ids" "$WORK/ids-plots" > "$WORK/plot.out" 2>&1 ||
+  { cat "$WORK/plot.out"; fail "plot.sh failed on a CSV with worker_ids"; }
+[ "$(sed -n 3p "$WORK/ids-data/caps.dat")" = "2 10 11 12" ] || fail "caps before: $(sed -n 3p "$WORK/ids-data/caps.dat")"
+[ "$(sed -n 8p "$WORK/ids-data/caps.dat")" = "7 10 ? 12" ] || fail "caps after worker 1 left: $(sed -n 8p "$WORK/ids-data/caps.dat")"
+[ "$(sed -n 8p "$WORK/ids-data/levels.dat")" = "7 5 ? 7" ] || fail "levels after worker 1 left: $(sed -n 8p "$WORK/ids-data/levels.dat")"
+
 echo "a,b" > "$WORK/other.csv"
 if bash "$SRC/deploy/plot.sh" "$WORK/other.csv" "$WORK/x" 2> "$WORK/err"; then
   fail "plot.sh accepted a CSV that is not tern's"

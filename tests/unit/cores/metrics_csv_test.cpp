@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace tern;
 
@@ -95,4 +97,33 @@ TEST_CASE("a metrics row that cannot be written is reported, and the next row tr
   server::MetricsCsv csv("/dev/full");
   CHECK_FALSE(csv.write(record(0)));
   CHECK_FALSE(csv.write(record(1)));
+}
+
+TEST_CASE("each row names the workers its per-worker columns belong to") {
+  // Worker 1 was forgotten: the row holds workers 0 and 2, and without their ids worker 2's
+  // values read as worker 1's.
+  server::RoundRecord r = record(7);
+  for (uint32_t id : {0u, 2u}) {
+    server::WorkerRecord w;
+    w.id = id;
+    w.alive = true;
+    w.cap = 100 + id;
+    w.level = 10 + id;
+    r.workers.push_back(w);
+  }
+  const std::string header = server::MetricsCsv::header();
+  const std::string row = server::MetricsCsv::row(r);
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::stringstream in(line);
+    for (std::string f; std::getline(in, f, ',');) out.push_back(f);
+    return out;
+  };
+  const auto names = fields(header), values = fields(row);
+  REQUIRE(names.size() == values.size());
+  std::map<std::string, std::string> at;
+  for (size_t i = 0; i < names.size(); ++i) at[names[i]] = values[i];
+  CHECK(at["worker_ids"] == "0;2");
+  CHECK(at["caps"] == "100;102");
+  CHECK(at["levels"] == "10;12");
 }
