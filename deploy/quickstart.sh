@@ -17,10 +17,12 @@ pids=()
 cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# Port 0: the coordinator picks a free port and writes the endpoint it bound.
+# Port 0: the coordinator picks a free port and writes the endpoint it bound. Its output goes to
+# the terminal and the log through a process substitution, so that $! is the coordinator itself
+# (the one cleanup must stop), not tee.
 build/bin/tern-coordinator --config deploy/config/coordinator.yaml \
   --bind tcp://127.0.0.1:0 --endpoint-file "$out/endpoint" \
-  --metrics-csv "$out/metrics.csv" 2>&1 | tee "$out/coordinator.log" &
+  --metrics-csv "$out/metrics.csv" > >(tee "$out/coordinator.log") 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do [ -s "$out/endpoint" ] && break; sleep 0.1; done
 [ -s "$out/endpoint" ] || { echo "quickstart: the coordinator did not start" >&2; exit 1; }
@@ -33,5 +35,7 @@ for i in 0 1 2 3; do
 done
 wait "${pids[0]}"
 for p in "${pids[@]:1}"; do wait "$p" || true; done
+# tee writes the coordinator's last lines after it has exited.
+for _ in $(seq 1 50); do grep -q '^final:' "$out/coordinator.log" && break; sleep 0.1; done
 echo "metrics: $out/metrics.csv"
 grep '^final:' "$out/coordinator.log" | tail -1
