@@ -167,13 +167,17 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       }
       spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path, core_ptr->round());
       if (core_ptr->finished()) {
-        const std::string why =
-            core_ptr->round() >= s.max_rounds
-                ? "max_rounds is " + std::to_string(s.max_rounds) + " (raise it to train on"
-                : fmt::format(
-                      "it reached target_accuracy {} with {:.4f} (raise the target above "
-                      "that to train on",
-                      s.target_accuracy, core_ptr->lastAccuracy());
+        const bool at_limit = core_ptr->round() >= s.max_rounds;
+        const bool at_target =
+            s.target_accuracy > 0 && core_ptr->lastAccuracy() >= s.target_accuracy;
+        std::string why;
+        if (at_limit) why = "max_rounds is " + std::to_string(s.max_rounds);
+        if (at_target)
+          why += fmt::format("{}it reached target_accuracy {} with {:.4f}", at_limit ? " and " : "",
+                             s.target_accuracy, core_ptr->lastAccuracy());
+        why += at_limit && at_target ? " (raise both to train on"
+               : at_limit            ? " (raise it to train on"
+                                     : " (raise the target above that to train on";
         spdlog::warn(
             "training had already finished at round {}: nothing to do, {}, or remove {} to start "
             "again)",
@@ -318,6 +322,28 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       last_auth_log = now;
     }
   };
+  if (resumed && core.finished()) {
+    // The workers of the run may still be waiting for it (a checkpoint at or past max_rounds
+    // taken mid-run, or workers restarted after the end): for as long as a worker may stay
+    // silent, every message is answered SHUTTING_DOWN, and each worker that asks finishes
+    // instead of re-joining forever.
+    const double until =
+        steadySeconds() + std::max(s.worker_patience_seconds, s.round_deadline_seconds);
+    while (steadySeconds() < until && !stopRequested()) {
+      tel.tick();
+      if (!channel.waitReadable(std::chrono::milliseconds(100), also_wake_on)) continue;
+      serveSecurity();
+      size_t taken = 0;
+      while (taken++ < transport::kMaxMessagesPerTurn) {
+        auto frames = channel.receive();
+        if (!frames) break;
+        auto parsed = transport::parseFrames(*frames);
+        dispatch(parsed.message
+                     ? core.onMessage(frames->peer, *parsed.message, frames->bytes, steadySeconds())
+                     : core.onMalformed(frames->peer, parsed.reason));
+      }
+    }
+  }
   while (!core.finished() && !stopRequested()) {
     double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
     bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);

@@ -3,8 +3,8 @@
 # last checkpoint, every worker re-joins on its own and continues, training finishes, replicas
 # match the coordinator's model, and the final accuracy is within 1 point of an undisturbed run
 # with the same seed. Prints the time from restart to the first resumed round. Then: a finished
-# run restarted (idle, or trained on to a larger max_rounds), SIGTERM as a pause, and a
-# checkpoint path that can never be written.
+# run restarted (idle, or trained on to a larger max_rounds), SIGTERM as a pause, a pause
+# restarted at its max_rounds, and a checkpoint path that can never be written.
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-200}
@@ -154,7 +154,33 @@ rounds = [int(r["round"]) for r in csv.DictReader(open(sys.argv[1]))]
 assert rounds == list(range(int(sys.argv[2]))), (rounds[:3], len(rounds))
 PY
 
-# 5. A checkpoint path that can never be written is refused at start-up, before listening.
+# 5. A pause, then a restart with max_rounds at the paused round: nothing is left to train, and
+# the workers waiting for the run are told it has finished and exit 0. Before, the coordinator
+# trained one round past max_rounds (and with a smaller max_rounds refused the checkpoint as
+# damaged, exit 1, while the workers waited forever).
+coordinator_config "$WORK/stop.yaml" "$WORK/stop.ckpt"
+sed -i 's/every: 5}/every: 50}/' "$WORK/stop.yaml"
+start_cluster "$WORK/stop.yaml" "$WORK/stop.csv" stop1 stop
+wait_rows "$WORK/stop.csv" 30
+kill -TERM "$CPID"
+wait "$CPID" || fail "the paused coordinator exited with $?"
+STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/stop1.out")
+[ -n "$STOPPED" ] || { tail "$WORK/stop1.out"; fail "SIGTERM did not write a pause checkpoint"; }
+"$BIN/tern-coordinator" --config "$WORK/stop.yaml" --bind "$EP" --metrics-csv "$WORK/stop.csv" \
+  --max-rounds "$STOPPED" > "$WORK/stop2.out" 2> "$WORK/stop2.err" &
+CPID=$!; PIDS+=($CPID)
+wait $CPID || { tail -20 "$WORK/stop2.out"; fail "the coordinator restarted at its max_rounds exited with $?"; }
+grep -q "training had already finished at round $STOPPED" "$WORK/stop2.out" ||
+  { tail "$WORK/stop2.out"; fail "the restart at max_rounds did not say training had finished"; }
+grep -q "^final: rounds=$STOPPED " "$WORK/stop2.out" || { tail "$WORK/stop2.out"; fail "the restart at max_rounds trained"; }
+for p in "${WPIDS[@]}"; do
+  for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$p" 2>/dev/null && fail "a worker still waits for a run that has finished"
+  wait "$p" || fail "a worker told the run had finished exited non-zero"
+done
+[ "$(($(wc -l < "$WORK/stop.csv") - 1))" -eq "$STOPPED" ] || fail "rows were written past max_rounds"
+
+# 6. A checkpoint path that can never be written is refused at start-up, before listening.
 rm -f "$WORK/endpoint"
 coordinator_config "$WORK/bad.yaml" "$WORK/no-such-dir/c.ckpt"
 set +e
@@ -165,4 +191,5 @@ grep -q "no-such-dir/c.ckpt.tmp: cannot create" "$WORK/bad.out" || { cat "$WORK/
 [ ! -e "$WORK/endpoint" ] || fail "the coordinator listened before refusing its checkpoint path"
 echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref);" \
   "a finished run restarts idle, or trains on to a larger max_rounds; SIGTERM pauses and a" \
-  "restart resumes at that round; a bad checkpoint path is refused at start-up"
+  "restart resumes at that round, one at its max_rounds trains nothing and releases the workers;" \
+  "a bad checkpoint path is refused at start-up"
