@@ -42,6 +42,19 @@ start_cluster() {
   run_workers "$EP" "$4"
 }
 
+# pause_cluster NAME ROWS: a cluster on NAME.yaml (checkpoints every 50 rounds) stopped by SIGTERM
+# once its CSV (NAME.csv) holds more than ROWS lines; sets STOPPED to the round it paused at.
+pause_cluster() {
+  coordinator_config "$WORK/$1.yaml" "$WORK/$1.ckpt"
+  sed -i 's/every: 5}/every: 50}/' "$WORK/$1.yaml"
+  start_cluster "$WORK/$1.yaml" "$WORK/$1.csv" "${1}1" "$1"
+  wait_rows "$WORK/$1.csv" "$2"
+  kill -TERM "$CPID"
+  wait "$CPID" || fail "the paused coordinator exited with $?"
+  STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/${1}1.out")
+  [ -n "$STOPPED" ] || { tail "$WORK/${1}1.out"; fail "SIGTERM did not write a pause checkpoint"; }
+}
+
 wait_rows() {  # CSV N: until the CSV holds more than N lines (header included)
   for _ in $(seq 1 1200); do
     [ -s "$1" ] && [ "$(wc -l < "$1")" -gt "$2" ] && return 0
@@ -129,14 +142,7 @@ FIRST=$(sed -n 2p "$WORK/more.csv" | cut -d, -f1)
 # 4. SIGTERM with checkpoints is a pause: the coordinator writes its checkpoint at the round it
 # stopped in and exits 0 without telling the workers to finish; they wait, re-join the restarted
 # coordinator, and training goes on from that round, nothing redone.
-coordinator_config "$WORK/pause.yaml" "$WORK/pause.ckpt"
-sed -i 's/every: 5}/every: 50}/' "$WORK/pause.yaml"
-start_cluster "$WORK/pause.yaml" "$WORK/pause.csv" pause1 pause
-wait_rows "$WORK/pause.csv" 60
-kill -TERM "$CPID"
-wait "$CPID" || fail "the paused coordinator exited with $?"
-STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/pause1.out")
-[ -n "$STOPPED" ] || { tail "$WORK/pause1.out"; fail "SIGTERM did not write a pause checkpoint"; }
+pause_cluster pause 60
 [ "$STOPPED" -lt "$ROUNDS" ] || fail "training finished before the pause"
 sleep 1
 for p in "${WPIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a worker ended at the pause"; done
@@ -158,14 +164,7 @@ PY
 # the workers waiting for the run are told it has finished and exit 0. Before, the coordinator
 # trained one round past max_rounds (and with a smaller max_rounds refused the checkpoint as
 # damaged, exit 1, while the workers waited forever).
-coordinator_config "$WORK/stop.yaml" "$WORK/stop.ckpt"
-sed -i 's/every: 5}/every: 50}/' "$WORK/stop.yaml"
-start_cluster "$WORK/stop.yaml" "$WORK/stop.csv" stop1 stop
-wait_rows "$WORK/stop.csv" 30
-kill -TERM "$CPID"
-wait "$CPID" || fail "the paused coordinator exited with $?"
-STOPPED=$(sed -n 's/.*stop requested: checkpoint written at round \([0-9]*\).*/\1/p' "$WORK/stop1.out")
-[ -n "$STOPPED" ] || { tail "$WORK/stop1.out"; fail "SIGTERM did not write a pause checkpoint"; }
+pause_cluster stop 30
 "$BIN/tern-coordinator" --config "$WORK/stop.yaml" --bind "$EP" --metrics-csv "$WORK/stop.csv" \
   --max-rounds "$STOPPED" > "$WORK/stop2.out" 2> "$WORK/stop2.err" &
 CPID=$!; PIDS+=($CPID)
