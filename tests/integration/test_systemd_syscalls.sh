@@ -2,9 +2,10 @@
 # Every system call the daemons make is one their systemd units allow. A unit's
 # SystemCallFilter kills the process (SIGSYS) at the first call outside it, so a call the daemons
 # need but the filter denies makes the service die as it starts and restart forever. The
-# filter's groups are expanded with `systemd-analyze syscall-filter`; a short cluster (with
-# checkpoints and the HTTP endpoint, asked once) runs under strace, and each call it made is
-# checked against the unit of the daemon that made it.
+# filter's groups are expanded with `systemd-analyze syscall-filter`; a short cluster runs under
+# strace as systemd would start it (a notify socket, a watchdog), with checkpoints, every HTTP
+# endpoint asked, and SIGTERM to each daemon, and each call it made is checked against the unit
+# of the daemon that made it.
 source "$(dirname "$0")/lib.sh"
 
 command -v systemd-analyze > /dev/null || { echo "SKIP: systemd-analyze not installed"; exit 77; }
@@ -54,26 +55,58 @@ used() {
     sort -u
 }
 
-write_coordinator "$WORK/coord.yaml" 30 2 "checkpoint: {path: $WORK/coord.ckpt, every: 3}
+# As systemd starts them: a notify socket (READY, STATUS, watchdog pings) that a listener reads.
+python3 - "$WORK/notify" "$WORK/notify.log" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "ab", buffering=0) as log:
+    while True:
+        log.write(s.recv(4096) + b"\n")
+PY
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -S "$WORK/notify" ] && break; sleep 0.05; done
+[ -S "$WORK/notify" ] || fail "the notify listener did not start"
+export NOTIFY_SOCKET="$WORK/notify" WATCHDOG_USEC=2000000
+
+write_coordinator "$WORK/coord.yaml" 100000 2 "checkpoint: {path: $WORK/coord.ckpt, every: 3}
 http: {bind: \"127.0.0.1:0\", url_file: $WORK/coord.url}"
-write_worker "$WORK/worker.yaml" PLACEHOLDER 2
 strace -ff -qq -o "$WORK/coord.trace" \
   "$BIN/tern-coordinator" --config "$WORK/coord.yaml" > "$WORK/coord.out" 2> "$WORK/coord.err" &
 CPID=$!; PIDS+=($CPID)
 wait_for_file "$WORK/endpoint"
 EP=$(cat "$WORK/endpoint")
-sed -i "s|PLACEHOLDER|$EP|" "$WORK/worker.yaml"
-printf 'http: {bind: "127.0.0.1:0"}\n' >> "$WORK/worker.yaml"
+WPIDS=()
 for i in 0 1; do
-  strace -ff -qq -o "$WORK/w$i.trace" "$BIN/tern-worker" --config "$WORK/worker.yaml" \
+  write_worker "$WORK/w$i.yaml" "$EP" 2
+  printf 'http: {bind: "127.0.0.1:0", url_file: %s}\n' "$WORK/w$i.url" >> "$WORK/w$i.yaml"
+  strace -ff -qq -o "$WORK/w$i.trace" "$BIN/tern-worker" --config "$WORK/w$i.yaml" \
     --name "w$i" --shard-index "$i" > "$WORK/w$i.out" 2> "$WORK/w$i.err" &
-  PIDS+=($!)
+  WPIDS+=($!); PIDS+=($!)
 done
-wait_for_file "$WORK/coord.url"
-python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/metrics").read()' \
-  "$(cat "$WORK/coord.url")" || fail "the coordinator's /metrics did not answer"
-for p in "${PIDS[@]}"; do wait "$p" || fail "a daemon exited with $? (see $WORK)"; done
-grep -q '^final: rounds=30 ' "$WORK/coord.out" || { cat "$WORK/coord.err"; fail "no final line"; }
+get() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' "$1"; }
+for f in coord w0 w1; do
+  wait_for_file "$WORK/$f.url"
+  get "$(cat "$WORK/$f.url")/metrics" || fail "$f's /metrics did not answer"
+  get "$(cat "$WORK/$f.url")/status" || fail "$f's /status did not answer"
+done
+# A few checkpoints, then the stops: SIGTERM pauses the coordinator (a last checkpoint) and ends
+# each worker.
+for _ in $(seq 1 300); do [ -s "$WORK/coord.ckpt" ] && break; sleep 0.1; done
+[ -s "$WORK/coord.ckpt" ] || fail "no checkpoint was written"
+sleep 1
+# The signals go to the daemons, not to strace (their parent).
+daemon() { pgrep -P "$1" | head -1; }
+kill -TERM "$(daemon "$CPID")"
+wait "$CPID" || fail "the coordinator exited with $? (see $WORK)"
+grep -q 'stop requested: checkpoint written' "$WORK/coord.out" ||
+  { tail "$WORK/coord.out" "$WORK/coord.err"; fail "the coordinator did not pause"; }
+for p in "${WPIDS[@]}"; do
+  kill -TERM "$(daemon "$p")"
+  wait "$p" || fail "a worker exited with $? (see $WORK)"
+done
+grep -q 'READY=1' "$WORK/notify.log" || fail "no daemon said READY=1 on the notify socket"
+grep -q 'WATCHDOG=1' "$WORK/notify.log" || fail "no daemon pinged the watchdog"
 
 UNITS="$SRC/deploy/systemd"
 allowed "$UNITS/tern-coordinator.service" > "$WORK/coord.allowed"
