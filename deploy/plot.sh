@@ -49,7 +49,10 @@ awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
       nslots = split($col["caps"], ids, ";")
       for (k = 1; k <= nslots; k++) slot[k] = k
     }
-    for (k = 1; k <= nslots; k++) if (slot[k] > workers) workers = slot[k]
+    for (k = 1; k <= nslots; k++) {
+      if (slot[k] > workers) workers = slot[k]
+      known[slot[k]] = 1
+    }
     spread($col["caps"], caps)
     spread($col["link_a"], la)
     spread($col["link_b"], lb)
@@ -81,11 +84,16 @@ awk -F, -v dir="$tmp" -v pb="$packet_bytes" '
     list = ""
     for (w = 1; w <= workers; w++) if (w in sent) list = list (list == "" ? "" : " ") w
     print list > (dir "/sent")
+    # The worker ids that appear in some row (a CSV with worker_ids can skip some).
+    list = ""
+    for (w = 1; w <= workers; w++) if (w in known) list = list (list == "" ? "" : " ") w
+    print list > (dir "/known")
   }
 ' "$csv"
 workers=$(cat "$tmp/workers")
 # Levels as points in the caps plot, when the CSV has them (a tern from before has not).
 sent=$(cat "$tmp/sent")
+known=$(cat "$tmp/known")
 levels_plot=""
 if [ -n "$sent" ]; then
   levels_plot=", for [s in \"$sent\"] \"$tmp/levels.dat\" using 1:(column(int(s)+1)) with points pt 7 ps 0.4 lc int(s) title sprintf(\"worker %d: level sent\", int(s)-1)"
@@ -134,7 +142,7 @@ set xlabel "round"
 set ylabel "coordinates per push"
 set autoscale y
 set yrange [0:*]
-plot for [w=1:$workers] "$tmp/caps.dat" using 1:(column(w+1)) with steps lw 2 lc w title sprintf("worker %d: cap", w-1)$levels_plot
+plot for [s in "$known"] "$tmp/caps.dat" using 1:(column(int(s)+1)) with steps lw 2 lc int(s) title sprintf("worker %d: cap", int(s)-1)$levels_plot
 
 set output "$out/link_rates.png"
 set multiplot layout 2,1 title "Fitted link models (t = a + b * packets)"
@@ -143,11 +151,11 @@ set xlabel ""
 set ylabel "Mbit/s"
 set logscale y
 set autoscale y
-plot for [w=1:$workers] "$tmp/rate.dat" using 1:(column(w+1)) with lines lw 2 title sprintf("worker %d", w-1)
+plot for [s in "$known"] "$tmp/rate.dat" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf("worker %d", int(s)-1)
 set title "fixed cost per transfer: a"
 set xlabel "round"
 set ylabel "ms"
-plot for [w=1:$workers] "$tmp/fixed.dat" using 1:(column(w+1)) with lines lw 2 title sprintf("worker %d", w-1)
+plot for [s in "$known"] "$tmp/fixed.dat" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf("worker %d", int(s)-1)
 unset multiplot
 GP
 if [ -n "${PLOT_DATA:-}" ]; then mkdir -p "$PLOT_DATA" && cp "$tmp"/*.dat "$PLOT_DATA"/; fi
