@@ -322,6 +322,26 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       last_auth_log = now;
     }
   };
+  // At most kMaxMessagesPerTurn before the timers run: a steady stream of messages (junk
+  // included) must not hold back round deadlines, heartbeats or the watchdog. The rest stays
+  // queued, and the next wait returns at once. Stops early when the run finishes.
+  auto takeMessages = [&] {
+    const bool was_finished = core.finished();
+    size_t taken = 0;
+    while (taken++ < transport::kMaxMessagesPerTurn) {
+      auto frames = channel.receive();
+      if (!frames) break;
+      double at = steadySeconds();
+      auto parsed = transport::parseFrames(*frames);
+      if (!parsed.message) {
+        spdlog::debug("malformed message: {}", parsed.error);
+        dispatch(core.onMalformed(frames->peer, parsed.reason));
+        continue;
+      }
+      dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at), at);
+      if (!was_finished && core.finished()) break;
+    }
+  };
   if (resumed && core.finished()) {
     // The workers of the run may still be waiting for it (a checkpoint at or past max_rounds
     // taken mid-run, or workers restarted after the end): for as long as a worker may stay
@@ -333,15 +353,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       tel.tick();
       if (!channel.waitReadable(std::chrono::milliseconds(100), also_wake_on)) continue;
       serveSecurity();
-      size_t taken = 0;
-      while (taken++ < transport::kMaxMessagesPerTurn) {
-        auto frames = channel.receive();
-        if (!frames) break;
-        auto parsed = transport::parseFrames(*frames);
-        dispatch(parsed.message
-                     ? core.onMessage(frames->peer, *parsed.message, frames->bytes, steadySeconds())
-                     : core.onMalformed(frames->peer, parsed.reason));
-      }
+      takeMessages();
     }
   }
   while (!core.finished() && !stopRequested()) {
@@ -349,25 +361,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
     serveSecurity();
     if (reloadRequested().exchange(false)) reloadAllowlist(zap.get());
-    if (readable) {
-      // At most kMaxMessagesPerTurn before the timers run: a steady stream of messages (junk
-      // included) must not hold back round deadlines, heartbeats or the watchdog. The rest
-      // stays queued, and the next wait returns at once.
-      size_t taken = 0;
-      while (taken++ < transport::kMaxMessagesPerTurn) {
-        auto frames = channel.receive();
-        if (!frames) break;
-        double at = steadySeconds();
-        auto parsed = transport::parseFrames(*frames);
-        if (!parsed.message) {
-          spdlog::debug("malformed message: {}", parsed.error);
-          dispatch(core.onMalformed(frames->peer, parsed.reason));
-          continue;
-        }
-        dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at), at);
-        if (core.finished()) break;
-      }
-    }
+    if (readable) takeMessages();
     dispatch(core.onTick());
     tel.tick();
     if (tel.publishDue()) publish(any_round_closed ? "running" : "waiting");
