@@ -42,6 +42,9 @@ struct Cluster {
                                                      nullptr, session, [this] { return now; });
   }
 
+  // Workers "a" (peer "A", 100 samples) and "b" (peer "B") join the core; their ids.
+  std::pair<uint32_t, uint32_t> joinAB();
+
   std::unique_ptr<server::CoordinatorCore> restored(const std::string& bytes, uint64_t s) {
     return server::CoordinatorCore::restore(
         settings, ml::makeModel(settings.model), nullptr, s, [this] { return now; }, bytes);
@@ -95,6 +98,12 @@ void runRound(server::CoordinatorCore& core, uint64_t session, const std::string
   core.onMessage(pa, push(session, a, r, gradient(d, a, r)), 100, now);
   core.onMessage(pb, push(session, b, r, gradient(d, b, r)), 100, now);
   REQUIRE(core.round() == r + 1);
+}
+
+std::pair<uint32_t, uint32_t> Cluster::joinAB() {
+  const uint32_t a = welcomeIn(core->onMessage("A", join("a", 100), 10, now), "A")->worker_id();
+  const uint32_t b = welcomeIn(core->onMessage("B", join("b", 100), 10, now), "B")->worker_id();
+  return {a, b};
 }
 
 }  // namespace
@@ -151,8 +160,7 @@ TEST_CASE("a restored coordinator continues bit for bit as the original, momentu
 
 TEST_CASE("after a restore, old-session messages are refused so every worker re-joins") {
   Cluster c;
-  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
-  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  const auto [a, b] = c.joinAB();
   runRound(*c.core, c.session, "A", a, "B", b, c.now);
   auto resumed = c.restored(c.core->checkpoint(), 777);
   const size_t d = resumed->parameters().size();
@@ -178,8 +186,7 @@ TEST_CASE("after a restore, old-session messages are refused so every worker re-
 
 TEST_CASE("a resumed coordinator waits for min_workers, or a grace period, before the next round") {
   Cluster c;
-  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
-  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  const auto [a, b] = c.joinAB();
   runRound(*c.core, c.session, "A", a, "B", b, c.now);
   const std::string bytes = c.core->checkpoint();
 
@@ -217,8 +224,7 @@ TEST_CASE("a checkpoint falls due every `every` rounds and when training finishe
   Cluster c;
   c.settings.max_rounds = 7;
   c.core = c.fresh();
-  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
-  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  const auto [a, b] = c.joinAB();
   std::vector<uint64_t> due_after;
   for (int i = 0; i < 7; ++i) {
     runRound(*c.core, c.session, "A", a, "B", b, c.now);
@@ -256,8 +262,7 @@ TEST_CASE("a checkpoint at or past max_rounds restores finished, whether or not 
   Cluster c;
   c.settings.max_rounds = 10;
   c.core = c.fresh();
-  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
-  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  const auto [a, b] = c.joinAB();
   for (int i = 0; i < 4; ++i) runRound(*c.core, c.session, "A", a, "B", b, c.now);
   REQUIRE_FALSE(c.core->finished());
   const std::string mid_run = c.core->checkpoint();
@@ -322,8 +327,7 @@ TEST_CASE("a run that reached its target accuracy restores as finished") {
 
 TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   Cluster c;
-  uint32_t a = welcomeIn(c.core->onMessage("A", join("a", 100), 10, c.now), "A")->worker_id();
-  uint32_t b = welcomeIn(c.core->onMessage("B", join("b", 100), 10, c.now), "B")->worker_id();
+  const auto [a, b] = c.joinAB();
   runRound(*c.core, c.session, "A", a, "B", b, c.now);
   const std::string good = c.core->checkpoint();
   CHECK_NOTHROW(c.restored(good, 1));
