@@ -4,8 +4,8 @@
 # need but the filter denies makes the service die as it starts and restart forever. The
 # filter's groups are expanded with `systemd-analyze syscall-filter`; a short cluster runs under
 # strace as systemd would start it (a notify socket, a watchdog), with checkpoints, every HTTP
-# endpoint asked, and SIGTERM to each daemon, and each call it made is checked against the unit
-# of the daemon that made it.
+# endpoint asked, and SIGTERM to each daemon, once in plaintext and once with CURVE, and each call
+# it made is checked against the unit of the daemon that made it.
 source "$(dirname "$0")/lib.sh"
 
 command -v systemd-analyze > /dev/null || { echo "SKIP: systemd-analyze not installed"; exit 77; }
@@ -69,52 +69,72 @@ for _ in $(seq 1 100); do [ -S "$WORK/notify" ] && break; sleep 0.05; done
 [ -S "$WORK/notify" ] || fail "the notify listener did not start"
 export NOTIFY_SOCKET="$WORK/notify" WATCHDOG_USEC=2000000
 
-write_coordinator "$WORK/coord.yaml" 100000 2 "checkpoint: {path: $WORK/coord.ckpt, every: 3}
-http: {bind: \"127.0.0.1:0\", url_file: $WORK/coord.url}"
-strace -ff -qq -o "$WORK/coord.trace" \
-  "$BIN/tern-coordinator" --config "$WORK/coord.yaml" > "$WORK/coord.out" 2> "$WORK/coord.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-EP=$(cat "$WORK/endpoint")
-WPIDS=()
-for i in 0 1; do
-  write_worker "$WORK/w$i.yaml" "$EP" 2
-  printf 'http: {bind: "127.0.0.1:0", url_file: %s}\n' "$WORK/w$i.url" >> "$WORK/w$i.yaml"
-  strace -ff -qq -o "$WORK/w$i.trace" "$BIN/tern-worker" --config "$WORK/w$i.yaml" \
-    --name "w$i" --shard-index "$i" > "$WORK/w$i.out" 2> "$WORK/w$i.err" &
-  WPIDS+=($!); PIDS+=($!)
-done
-get() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' "$1"; }
-for f in coord w0 w1; do
-  wait_for_file "$WORK/$f.url"
-  get "$(cat "$WORK/$f.url")/metrics" || fail "$f's /metrics did not answer"
-  get "$(cat "$WORK/$f.url")/status" || fail "$f's /status did not answer"
-done
-# A few checkpoints, then the stops: SIGTERM pauses the coordinator (a last checkpoint) and ends
-# each worker.
-for _ in $(seq 1 300); do [ -s "$WORK/coord.ckpt" ] && break; sleep 0.1; done
-[ -s "$WORK/coord.ckpt" ] || fail "no checkpoint was written"
-sleep 1
-# The signals go to the daemons, not to strace (their parent).
-daemon() { pgrep -P "$1" | head -1; }
-kill -TERM "$(daemon "$CPID")"
-wait "$CPID" || fail "the coordinator exited with $? (see $WORK)"
-grep -q 'stop requested: checkpoint written' "$WORK/coord.out" ||
-  { tail "$WORK/coord.out" "$WORK/coord.err"; fail "the coordinator did not pause"; }
-for p in "${WPIDS[@]}"; do
-  kill -TERM "$(daemon "$p")"
-  wait "$p" || fail "a worker exited with $? (see $WORK)"
-done
-grep -q 'READY=1' "$WORK/notify.log" || fail "no daemon said READY=1 on the notify socket"
-grep -q 'WATCHDOG=1' "$WORK/notify.log" || fail "no daemon pinged the watchdog"
+# run_cluster TAG COORDINATOR-SECURITY WORKER-SECURITY: the cluster under strace, traces in
+# $WORK/TAG.
+run_cluster() {
+  mkdir -p "$WORK/$1"
+  rm -f "$WORK/endpoint"
+  SECURITY="$2" write_coordinator "$WORK/$1/coord.yaml" 100000 2 "checkpoint: {path: $WORK/$1/coord.ckpt, every: 3}
+http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}"
+  strace -ff -qq -o "$WORK/$1/coord.trace" \
+    "$BIN/tern-coordinator" --config "$WORK/$1/coord.yaml" > "$WORK/$1/coord.out" 2> "$WORK/$1/coord.err" &
+  CPID=$!; PIDS+=($CPID)
+  wait_for_file "$WORK/endpoint"
+  EP=$(cat "$WORK/endpoint")
+  WPIDS=()
+  for i in 0 1; do
+    SECURITY="$3" write_worker "$WORK/$1/w$i.yaml" "$EP" 2
+    printf 'http: {bind: "127.0.0.1:0", url_file: %s}\n' "$WORK/$1/w$i.url" >> "$WORK/$1/w$i.yaml"
+    strace -ff -qq -o "$WORK/$1/w$i.trace" "$BIN/tern-worker" --config "$WORK/$1/w$i.yaml" \
+      --name "w$i" --shard-index "$i" > "$WORK/$1/w$i.out" 2> "$WORK/$1/w$i.err" &
+    WPIDS+=($!); PIDS+=($!)
+  done
+  get() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' "$1"; }
+  for f in coord w0 w1; do
+    wait_for_file "$WORK/$1/$f.url"
+    get "$(cat "$WORK/$1/$f.url")/metrics" || fail "$f's /metrics did not answer"
+    get "$(cat "$WORK/$1/$f.url")/status" || fail "$f's /status did not answer"
+  done
+  # A few checkpoints, then the stops: SIGTERM pauses the coordinator (a last checkpoint) and ends
+  # each worker.
+  for _ in $(seq 1 300); do [ -s "$WORK/$1/coord.ckpt" ] && break; sleep 0.1; done
+  # (one every 3 rounds: the workers were admitted and trained)
+  [ -s "$WORK/$1/coord.ckpt" ] || fail "no checkpoint was written ($1)"
+  sleep 1
+  # The signals go to the daemons, not to strace (their parent).
+  daemon() { pgrep -P "$1" | head -1; }
+  kill -TERM "$(daemon "$CPID")"
+  wait "$CPID" || fail "the coordinator exited with $? (see $WORK/$1)"
+  grep -q 'stop requested: checkpoint written' "$WORK/$1/coord.out" ||
+    { tail "$WORK/$1/coord.out" "$WORK/$1/coord.err"; fail "the coordinator did not pause"; }
+  for p in "${WPIDS[@]}"; do
+    kill -TERM "$(daemon "$p")"
+    wait "$p" || fail "a worker exited with $? (see $WORK/$1)"
+  done
+  grep -q 'READY=1' "$WORK/notify.log" || fail "no daemon said READY=1 on the notify socket"
+  grep -q 'WATCHDOG=1' "$WORK/notify.log" || fail "no daemon pinged the watchdog"
+}
+
+run_cluster plain none none
+# With CURVE (docs/security.md) libzmq's handshake and key handling run too.
+mkdir -p "$WORK/keys" "$WORK/allow"
+"$BIN/tern-coordinator" keygen --out "$WORK/keys/coordinator" > /dev/null
+"$BIN/tern-worker" keygen --out "$WORK/keys/worker" > /dev/null
+cp "$WORK/keys/worker.pub" "$WORK/allow/"
+run_cluster curve \
+  "{mode: curve, secret_key_file: $WORK/keys/coordinator.key, allowlist: $WORK/allow}" \
+  "{mode: curve, secret_key_file: $WORK/keys/worker.key, server_public_key_file: $WORK/keys/coordinator.pub}"
+grep -q 'CURVE on: .*1 worker key' "$WORK/curve/coord.out" "$WORK/curve/coord.err" ||
+  fail "the second cluster did not say it runs CURVE (see $WORK/curve)"
 
 UNITS="$SRC/deploy/systemd"
 allowed "$UNITS/tern-coordinator.service" > "$WORK/coord.allowed"
 allowed "$UNITS/tern-worker@.service" > "$WORK/worker.allowed"
 [ "$(wc -l < "$WORK/coord.allowed")" -gt 100 ] || fail "the coordinator unit's filter did not expand"
-used "$WORK/coord.trace" > "$WORK/coord.used"
-cat "$WORK"/w0.trace.* > /dev/null || fail "no worker trace"
-{ used "$WORK/w0.trace"; used "$WORK/w1.trace"; } | sort -u > "$WORK/worker.used"
+{ used "$WORK/plain/coord.trace"; used "$WORK/curve/coord.trace"; } | sort -u > "$WORK/coord.used"
+cat "$WORK"/plain/w0.trace.* "$WORK"/curve/w0.trace.* > /dev/null || fail "no worker trace"
+for t in plain curve; do used "$WORK/$t/w0.trace"; used "$WORK/$t/w1.trace"; done |
+  sort -u > "$WORK/worker.used"
 [ "$(wc -l < "$WORK/coord.used")" -gt 20 ] || fail "the coordinator's trace names too few calls"
 bad=$(comm -23 "$WORK/coord.used" "$WORK/coord.allowed")
 [ -z "$bad" ] || fail "tern-coordinator.service's SystemCallFilter denies calls the coordinator makes: $bad"
