@@ -89,7 +89,7 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
 
 std::string systemdStatus(const telemetry::NodeStatus& st) {
   return fmt::format("{}: round {}, accuracy {:.4f}, {} workers alive", st.state,
-                     st.rounds_completed, st.test_accuracy, st.alive_workers);
+                     st.rounds_completed, st.test_accuracy.value_or(0.0), st.alive_workers);
 }
 
 // The ROUTER's security from the configuration: CURVE server keys and the ZAP handler that admits

@@ -21,7 +21,11 @@ std::string toJson(const NodeStatus& s) {
   j.key("rounds_completed").value(s.rounds_completed);
   j.key("time_s").value(s.time_s);
   j.key("train_loss").value(s.train_loss);
-  j.key("test_accuracy").value(s.test_accuracy);
+  if (s.test_accuracy) {
+    j.key("test_accuracy").value(*s.test_accuracy);
+  } else {
+    j.key("test_accuracy").null();
+  }
   j.key("upload_bytes").value(s.upload_bytes);
   j.key("download_bytes").value(s.download_bytes);
   j.key("full_bytes").value(s.full_bytes);

@@ -5,6 +5,7 @@
 // counters are cumulative since the daemon started, like the metrics CSV.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct NodeStatus {
   uint64_t rounds_completed = 0;
   double time_s = 0.0;  // seconds since training started
   double train_loss = 0.0;
-  double test_accuracy = 0.0;
+  std::optional<double> test_accuracy;  // none where nothing is evaluated (a worker)
   uint64_t upload_bytes = 0;
   uint64_t download_bytes = 0;
   uint64_t full_bytes = 0;  // what uncompressed fp32 gradients would have cost

@@ -38,11 +38,14 @@ std::string renderStatusTable(const JsonValue& st) {
   std::string role = st.stringOr("role", "?");
   out += fmt::format("{} {} (tern {}), state {}\n", role, st.stringOr("name", "?"),
                      st.stringOr("version", "?"), st.stringOr("state", "?"));
+  // A worker evaluates nothing: its accuracy is null, shown as "-".
+  const JsonValue* acc = st.find("test_accuracy");
+  std::string accuracy = acc && acc->isNumber() ? fmt::format("{:.4f}", acc->number()) : "-";
   out += fmt::format(
       "round {:.0f} ({:.0f} completed) after {:.1f} s   train loss {:.4f}   "
-      "test accuracy {:.4f}\n",
+      "test accuracy {}\n",
       st.numberOr("round", 0), st.numberOr("rounds_completed", 0), st.numberOr("time_s", 0),
-      st.numberOr("train_loss", 0), st.numberOr("test_accuracy", 0));
+      st.numberOr("train_loss", 0), accuracy);
   double up = st.numberOr("upload_bytes", 0), full = st.numberOr("full_bytes", 0);
   std::string pct = full > 0 ? fmt::format(" ({:.2f}% of uncompressed)", 100.0 * up / full) : "";
   out += fmt::format("uploaded {}{}   downloaded {}\n", humanBytes(up), pct,

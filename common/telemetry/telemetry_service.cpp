@@ -51,7 +51,9 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
              double(s.round));
   m.setCounterTotal("tern_rounds_total", "Rounds completed.", {}, double(s.rounds_completed));
   m.setGauge("tern_train_loss", "Training loss of the last round.", {}, s.train_loss);
-  m.setGauge("tern_test_accuracy", "Test accuracy at the last evaluation.", {}, s.test_accuracy);
+  if (s.test_accuracy) {
+    m.setGauge("tern_test_accuracy", "Test accuracy at the last evaluation.", {}, *s.test_accuracy);
+  }
   m.setCounterTotal("tern_upload_bytes_total", "Gradient bytes pushed by workers.", {},
                     double(s.upload_bytes));
   m.setCounterTotal("tern_download_bytes_total", "Bytes broadcast to workers.", {},

@@ -58,6 +58,16 @@ TEST_CASE("the table shows the round, accuracy, bytes and one row per worker") {
   CHECK(rows[1].size() == rows[2].size());
 }
 
+TEST_CASE("a worker's table shows no test accuracy, since workers evaluate nothing") {
+  NodeStatus s;
+  s.role = "worker";
+  s.train_loss = 0.61;
+  std::string t = renderStatusTable(parseJson(toJson(s)));
+  CHECK(contains(t, "train loss 0.6100   test accuracy -\n"));
+  s.test_accuracy = 0.0;
+  CHECK(contains(renderStatusTable(parseJson(toJson(s))), "test accuracy 0.0000\n"));
+}
+
 TEST_CASE("a document with missing fields still renders, a non-object is refused") {
   CHECK(contains(renderStatusTable(parseJson("{}")), "no workers known yet"));
   CHECK_THROWS_AS(renderStatusTable(parseJson("[1]")), JsonError);

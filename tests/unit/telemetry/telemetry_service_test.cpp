@@ -170,6 +170,25 @@ TEST_CASE("/status serves the last published snapshot as a JSON document") {
   CHECK(w.numberOr("predicted_improvement", 0) == 3.5e-4);
 }
 
+TEST_CASE("a node that evaluates nothing reports no accuracy rather than 0") {
+  FakeClock clock;
+  TelemetryService t([&] { return clock.now; });
+  NodeStatus s = sampleStatus();
+  s.role = "worker";
+  s.test_accuracy.reset();
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).count("tern_test_accuracy") == 0);
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/status";
+  std::string body = t.handle(req).body;
+  CHECK(body.find("\"test_accuracy\":null") != std::string::npos);
+  CHECK(parseJson(body).find("rounds_completed") != nullptr);
+  s.test_accuracy = 0.0;  // an evaluation that scored 0 is still reported
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_test_accuracy") == 0.0);
+}
+
 TEST_CASE("/healthz turns 503 when the event loop stops beating") {
   FakeClock clock;
   TelemetryService t([&] { return clock.now; }, 30.0);
