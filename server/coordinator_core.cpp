@@ -262,6 +262,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
       (aliveWorkers() >= settings_.min_workers || (started_ && !resuming_ && aliveWorkers() > 0))) {
     phase_ = Phase::kRunning;
     if (!started_) start_time_ = clock_();
+    if (resuming_) start_time_ = clock_() - resumed_elapsed_;
     started_ = true;
     resuming_ = false;
     auto starts = startRound();
@@ -882,7 +883,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   if (phase_ == Phase::kWaiting && resuming_ && aliveWorkers() > 0 && now >= resume_deadline_) {
     spdlog::info("resuming round {} with {} of the known workers back", round_, aliveWorkers());
     phase_ = Phase::kRunning;
-    if (!started_) start_time_ = now;
+    start_time_ = now - resumed_elapsed_;  // time_s goes on from the checkpoint's
     started_ = true;
     resuming_ = false;
     auto starts = startRound();
@@ -1124,8 +1125,10 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   core->steps_refused_ = c.steps_refused();
   for (const auto& r : c.rejections()) core->rejections_[r.reason()] = r.count();
   core->last_accuracy_ = c.last_accuracy();
-  // time_s keeps counting from where the checkpoint left it (the downtime included from here on).
-  core->start_time_ = core->clock_() - std::max(0.0, c.elapsed_seconds());
+  // time_s is training time: it goes on from the checkpoint's when training resumes (neither the
+  // downtime nor the wait for the workers to re-join counts).
+  core->resumed_elapsed_ = std::max(0.0, c.elapsed_seconds());
+  core->start_time_ = core->clock_() - core->resumed_elapsed_;
   core->started_ = c.round() > 0;
   core->resuming_ = true;
 

@@ -241,6 +241,7 @@ class CoordinatorCore {
   uint64_t round_ = 0;                // the round being collected
   double round_deadline_ = 0.0;
   double start_time_ = 0.0;
+  double resumed_elapsed_ = 0.0;  // time_s the restored checkpoint had reached
   uint64_t rounds_since_alloc_ = 0;
   allocation::Budget planned_budget_;
   bool link_moved_ = false;

@@ -220,6 +220,26 @@ TEST_CASE("a resumed coordinator waits for min_workers, or a grace period, befor
   }
 }
 
+TEST_CASE("time_s resumes from the checkpoint's when training resumes, not at the restore") {
+  Cluster c;
+  const auto [a, b] = c.joinAB();  // training starts at 0
+  c.now = 10.0;
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  CHECK(c.core->lastRecord().time_s == doctest::Approx(10.0));
+  const std::string bytes = c.core->checkpoint();
+
+  c.now = 100.0;  // restarted 90 s later
+  auto resumed = c.restored(bytes, 9);
+  resumed->onMessage("A2", join("a", 100), 10, c.now);
+  c.now = 130.0;  // the second worker is back 30 s after the restart: the round starts now
+  auto out = resumed->onMessage("B2", join("b", 100), 10, c.now);
+  REQUIRE(roundStartFor(out, "B2"));
+  c.now = 131.0;
+  runRound(*resumed, 9, "A2", a, "B2", b, c.now);
+  // Neither the downtime nor the wait for the workers counts as training time.
+  CHECK(resumed->lastRecord().time_s == doctest::Approx(11.0));
+}
+
 TEST_CASE("a checkpoint falls due every `every` rounds and when training finishes") {
   Cluster c;
   c.settings.max_rounds = 7;
