@@ -99,7 +99,23 @@ if [ -n "$sent" ]; then
   levels_plot=", for [s in \"$sent\"] \"$tmp/levels.dat\" using 1:(column(int(s)+1)) with points pt 7 ps 0.4 lc int(s) title sprintf(\"worker %d: level sent\", int(s)-1)"
 fi
 [ -s "$tmp/loss.dat" ] || { echo "plot.sh: $csv has no rounds" >&2; exit 1; }
-[ -s "$tmp/acc.dat" ] || echo "0 ? 0 0" > "$tmp/acc.dat"  # no evaluation yet: empty curve
+# A run stopped before its first evaluation, or with no worker known in any row, still gets its
+# four files: the plots with nothing to draw say so.
+empty() { echo "set label 1 \"$1\" at graph 0.5, 0.5 center; set xrange [0:1]; set yrange [0:1]; plot NaN notitle; unset label 1; set autoscale x"; }
+acc_curve="\"$tmp/acc.dat\" using 1:2 with linespoints ls 1 pt 7 ps 0.5 title \"test accuracy\", "
+acc_upload="set logscale x; plot \"$tmp/acc.dat\" using (\$3/1e6):2 with linespoints ls 1 pt 7 ps 0.5 title \"tern (compressed, measured)\", \"$tmp/acc.dat\" using (\$4/1e6):2 with lines ls 3 title \"same rounds, uncompressed fp32\"; unset logscale x"
+if [ ! -s "$tmp/acc.dat" ]; then
+  acc_curve=""
+  acc_upload=$(empty "no evaluated round yet")
+fi
+caps_plot="plot for [s in \"$known\"] \"$tmp/caps.dat\" using 1:(column(int(s)+1)) with steps lw 2 lc int(s) title sprintf(\"worker %d: cap\", int(s)-1)$levels_plot"
+rate_plot="plot for [s in \"$known\"] \"$tmp/rate.dat\" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf(\"worker %d\", int(s)-1)"
+fixed_plot="plot for [s in \"$known\"] \"$tmp/fixed.dat\" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf(\"worker %d\", int(s)-1)"
+if [ -z "$known" ]; then
+  caps_plot=$(empty "no worker in any round")
+  rate_plot="unset logscale y; $(empty "no worker in any round")"
+  fixed_plot=$rate_plot
+fi
 
 gnuplot <<GP
 set terminal pngcairo size 900,540 enhanced font "sans,11"
@@ -119,8 +135,7 @@ set y2label "train loss"
 set ytics nomirror
 set y2tics
 set yrange [0:1]
-plot "$tmp/acc.dat" using 1:2 with linespoints ls 1 pt 7 ps 0.5 title "test accuracy", \
-     "$tmp/loss.dat" using 1:2 axes x1y2 with lines ls 2 title "train loss"
+plot $acc_curve"$tmp/loss.dat" using 1:2 axes x1y2 with lines ls 2 title "train loss"
 unset y2label
 unset y2tics
 set ytics mirror
@@ -130,10 +145,7 @@ set key inside right bottom
 set title "Test accuracy against uploaded bytes"
 set xlabel "cumulative upload (MB)"
 set ylabel "test accuracy"
-set logscale x
-plot "$tmp/acc.dat" using (\$3/1e6):2 with linespoints ls 1 pt 7 ps 0.5 title "tern (compressed, measured)", \
-     "$tmp/acc.dat" using (\$4/1e6):2 with lines ls 3 title "same rounds, uncompressed fp32"
-unset logscale x
+$acc_upload
 
 set output "$out/caps.png"
 set key outside right top
@@ -142,7 +154,7 @@ set xlabel "round"
 set ylabel "coordinates per push"
 set autoscale y
 set yrange [0:*]
-plot for [s in "$known"] "$tmp/caps.dat" using 1:(column(int(s)+1)) with steps lw 2 lc int(s) title sprintf("worker %d: cap", int(s)-1)$levels_plot
+$caps_plot
 
 set output "$out/link_rates.png"
 set multiplot layout 2,1 title "Fitted link models (t = a + b * packets)"
@@ -151,11 +163,11 @@ set xlabel ""
 set ylabel "Mbit/s"
 set logscale y
 set autoscale y
-plot for [s in "$known"] "$tmp/rate.dat" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf("worker %d", int(s)-1)
+$rate_plot
 set title "fixed cost per transfer: a"
 set xlabel "round"
 set ylabel "ms"
-plot for [s in "$known"] "$tmp/fixed.dat" using 1:(column(int(s)+1)) with lines lw 2 lc int(s) title sprintf("worker %d", int(s)-1)
+$fixed_plot
 unset multiplot
 GP
 if [ -n "${PLOT_DATA:-}" ]; then mkdir -p "$PLOT_DATA" && cp "$tmp"/*.dat "$PLOT_DATA"/; fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deploy/plot.sh turns a metrics CSV into its four PNGs, including a worker that joined late
-# (fewer ';' fields in early rows) and rounds before any link fit; it refuses a file that is not
+# (fewer ';' fields in early rows), rounds before any link fit, a run stopped before its first
+# evaluation and rows without a worker; it refuses a file that is not
 # a tern metrics CSV. Skipped (77) without gnuplot.
 source "$(dirname "$0")/lib.sh"
 command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
@@ -49,9 +50,25 @@ PLOT_DATA="$WORK/ids-data" bash "$SRC/deploy/plot.sh" "$ids" "$WORK/ids-plots" >
 [ "$(sed -n 8p "$WORK/ids-data/caps.dat")" = "7 10 ? 12" ] || fail "caps after worker 1 left: $(sed -n 8p "$WORK/ids-data/caps.dat")"
 [ "$(sed -n 8p "$WORK/ids-data/levels.dat")" = "7 5 ? 7" ] || fail "levels after worker 1 left: $(sed -n 8p "$WORK/ids-data/levels.dat")"
 
+# A run stopped before its first evaluation, and rows with no worker known: still four PNGs, the
+# plots with nothing to draw saying so (before, gnuplot failed on an empty logarithmic range).
+head -1 "$ids" > "$WORK/early.csv"
+head -1 "$ids" > "$WORK/none.csv"
+for r in $(seq 0 5); do
+  echo "$r,$r.5,$((9 - r)),0,$((r + 1)),1,$((10 * r + 10)),1,0,0,0,10,1,0.01,0.001,$r,5,1,0.1,0.01,0" >> "$WORK/early.csv"
+  echo "$r,$r.5,$((9 - r)),0,0,0,0,0,0,0,0,,,,,,,,,," >> "$WORK/none.csv"
+done
+for run in early none; do
+  bash "$SRC/deploy/plot.sh" "$WORK/$run.csv" "$WORK/$run-plots" > "$WORK/plot.out" 2>&1 ||
+    { cat "$WORK/plot.out"; fail "plot.sh failed on $run.csv"; }
+  for png in accuracy_rounds accuracy_upload caps link_rates; do
+    [ -s "$WORK/$run-plots/$png.png" ] || fail "$run: $png.png missing"
+  done
+done
+
 echo "a,b" > "$WORK/other.csv"
 if bash "$SRC/deploy/plot.sh" "$WORK/other.csv" "$WORK/x" 2> "$WORK/err"; then
   fail "plot.sh accepted a CSV that is not tern's"
 fi
 grep -q 'not a tern metrics CSV' "$WORK/err" || fail "unclear error: $(cat "$WORK/err")"
-echo "PASS: plot.sh writes four PNGs, late joiners included, and refuses foreign CSVs"
+echo "PASS: plot.sh writes four PNGs, late joiners, runs without an evaluation or a worker included, and refuses foreign CSVs"
