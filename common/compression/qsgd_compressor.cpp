@@ -41,7 +41,11 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
   std::vector<float> decoded(d);
   const wire::QsgdTable table(norm, levels_, d);
   detail::CoinStream coin_stream(rng);
+  // Below a norm of about levels / FLT_MAX, levels / norm overflows float: such a gradient is
+  // scaled in double (|g_j| / norm <= 1, so r stays in [0, levels]).
   const float per_unit = norm > 0.0f ? float(levels_) / norm : 0.0f;
+  const bool tiny = !std::isfinite(per_unit);
+  const double per_unit_d = norm > 0.0f ? double(levels_) / double(norm) : 0.0;
   const int32_t s = int32_t(levels_);
   // Blocks of kBlock coordinates keep the coins and symbols in small buffers (no large
   // temporaries to fault in per call); kBlock * width bits is a whole number of bytes, so each
@@ -56,7 +60,8 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
     coin_stream.fill24(std::span(coins, n));
     for (uint32_t i = 0; i < n; ++i) {
       const float x = g[base + i];
-      const float r = std::fabs(x) * per_unit;
+      const float r = tiny ? float(std::min(double(std::fabs(x)) * per_unit_d, double(s)))
+                           : std::fabs(x) * per_unit;
       int32_t level = int32_t(r);  // r >= 0: truncation is the floor
       level += int32_t(coins[i] < r - float(level));
       level = std::min(level, s);

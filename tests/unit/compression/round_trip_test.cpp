@@ -66,6 +66,24 @@ TEST_CASE("every compressor round-trips all-zero, tied and signed-zero gradients
   }
 }
 
+TEST_CASE("every compressor round-trips gradients whose norm is tiny or subnormal") {
+  // levels / norm overflows float below a norm of about levels / FLT_MAX; qsgd's symbols were
+  // then out of range (a crash with the lookup table, a wrong vector without it).
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    for (float scale : {1e-30f, 1e-38f, 1e-40f, 1e-45f}) {
+      for (size_t d : {1, 8, 1000}) {
+        CAPTURE(scale);
+        CAPTURE(d);
+        std::vector<float> g(d, 0.0f);
+        for (size_t j = 0; j < d; j += 3) g[j] = (j % 2 ? -scale : scale) * float(1 + j % 5);
+        for (uint32_t level : {uint32_t(1), uint32_t(d)}) checkRoundTrip(*c, g, level, d + level);
+      }
+    }
+  }
+}
+
 TEST_CASE("every compressor round-trips a large gradient at a small level") {
   const auto g = gaussianGradient(2000000, 77);
   for (const std::string& name : compressorNames()) {
