@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/compression/codec.hpp"
+#include "common/compression/compressor_support.hpp"
 #include "common/compression/compressors.hpp"
 
 namespace tern::worker {
@@ -270,6 +271,8 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                          std::to_string(model->numParams() * sizeof(float)));
   std::vector<float> params(model->numParams());
   [[maybe_unused]] const bool copied = bytesToFloats(msg.payload, params);  // size checked above
+  if (!compression::detail::allFinite(params))
+    return refuseWelcome("welcome parameters hold a non-finite value");
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
     return refuseWelcome("welcome threshold must be finite and >= 0, got " +
                          std::to_string(w.threshold()));
@@ -391,6 +394,11 @@ bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& erro
     error = update.error;
     return false;
   }
+  // Checked before anything is applied: a finite update can still overflow the replica.
+  if (!compression::staysFinite(*update.value, 1.0f, params_)) {
+    error = "applying it would make the replica non-finite";
+    return false;
+  }
   compression::addScaled(*update.value, 1.0f, params_);
   return true;
 }
@@ -398,7 +406,11 @@ bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& erro
 std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   const auto& rs = msg.envelope.round_start();
   if (rs.full_model()) {
-    if (!bytesToFloats(msg.payload, params_)) return refuse("full model has the wrong size");
+    std::vector<float> model(params_.size());
+    if (!bytesToFloats(msg.payload, model)) return refuse("full model has the wrong size");
+    if (!compression::detail::allFinite(model))
+      return refuse("full model holds a non-finite value");
+    params_ = std::move(model);
   } else if (!msg.payload.empty()) {
     if (replica_round_ + 1 != rs.round()) {
       // The update does not apply to the replica we hold: ask for the full model again.

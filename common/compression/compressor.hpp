@@ -25,6 +25,9 @@ struct SparseGradient {
 
 // out += weight * g (out.size() must equal g.dim).
 void addScaled(const SparseGradient& g, float weight, std::span<float> out);
+// Whether addScaled(g, weight, out) would leave every value it touches finite (g's own values
+// and out's included); nothing is changed.
+bool staysFinite(const SparseGradient& g, float weight, std::span<const float> out);
 // Dense copy of g.
 std::vector<float> toDense(const SparseGradient& g);
 

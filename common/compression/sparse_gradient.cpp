@@ -1,3 +1,4 @@
+#include <cmath>
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
@@ -16,6 +17,22 @@ void addScaled(const SparseGradient& g, float weight, std::span<float> out) {
     if (g.indices[i] >= g.dim) throw std::invalid_argument("addScaled: index out of range");
     out[g.indices[i]] += weight * g.values[i];
   }
+}
+
+bool staysFinite(const SparseGradient& g, float weight, std::span<const float> out) {
+  if (out.size() != g.dim) throw std::invalid_argument("staysFinite: dimension mismatch");
+  bool ok = true;
+  if (g.isDense()) {
+    for (size_t j = 0; j < out.size(); ++j) ok &= std::isfinite(out[j] + weight * g.values[j]);
+    return ok;
+  }
+  if (g.indices.size() != g.values.size())
+    throw std::invalid_argument("staysFinite: indices and values differ in length");
+  for (size_t i = 0; i < g.indices.size(); ++i) {
+    if (g.indices[i] >= g.dim) throw std::invalid_argument("staysFinite: index out of range");
+    ok &= std::isfinite(out[g.indices[i]] + weight * g.values[i]);
+  }
+  return ok;
 }
 
 std::vector<float> toDense(const SparseGradient& g) {

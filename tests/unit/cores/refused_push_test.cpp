@@ -7,15 +7,19 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "common/compression/codec.hpp"
+#include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "common/util/checksum.hpp"
+#include "common/util/rng.hpp"
 #include "server/coordinator_core.hpp"
 #include "worker/worker_core.hpp"
 
@@ -130,6 +134,62 @@ struct Cluster {
 };
 
 void spoilLoss(Message& m) { m.envelope.mutable_push()->set_local_loss(std::nan("")); }
+
+// The coordinator's answers to worker 0's messages, not yet delivered.
+std::vector<Message> toCoordinator(Cluster& c, const std::vector<Message>& msgs) {
+  std::vector<Message> back;
+  for (const auto& m : msgs) {
+    const size_t bytes = m.envelope.ByteSizeLong() + m.payload.size();
+    c.workers[0]->onSent(m, bytes);
+    for (auto& o : c.coordinator->onMessage(peerOf(0), m, bytes, c.now)) back.push_back(o.message);
+  }
+  return back;
+}
+
+std::vector<Message> toWorker(Cluster& c, const Message& m) {
+  return c.workers[0]->onMessage(m, m.envelope.ByteSizeLong() + m.payload.size());
+}
+
+Message find(const std::vector<Message>& msgs, bool (wire::Envelope::*has)() const) {
+  for (const auto& m : msgs) {
+    if ((m.envelope.*has)()) return m;
+  }
+  FAIL("no such message");
+  return {};
+}
+
+// Worker 0 joins the cluster's coordinator; the welcome it was sent.
+Message joinOne(Cluster& p) {
+  auto answers = toCoordinator(p, p.workers[0]->start());
+  for (const auto& m : answers) toWorker(p, m);
+  REQUIRE(p.workers[0]->joined());
+  return find(answers, &wire::Envelope::has_welcome);
+}
+
+// A round start of `welcome`'s session for `round`, carrying `payload`.
+Message roundStartAfter(const Message& welcome, uint64_t round, std::vector<uint8_t> payload) {
+  Message m;
+  m.envelope = welcome.envelope;
+  m.envelope.clear_welcome();
+  auto* start = m.envelope.mutable_round_start();
+  start->set_session(welcome.envelope.welcome().session());
+  start->set_round(round);
+  start->set_cap(3);
+  m.payload = std::move(payload);
+  return m;
+}
+
+void setFloat(Message& m, size_t index, float value) {
+  REQUIRE(m.payload.size() >= (index + 1) * sizeof(float));
+  std::memcpy(m.payload.data() + index * sizeof(float), &value, sizeof(float));
+}
+
+bool finite(const std::vector<float>& v) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -362,4 +422,65 @@ TEST_CASE("joins queued while the link was down are answered once: one push, not
   CHECK(c.workers[1]->stats().taken_back == 0);
   CHECK(c.coordinator->rejections().count("late_or_future_round") == 0);
   c.finishAndCheckReplicas();
+}
+
+// The other way: a worker never takes a model it cannot hold. A welcome or a full model with a
+// non-finite parameter, or an update that would overflow its replica, is refused and counted,
+// and the replica stays what it was. The messages are the coordinator's, spoiled on the way.
+TEST_CASE("a welcome whose parameters hold NaN or infinity is refused; the real one is taken") {
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    Cluster p(1);
+    auto answers = toCoordinator(p, p.workers[0]->start());
+    const Message welcome = find(answers, &wire::Envelope::has_welcome);
+    Message spoiled = welcome;
+    setFloat(spoiled, 3, bad);
+    toWorker(p, spoiled);
+    CHECK_FALSE(p.workers[0]->joined());
+    CHECK(p.workers[0]->stats().rejected == 1);
+    toWorker(p, welcome);
+    CHECK(p.workers[0]->joined());
+    CHECK(finite(p.workers[0]->parameters()));
+  }
+}
+
+TEST_CASE("a full model holding NaN is refused and the replica kept") {
+  Cluster p(1);
+  const Message welcome = joinOne(p);
+  const std::vector<float> before = p.workers[0]->parameters();
+  // A round start carrying the whole model, as the coordinator sends to a worker that re-joins.
+  Message rs = roundStartAfter(welcome, p.workers[0]->replicaRound(), welcome.payload);
+  rs.envelope.mutable_round_start()->set_full_model(true);
+  setFloat(rs, 0, std::nanf(""));
+  const uint64_t refused = p.workers[0]->stats().rejected;
+  toWorker(p, rs);
+  CHECK(p.workers[0]->stats().rejected == refused + 1);
+  CHECK(p.workers[0]->parameters() == before);
+  CHECK(finite(p.workers[0]->parameters()));
+}
+
+TEST_CASE("an update that would overflow the replica is refused; the replica is unchanged") {
+  Cluster p(1);
+  const Message welcome = joinOne(p);
+  const size_t d = p.workers[0]->parameters().size();
+  // Finite updates of 3e38: the first is applied (the replica is finite, if absurd), the
+  // second would take it past FLT_MAX.
+  compression::CompressorSpec spec;
+  spec.name = "identity";
+  auto identity = compression::makeCompressor(spec);
+  Rng rng(1);
+  const std::vector<float> huge(d, 3e38f);
+  auto updateFor = [&](uint64_t round) {
+    return roundStartAfter(welcome, round, identity->compress(huge, uint32_t(d), rng).bytes);
+  };
+  const uint64_t r = p.workers[0]->replicaRound();
+  toWorker(p, updateFor(r + 1));
+  REQUIRE(p.workers[0]->replicaRound() == r + 1);
+  const std::vector<float> before = p.workers[0]->parameters();
+  REQUIRE(finite(before));
+  const uint64_t refused = p.workers[0]->stats().rejected;
+  toWorker(p, updateFor(r + 2));
+  CHECK(p.workers[0]->stats().rejected == refused + 1);
+  CHECK(p.workers[0]->replicaRound() == r + 1);
+  CHECK(p.workers[0]->parameters() == before);
 }
