@@ -255,14 +255,16 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome("training settings have local steps with local_lr " +
                          std::to_string(w.training().local_lr()));
   }
-  if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
-    return refuseWelcome("the coordinator's model cannot train on this shard: " + why, true);
-  }
+  // A spec no model can be made from is the coordinator's message at fault (refused); only a
+  // valid model that cannot learn this shard's labels ends the worker.
   std::unique_ptr<ml::Model> model;
   try {
     model = ml::makeModel(spec);
   } catch (const std::exception& e) {
     return refuseWelcome(std::string("bad model spec: ") + e.what());
+  }
+  if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
+    return refuseWelcome("the coordinator's model cannot train on this shard: " + why, true);
   }
   // The size is checked before anything is allocated for the parameters.
   if (msg.payload.size() != model->numParams() * sizeof(float))

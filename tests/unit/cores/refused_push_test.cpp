@@ -444,6 +444,20 @@ TEST_CASE("a welcome whose parameters hold NaN or infinity is refused; the real 
   }
 }
 
+TEST_CASE("a welcome with a model spec no model can be made from is refused, not fatal") {
+  Cluster p(1);
+  const Message welcome =
+      find(toCoordinator(p, p.workers[0]->start()), &wire::Envelope::has_welcome);
+  Message spoiled = welcome;
+  spoiled.envelope.mutable_welcome()->mutable_model()->set_classes(0);
+  toWorker(p, spoiled);
+  CHECK(p.workers[0]->fatalError().empty());
+  CHECK(p.workers[0]->stats().rejected == 1);
+  CHECK_FALSE(p.workers[0]->joined());
+  toWorker(p, welcome);
+  CHECK(p.workers[0]->joined());
+}
+
 TEST_CASE("a full model holding NaN is refused and the replica kept") {
   Cluster p(1);
   const Message welcome = joinOne(p);
