@@ -990,6 +990,7 @@ std::string CoordinatorCore::checkpoint() const {
   c.set_parameters(floatBytes(params_));
   c.set_velocity(floatBytes(optimizer_.velocity()));
   c.set_parameters_checksum(tern::checksum(params_));
+  c.set_velocity_checksum(tern::checksum(optimizer_.velocity()));
   c.set_next_worker_id(next_id_);
   for (const auto& [id, w] : workers_) {
     auto* cw = c.add_workers();
@@ -1063,7 +1064,11 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   if (tern::checksum(core->params_) != c.parameters_checksum()) {
     throw std::runtime_error("checkpoint parameters do not match their checksum");
   }
-  core->optimizer_.setVelocity(checkpointFloats(c.velocity(), n, "velocity"));
+  std::vector<float> velocity = checkpointFloats(c.velocity(), n, "velocity");
+  if (c.has_velocity_checksum() && tern::checksum(velocity) != c.velocity_checksum()) {
+    throw std::runtime_error("checkpoint velocity does not match its checksum");
+  }
+  core->optimizer_.setVelocity(std::move(velocity));
   core->round_ = c.round();
   for (const auto& cw : c.workers()) {
     if (cw.id() >= c.next_worker_id() || core->workers_.count(cw.id()) || cw.name().empty() ||

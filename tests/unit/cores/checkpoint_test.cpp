@@ -370,6 +370,20 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
                              }),
                              1),
                   std::runtime_error);
+  // So does one in the momentum buffer (it shapes every later step).
+  try {
+    c.restored(variant([](wire::Checkpoint& v) {
+                 std::string p = v.velocity();
+                 p[5] ^= 0x10;
+                 v.set_velocity(p);
+               }),
+               1);
+    FAIL("a damaged velocity restored");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("velocity does not match its checksum") != std::string::npos);
+  }
+  // A checkpoint from before the velocity's checksum still restores.
+  CHECK_NOTHROW(c.restored(variant([](wire::Checkpoint& v) { v.clear_velocity_checksum(); }), 1));
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) { v.set_format(2); }), 1),
                   std::runtime_error);
   CHECK_THROWS_AS(
