@@ -427,7 +427,7 @@ TEST_CASE("joins queued while the link was down are answered once: one push, not
 // The other way: a worker never takes a model it cannot hold. A welcome or a full model with a
 // non-finite parameter, or an update that would overflow its replica, is refused and counted,
 // and the replica stays what it was. The messages are the coordinator's, spoiled on the way.
-TEST_CASE("a welcome whose parameters hold NaN or infinity is refused; the real one is taken") {
+TEST_CASE("a welcome whose parameters hold NaN or infinity is refused, the real one then taken") {
   for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
     CAPTURE(bad);
     Cluster p(1);
@@ -473,7 +473,7 @@ TEST_CASE("a full model holding NaN is refused and the replica kept") {
   CHECK(finite(p.workers[0]->parameters()));
 }
 
-TEST_CASE("an update that would overflow the replica is refused; the replica is unchanged") {
+TEST_CASE("an update that would overflow the replica is refused, the replica unchanged") {
   Cluster p(1);
   const Message welcome = joinOne(p);
   const size_t d = p.workers[0]->parameters().size();
