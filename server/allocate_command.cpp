@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/allocation/allocator.hpp"
+#include "common/config/command_line.hpp"
 
 namespace tern::server {
 
@@ -12,20 +13,29 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
       ->delimiter(',')
       ->required();
   app.add_option("--costs", o.costs, "seconds per packet of each worker's link (cost-aware)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(config::finiteNumber(0.0, true));
   app.add_option("--fixed-costs", o.fixed_costs,
                  "fixed seconds per upload of each worker's link (cost-aware deadlines)")
-      ->delimiter(',');
-  app.add_option("--deadline", o.deadline, "cost-aware: no upload may take longer (seconds)");
+      ->delimiter(',')
+      ->check(config::finiteNumber(0.0, false));
+  app.add_option("--deadline", o.deadline, "cost-aware: no upload may take longer (seconds)")
+      ->check(config::finiteNumber(0.0, false));
   app.add_option("--round-overhead", o.round_overhead,
                  "cost-aware: seconds of a round besides the slowest upload; picks the deadline "
-                 "minimising Phi * round time");
+                 "minimising Phi * round time")
+      ->check(config::finiteNumber(0.0, false));
   app.add_flag("--whole-packets", o.whole_packets,
                "cost-aware with --seconds-per-round: price uploads in whole packets and fill them");
-  app.add_option("--mean-ratio", o.mean_ratio, "mean keep ratio (budget)");
-  app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round");
-  app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round");
-  app.add_option("--mean-threshold", o.mean_threshold, "lambda_bar for dagc-a");
+  app.add_option("--mean-ratio", o.mean_ratio, "mean keep ratio (budget)")
+      ->check(config::finiteNumber(0.0, false))
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--bytes-per-round", o.bytes_per_round, "budget in bytes per round")
+      ->check(config::finiteNumber(0.0, false));
+  app.add_option("--seconds-per-round", o.seconds_per_round, "budget in link seconds per round")
+      ->check(config::finiteNumber(0.0, false));
+  app.add_option("--mean-threshold", o.mean_threshold, "lambda_bar for dagc-a")
+      ->check(config::finiteNumber(0.0, false));
   app.add_option("--bytes-per-coordinate", o.bytes_per_coordinate,
                  "wire bytes a kept coordinate costs (a running coordinator measures it)")
       ->check(CLI::Range(0.125, 64.0));
@@ -104,7 +114,13 @@ int runAllocate(const AllocateOptions& o) {
   b.bytes_per_coordinate = o.bytes_per_coordinate;
   b.bytes_per_push = o.bytes_per_push;
   b.packet_bytes = o.packet_bytes;
-  auto allocator = allocation::makeAllocator(o.method);
+  std::unique_ptr<allocation::Allocator> allocator;
+  try {
+    allocator = allocation::makeAllocator(o.method);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "tern-coordinator allocate: " << e.what() << '\n';
+    return 2;
+  }
   auto plan = allocator->allocate(loads, o.dim, b);
   std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;
   return 0;

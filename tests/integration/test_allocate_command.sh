@@ -95,4 +95,12 @@ check_refused "--worker-bytes-per-push needs --worker-bytes-per-coordinate" --sh
   --dim 100 --bytes-per-round 600 --worker-bytes-per-push 50,50
 check_refused "--whole-packets needs --seconds-per-round" --shares 0.5,0.5 --dim 100 \
   --method uniform --mean-ratio 0.1 --whole-packets
+# Values no link or budget has: refused with exit 2, not taken as "unfitted" or ignored.
+for bad in "--costs -0.001,0.001" "--costs nan,0.001" "--fixed-costs -5,0" "--deadline nan" \
+  "--deadline -5" "--round-overhead -1" "--bytes-per-round -1" "--seconds-per-round inf" \
+  "--mean-ratio -1" "--mean-ratio 5" "--mean-threshold nan"; do
+  # shellcheck disable=SC2086  # $bad is an option and its value
+  check_refused "${bad%% *}" --shares 1,1 --dim 100000 --method cost-aware $bad
+done
+check_refused "unknown allocator 'nosuch'" --shares 1,1 --dim 100 --method nosuch
 echo "PASS: allocate prints the closed-form plans and refuses bad arguments"
