@@ -54,6 +54,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
                  {"non_finite_gradients", stats.non_finite_gradients},
                  {"pushes_trimmed_to_max_message", stats.trimmed},
                  {"rejoins", stats.rejoins},
+                 {"stale_welcomes", stats.stale_welcomes},
                  {"repushes", stats.repushes},
                  {"connections_auth_refused", auth_refused},
                  {"connections_handshake_failed", handshake_failed}};

@@ -29,6 +29,11 @@ void MetricsRegistry::removeSeries(const Labels& labels) {
   }
 }
 
+void MetricsRegistry::removeGauge(const std::string& name, const Labels& labels) {
+  auto it = gauges_.find(name);
+  if (it != gauges_.end() && it->second->Has(labels)) it->second->Remove(&it->second->Add(labels));
+}
+
 void MetricsRegistry::setCounterTotal(const std::string& name, const std::string& help,
                                       const Labels& labels, double total) {
   auto it = counters_.find(name);

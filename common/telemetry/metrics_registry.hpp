@@ -35,6 +35,8 @@ class MetricsRegistry {
   // Drops the series with exactly these labels from every gauge and counter family (a worker
   // that is no longer listed, or that now has another id), so scrapes stop showing stale values.
   void removeSeries(const Labels& labels);
+  // Drops one gauge series (a value that has become unknown), if it is there.
+  void removeGauge(const std::string& name, const Labels& labels);
 
   // Prometheus text exposition format 0.0.4. Safe to call from any thread.
   std::string scrape() const;

@@ -53,6 +53,8 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
   m.setGauge("tern_train_loss", "Training loss of the last round.", {}, s.train_loss);
   if (s.test_accuracy) {
     m.setGauge("tern_test_accuracy", "Test accuracy at the last evaluation.", {}, *s.test_accuracy);
+  } else {
+    m.removeGauge("tern_test_accuracy", {});
   }
   m.setCounterTotal("tern_upload_bytes_total", "Gradient bytes pushed by workers.", {},
                     double(s.upload_bytes));
@@ -112,9 +114,11 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
                w.link.a_seconds);
     m.setGauge("tern_worker_link_b_seconds_per_packet", "Fitted cost per packet (b).", l,
                w.link.b_seconds_per_packet);
-    if (std::isfinite(w.link.b_stderr)) {  // +inf until the fit can compute it: no sample then
+    if (std::isfinite(w.link.b_stderr)) {  // +inf while the fit cannot compute it: no sample
       m.setGauge("tern_worker_link_b_stderr_seconds", "Standard error of the fitted b.", l,
                  w.link.b_stderr);
+    } else {
+      m.removeGauge("tern_worker_link_b_stderr_seconds", l);  // not the last one it had
     }
     m.setGauge("tern_worker_link_r2", "Coefficient of determination of the link fit.", l,
                w.link.r2);

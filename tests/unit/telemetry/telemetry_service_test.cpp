@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -187,6 +188,21 @@ TEST_CASE("a node that evaluates nothing reports no accuracy rather than 0") {
   s.test_accuracy = 0.0;  // an evaluation that scored 0 is still reported
   t.publish(s);
   CHECK(parseExposition(t.metricsText()).at("tern_test_accuracy") == 0.0);
+}
+
+TEST_CASE("b's standard error leaves /metrics when the fit can no longer compute it") {
+  FakeClock clock;
+  TelemetryService t([&] { return clock.now; });
+  NodeStatus s = sampleStatus();
+  const std::string series = "tern_worker_link_b_stderr_seconds{id=\"7\",worker=\"pi-7\"}";
+  s.workers[0].link.b_stderr = 1.5e-5;
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at(series) == 1.5e-5);
+  s.workers[0].link.b_stderr = std::numeric_limits<double>::infinity();
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).count(series) == 0);
+  CHECK(parseExposition(t.metricsText()).count("tern_worker_link_r2{id=\"7\",worker=\"pi-7\"}") ==
+        1);
 }
 
 TEST_CASE("/healthz turns 503 when the event loop stops beating") {
