@@ -33,6 +33,11 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/plot.sh
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern RENAME tern-plot.sh COMPONENT daemons)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT daemons)
+# The pages the README and the daemons' messages point an operator to.
+install(FILES ${PROJECT_SOURCE_DIR}/docs/configuration.md
+              ${PROJECT_SOURCE_DIR}/docs/reliability.md
+              ${PROJECT_SOURCE_DIR}/docs/security.md
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT daemons)
 
 set(CPACK_PACKAGE_NAME tern)
 set(CPACK_PACKAGE_VENDOR "tern")

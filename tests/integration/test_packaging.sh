@@ -12,7 +12,9 @@ cmake --install "$BUILD" --prefix "$ROOT" > "$WORK/install.out" 2>&1 \
 for f in bin/tern-coordinator bin/tern-worker bin/tern-sim \
          lib/systemd/system/tern-coordinator.service lib/systemd/system/tern-worker@.service \
          share/tern/examples/coordinator.yaml share/tern/examples/worker.yaml \
-         share/tern/examples/coordinator.env share/tern/tern-plot.sh share/doc/tern/README.md; do
+         share/tern/examples/coordinator.env share/tern/tern-plot.sh share/doc/tern/README.md \
+         share/doc/tern/docs/security.md share/doc/tern/docs/configuration.md \
+         share/doc/tern/docs/reliability.md; do
   [ -e "$ROOT/$f" ] || fail "not installed: $f"
 done
 grep -q "^ExecStart=$ROOT/bin/tern-coordinator " "$ROOT/lib/systemd/system/tern-coordinator.service" \
