@@ -491,6 +491,9 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
   for (auto& [id, w] : workers_) {
     clearReport(w.rec);  // a gone worker's too: a row reports this round's pushes only
     carried = carried || (!w.rec.alive && w.pending);
+    // A gone worker's push was aggregated when its round closed: it has none in this one (else
+    // it would never be forgotten).
+    if (!w.rec.alive && !w.pending) w.rec.pushed = false;
     if (w.rec.alive) w.in_round = false;
   }
   for (auto& [id, w] : workers_) {
@@ -920,7 +923,9 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
 double CoordinatorCore::nextWakeup() const {
   double t = clock_() + settings_.heartbeat_seconds;
   if (phase_ == Phase::kRunning) t = std::min(t, round_deadline_);
-  if (phase_ == Phase::kWaiting && resuming_ && resume_deadline_ > 0.0) {
+  // The resume grace matters only while a worker is back (onTick resumes with those): with
+  // nobody, a passed deadline would be a wake-up in the past, a busy loop.
+  if (phase_ == Phase::kWaiting && resuming_ && resume_deadline_ > 0.0 && aliveWorkers() > 0) {
     t = std::min(t, resume_deadline_);
   }
   for (const auto& [id, w] : workers_) {

@@ -240,6 +240,29 @@ TEST_CASE("time_s resumes from the checkpoint's when training resumes, not at th
   CHECK(resumed->lastRecord().time_s == doctest::Approx(11.0));
 }
 
+TEST_CASE("a resumed coordinator whose returning worker went again sleeps until one comes back") {
+  Cluster c;
+  const auto [a, b] = c.joinAB();
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  auto resumed = c.restored(c.core->checkpoint(), 9);
+  resumed->onMessage("A2", join("a", 100), 10, c.now);
+  // A goes silent: marked gone after worker_patience_seconds, and the resume grace runs out
+  // with nobody back. The next wake-up must not stay in the past (a busy loop).
+  c.now += c.settings.worker_patience_seconds + 1.0;
+  resumed->onTick();
+  REQUIRE(resumed->aliveWorkers() == 0);
+  c.now += 1.0;
+  resumed->onTick();
+  CHECK(resumed->nextWakeup() > c.now);
+  // When a worker does come back, the run resumes with it.
+  auto out = resumed->onMessage("A3", join("a", 100), 10, c.now);
+  for (int i = 0; i < 3 && !roundStartFor(out, "A3"); ++i) {
+    c.now = std::max(c.now, resumed->nextWakeup());
+    out = resumed->onTick();
+  }
+  CHECK(roundStartFor(out, "A3"));
+}
+
 TEST_CASE("a checkpoint falls due every `every` rounds and when training finishes") {
   Cluster c;
   c.settings.max_rounds = 7;
