@@ -614,6 +614,36 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
   CHECK(idOf(h.join("X5b", "x5", 10), "X5b") == 41);
 }
 
+TEST_CASE("a worker gone right after its push is forgotten too, once its round has closed") {
+  Harness h;
+  h.withTimers(2.0, 3.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  const uint32_t b = idOf(h.join("B", "b", 100), "B");
+  const size_t d = h.core->parameters().size();
+  // b pushes and falls silent (a fast worker, then unplugged) while the round waits for a.
+  h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 0.5f)), 50, h.now);
+  Message hb;
+  hb.envelope = makeEnvelope();
+  hb.envelope.mutable_heartbeat()->set_session(h.session);
+  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  h.now += 4.0;
+  h.core->onMessage("A", hb, 10, h.now);
+  h.core->onTick();  // b marked gone, its push still in the round
+  REQUIRE(h.core->aliveWorkers() == 1);
+  h.core->onMessage("A", h.push(a, 0, std::vector<float>(d, 0.5f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  // Far past the horizon, a still beating, b silent throughout.
+  for (int t = 0; t < 70; ++t) {
+    h.now += 10.0;
+    h.core->onMessage("A", hb, 10, h.now);
+    h.core->onTick();
+  }
+  CHECK(h.core->aliveWorkers() == 1);
+  wire::Checkpoint cp;
+  REQUIRE(cp.ParseFromString(h.core->checkpoint()));
+  CHECK(cp.workers_size() == 1);
+}
+
 TEST_CASE("every round start says the learning rate the round's pushes are applied with") {
   Harness h;
   h.settings.optimizer.lr = 0.2;
