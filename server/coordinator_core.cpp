@@ -199,6 +199,15 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                        "' is held by a live worker of another process; give each worker its own "
                        "name")};
   }
+  if (!w && workers_.size() >= settings_.max_workers) {
+    return {reject(
+        peer, wire::Error::TOO_MANY_WORKERS, "too_many_workers",
+        "the coordinator keeps track of max_workers = " + std::to_string(settings_.max_workers) +
+            " workers already; a gone one is forgotten after " +
+            std::to_string(
+                int(std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds))) +
+            " s")};
+  }
   if (!w) {
     uint32_t id = next_id_++;
     w = &workers_[id];

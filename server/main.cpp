@@ -459,6 +459,11 @@ int main(int argc, char** argv) {
     if (!endpoint_file.empty()) s.endpoint_file = endpoint_file;
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;
+    if (s.min_workers > s.max_workers) {
+      throw config::ConfigError("--min-workers " + std::to_string(s.min_workers) +
+                                " is more than max_workers (" + std::to_string(s.max_workers) +
+                                ")");
+    }
     if (!log_level.empty()) s.logging.level = log_level;
     const auto tel_opts = telemetry::telemetryOptions(s.http, http_flags);
     return runCoordinator(std::move(s), tel_opts);

@@ -196,6 +196,12 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         finished_ = true;
         return {};
       }
+      if (e.code() == wire::Error::TOO_MANY_WORKERS && !joined_) {
+        // A full table frees up as gone workers are forgotten: ask again now and then.
+        spdlog::error("the coordinator admits no more workers now: {}", e.text());
+        retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
+        return {};
+      }
       if (e.code() == wire::Error::NAME_TAKEN && !joined_) {
         // Another process holds the name; it is free again once the coordinator marks it gone.
         spdlog::error("the coordinator refused the name '{}': {}", settings_.name, e.text());

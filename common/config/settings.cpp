@@ -237,6 +237,13 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
   s.min_workers = m.inRange<uint32_t>("min_workers", m.get<uint32_t>("min_workers", s.min_workers),
                                       1, kMaxWorkers);
+  s.max_workers = m.inRange<uint32_t>("max_workers", m.get<uint32_t>("max_workers", s.max_workers),
+                                      1, kMaxWorkers);
+  if (s.min_workers > s.max_workers) {
+    m.fail(m.has("max_workers") ? "max_workers" : "min_workers",
+           "min_workers (" + std::to_string(s.min_workers) + ") is more than max_workers (" +
+               std::to_string(s.max_workers) + ")");
+  }
   s.max_rounds =
       m.inRange<uint64_t>("max_rounds", m.get<uint64_t>("max_rounds", s.max_rounds), 1, kMaxRounds);
   s.target_accuracy =
@@ -516,6 +523,7 @@ SimSettings loadSimSettings(const std::string& file) {
       "download_rate_mbps", m.get<double>("download_rate_mbps", s.download_rate_mbps), 1e-6, 1e6);
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   s.coordinator.min_workers = s.workers;
+  s.coordinator.max_workers = std::max(s.coordinator.max_workers, s.workers);
   m.done();
   return s;
 }

@@ -77,6 +77,9 @@ struct CoordinatorSettings {
   std::string bind = "tcp://127.0.0.1:5555";
   std::string endpoint_file;  // where the bound endpoint is written (for port 0)
   uint32_t min_workers = 1;
+  // Workers the coordinator keeps track of at once (alive, or gone but not yet forgotten): a join
+  // under a new name beyond it is refused, so a flood of names cannot grow its tables and logs.
+  uint32_t max_workers = 1000;
   uint64_t max_rounds = 100;
   double target_accuracy = 0.0;  // 0 = run max_rounds
   double round_deadline_seconds = 10.0;

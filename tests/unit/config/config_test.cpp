@@ -46,6 +46,17 @@ TEST_CASE("an out-of-range value names its position and the allowed range") {
   CHECK(msg.rfind(f + ":2:13: 'momentum' must be in [", 0) == 0);
 }
 
+TEST_CASE("max_workers below min_workers is refused at the key that makes it so") {
+  auto f = writeTemp("maxw.yaml", "min_workers: 5\nmax_workers: 4\nsecurity: none\n");
+  auto msg = errorOf([&] { loadCoordinatorSettings(f); });
+  CHECK(msg.rfind(f + ":2:", 0) == 0);
+  CHECK(msg.find("min_workers (5) is more than max_workers (4)") != std::string::npos);
+  auto g = writeTemp("maxw-ok.yaml", "min_workers: 4\nmax_workers: 4\nsecurity: none\n");
+  CHECK(loadCoordinatorSettings(g).max_workers == 4);
+  auto h = writeTemp("maxw-default.yaml", "min_workers: 4\nsecurity: none\n");
+  CHECK(loadCoordinatorSettings(h).max_workers == 1000);
+}
+
 TEST_CASE("a range error shows its bounds and the value as they are, not rounded to six places") {
   auto lr = writeTemp("range-lr.yaml", "optimizer: {lr: 0}\n");
   CHECK(errorOf([&] { loadCoordinatorSettings(lr); }) ==

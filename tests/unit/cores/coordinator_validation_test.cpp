@@ -614,6 +614,37 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
   CHECK(idOf(h.join("X5b", "x5", 10), "X5b") == 41);
 }
 
+TEST_CASE("past max_workers known workers a new name is refused until one is forgotten") {
+  Harness h;
+  h.settings.max_workers = 3;
+  h.withTimers(2.0, 3.0);
+  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  for (const char* name : {"b", "c"})
+    idOf(h.join(std::string("P") + name, name, 10), std::string("P") + name);
+  // A flood of new names: each refused and counted, the table stays at three.
+  for (int i = 0; i < 50; ++i) {
+    const std::string name = "flood" + std::to_string(i);
+    auto out = h.join("F" + std::to_string(i), name, 10);
+    REQUIRE(hasError(out, wire::Error::TOO_MANY_WORKERS));
+  }
+  CHECK(h.core->rejections().at("too_many_workers") == 50);
+  CHECK(h.core->aliveWorkers() == 3);
+  // A known name still re-joins.
+  CHECK(idOf(h.join("A2", "a", 100), "A2") == a);
+  // Once b and c have been silent past the horizon (600 s) they are forgotten, and a new name
+  // gets in.
+  Message hb;
+  hb.envelope = makeEnvelope();
+  hb.envelope.mutable_heartbeat()->set_session(h.session);
+  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  for (int t = 0; t < 70; ++t) {
+    h.now += 10.0;
+    h.core->onMessage("A2", hb, 10, h.now);
+    h.core->onTick();
+  }
+  CHECK(idOf(h.join("N", "newcomer", 10), "N") == 3);
+}
+
 TEST_CASE("a worker gone right after its push is forgotten too, once its round has closed") {
   Harness h;
   h.withTimers(2.0, 3.0);

@@ -458,6 +458,34 @@ TEST_CASE("a welcome with a model spec no model can be made from is refused, not
   CHECK(p.workers[0]->joined());
 }
 
+TEST_CASE("a worker the coordinator has no room for is not stopped and asks again later") {
+  Cluster p(2);
+  p.cs.max_workers = 1;
+  p.coordinator = std::make_unique<server::CoordinatorCore>(p.cs, ml::makeModel(p.cs.model),
+                                                            nullptr, 77, [&p] { return p.now; });
+  joinOne(p);
+  // Worker 1: no room. Not fatal, no join again at once.
+  std::vector<Message> answers;
+  for (const auto& m : p.workers[1]->start()) {
+    p.workers[1]->onSent(m, m.envelope.ByteSizeLong());
+    for (auto& o : p.coordinator->onMessage(peerOf(1), m, 10, p.now)) {
+      answers.push_back(o.message);
+    }
+  }
+  REQUIRE(answers.size() == 1);
+  REQUIRE(answers[0].envelope.error().code() == wire::Error::TOO_MANY_WORKERS);
+  CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
+  CHECK(p.workers[1]->fatalError().empty());
+  CHECK_FALSE(p.workers[1]->finished());
+  p.now += 5.0;
+  CHECK(p.workers[1]->onTick().empty());
+  // After max(10 s, its heartbeat period: 1000 s here) it asks again.
+  p.now += 1000.0;
+  auto again = p.workers[1]->onTick();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].envelope.has_join());
+}
+
 TEST_CASE("a full model holding NaN is refused and the replica kept") {
   Cluster p(1);
   const Message welcome = joinOne(p);
