@@ -10,7 +10,7 @@ MagnitudeProfile::MagnitudeProfile(std::span<const float> v, size_t sorted_count
     : mags_(v.size()) {
   for (size_t j = 0; j < v.size(); ++j) {
     const float a = std::fabs(v[j]);
-    mags_[j] = std::isnan(a) ? 0.0f : a;
+    mags_[j] = std::isfinite(a) ? a : 0.0f;  // NaN and infinities count as zero (as the bins do)
     non_zeros_ += mags_[j] != 0.0f;
     total1_ += mags_[j];
     total2_ += static_cast<double>(mags_[j]) * mags_[j];

@@ -12,7 +12,8 @@ namespace tern::tuning {
 
 class MagnitudeProfile {
  public:
-  // Sorts the min(sorted_count, v.size()) largest magnitudes of v. NaN entries count as zero.
+  // Sorts the min(sorted_count, v.size()) largest magnitudes of v. NaN and infinite entries count
+  // as zero.
   MagnitudeProfile(std::span<const float> v, size_t sorted_count);
 
   // Extends the sorted prefix to at least min(count, dim()) magnitudes. The prefix sums of

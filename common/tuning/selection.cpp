@@ -94,7 +94,7 @@ void checkArguments(const MagnitudeProfile& p, double L, uint32_t max_level, dou
     throw std::invalid_argument("selectLevel: step must be finite and >= 0 (0 = the best step)");
   // The overshoot L eta^2 E||Q||^2 / 2 with E||Q||^2 <= d ||v||^2 (random-T at T = 1) must be a
   // number, or every level's bound is -inf and no level can be told from another.
-  if (!std::isfinite(L * eta * eta * double(p.dim()) * p.totalL2sq()))
+  if (eta > 0.0 && !std::isfinite(L * eta * eta * double(p.dim()) * p.totalL2sq()))
     throw std::invalid_argument("selectLevel: step and smoothness overflow the improvement");
 }
 

@@ -39,6 +39,17 @@ TEST_CASE("dagc-a gives a worker without data an infinite threshold") {
   CHECK(std::isfinite(a.thresholds[0]));
 }
 
+TEST_CASE("dagc-a gives a worker with a tiny share a finite threshold") {
+  // p^(2/3) as cbrt(p * p) underflows for p below about 1e-162: such a worker was treated as
+  // one without data.
+  Budget budget;
+  budget.mean_threshold = 0.05;
+  const Allocation a = makeAllocator("dagc-a")->allocate(loads({1.0, 1e-170}), 1000, budget);
+  REQUIRE(std::isfinite(a.thresholds[1]));
+  // Eq. 17: lambda_i proportional to p_i^(-2/3), so lambda_1 / lambda_0 = (1e-170)^(-2/3).
+  CHECK(std::log10(a.thresholds[1] / a.thresholds[0]) == doctest::Approx(170.0 * 2.0 / 3.0));
+}
+
 TEST_CASE("dagc-a requires a mean threshold") {
   Budget budget;
   CHECK_THROWS_AS(makeAllocator("dagc-a")->allocate(loads({0.5, 0.5}), 10, budget),

@@ -267,6 +267,37 @@ TEST_CASE("between recomputes, S+Q takes the best magnitude bin, near the full s
   CHECK(drifting->choose(randomVector(d, Shape::kMostlyZero, rng), 0, *comp, packet).recomputed);
 }
 
+TEST_CASE("a full search counts NaN and infinite entries as zero, for every compressor") {
+  // Before, an infinity made ||v||^2 infinite and the search threw (the worker then sent its
+  // whole cap), where the binned S+Q path between recomputes took it as zero.
+  Rng rng(59);
+  const costmodel::PayloadCostModel payload(66);
+  const costmodel::PacketCostModel packet(5e-3, 1.5e-3, 200);
+  const float inf = std::numeric_limits<float>::infinity();
+  const size_t d = 501;
+  std::vector<float> bad = randomVector(d, Shape::kHeavyTailed, rng);
+  bad[3] = inf;
+  bad[8] = -inf;
+  bad[20] = std::nanf("");
+  std::vector<float> clean = bad;
+  for (float& x : clean)
+    if (!std::isfinite(x)) x = 0.0f;
+  for (const std::string name : {"topk", "sq", "stochastic"}) {
+    auto comp = compressorNamed(name);
+    for (const costmodel::CostModel* cost : {static_cast<const costmodel::CostModel*>(&payload),
+                                             static_cast<const costmodel::CostModel*>(&packet)}) {
+      CAPTURE(name);
+      CAPTURE(cost->name());
+      auto a = tunerNamed("cat", 0, 1, 1.5);
+      auto b = tunerNamed("cat", 0, 1, 1.5);
+      const TuningDecision got = a->choose(bad, 0, *comp, *cost);
+      const TuningDecision ref = b->choose(clean, 0, *comp, *cost);
+      CHECK(got.level == ref.level);
+      CHECK(got.predicted_improvement == doctest::Approx(ref.predicted_improvement));
+    }
+  }
+}
+
 TEST_CASE("between recomputes, S+Q's bins count NaN and infinite entries as zero") {
   // The bins come from one pass over the vector in two lanes (even and odd coordinates) plus a
   // tail: an odd length, NaN and infinities in both lanes, a subnormal and an exact zero must
