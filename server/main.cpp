@@ -351,9 +351,13 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
         steadySeconds() + std::max(s.worker_patience_seconds, s.round_deadline_seconds);
     while (steadySeconds() < until && !stopRequested()) {
       tel.tick();
-      if (!channel.waitReadable(std::chrono::milliseconds(100), also_wake_on)) continue;
+      // `also_wake_on` (the ZAP and monitor sockets) wakes the wait without the ROUTER being
+      // readable: the handshakes must be served on every pass, or no CURVE worker gets in to be
+      // told, and the ZAP request left unread makes every wait return at once.
+      const bool readable = channel.waitReadable(std::chrono::milliseconds(100), also_wake_on);
       serveSecurity();
-      takeMessages();
+      if (reloadRequested().exchange(false)) reloadAllowlist(zap.get());
+      if (readable) takeMessages();
     }
   }
   while (!core.finished() && !stopRequested()) {

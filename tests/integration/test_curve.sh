@@ -157,6 +157,41 @@ for w in listed unlisted; do
   [ "$got" = "$ref" ] || fail "$w replica $got != coordinator $ref"
 done
 
+# A finished run restarted with CURVE (its checkpoint at max_rounds): for its grace the coordinator
+# serves the handshakes, so the listed worker gets in, hears that the run has finished and exits
+# 0, and the wait sleeps. Before, the ZAP request went unread in that wait: nobody was admitted,
+# the worker re-joined for ever, and every wait returned at once (a core at 100%).
+rm -f "$WORK/endpoint" "$WORK/allow/zz-bad.pub"
+SECURITY="{mode: curve, secret_key_file: $WORK/keys/coordinator.key, allowlist: $WORK/allow}" \
+  write_coordinator "$WORK/fin.yaml" 3 1 "checkpoint: {path: $WORK/fin.ckpt, every: 1}"
+"$BIN/tern-coordinator" --config "$WORK/fin.yaml" > "$WORK/fin1.out" 2>&1 &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+sed "s|^coordinator: .*|coordinator: $(cat "$WORK/endpoint")|" "$WORK/listed.yaml" > "$WORK/fin-w.yaml"
+"$BIN/tern-worker" --config "$WORK/fin-w.yaml" --name listed > "$WORK/fin-w1.out" 2>&1 &
+WPID=$!; PIDS+=($WPID)
+wait "$CPID" || fail "the CURVE run to 3 rounds exited with $?"
+wait "$WPID" || fail "its worker exited non-zero"
+rm -f "$WORK/endpoint"
+"$BIN/tern-coordinator" --config "$WORK/fin.yaml" > "$WORK/fin2.out" 2>&1 &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+sed "s|^coordinator: .*|coordinator: $(cat "$WORK/endpoint")|" "$WORK/listed.yaml" > "$WORK/fin-w.yaml"
+"$BIN/tern-worker" --config "$WORK/fin-w.yaml" --name listed > "$WORK/fin-w2.out" 2>&1 &
+WPID=$!; PIDS+=($WPID)
+sleep 2
+# CPU ticks (1/100 s) the coordinator has used, most of them loading its test set: a busy wait
+# would add about 100 a second.
+ticks=$(awk '{print $14 + $15}' "/proc/$CPID/stat")
+wait "$CPID" || fail "the finished CURVE coordinator exited with $?"
+grep -q "training had already finished" "$WORK/fin2.out" || { cat "$WORK/fin2.out"; fail "the restart did not say the run had finished"; }
+grep -q "admitted worker key .* (listed)" "$WORK/fin2.out" || { cat "$WORK/fin2.out"; fail "the finished coordinator admitted nobody"; }
+for _ in $(seq 1 100); do kill -0 "$WPID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$WPID" 2>/dev/null && fail "the worker still re-joins a run that has finished"
+wait "$WPID" || fail "the worker told the run had finished exited non-zero"
+[ "$ticks" -lt 120 ] || fail "the finished coordinator's wait used $ticks CPU ticks in 2 s (busy)"
+echo "finished CURVE run restarted: the worker was admitted and released; $ticks CPU ticks in 2 s"
+
 if [ $CAPTURE = 1 ]; then
   stop_capture
   packets=$(tcpdump -r "$WORK/curve.pcap" 2> /dev/null | wc -l)
@@ -181,4 +216,4 @@ if [ $CAPTURE = 1 ]; then
   grep -aq "$MARKER" "$WORK/plain.pcap" || fail "control failed: the marker is not visible in a plaintext capture"
   echo "capture: $packets packets with CURVE, marker absent; marker present in the plaintext control"
 fi
-echo "PASS: CURVE admits the allowlisted worker, refuses others, admits a key added on SIGHUP"
+echo "PASS: CURVE admits the allowlisted worker, refuses others, admits a key added on SIGHUP, and a finished run restarted admits and releases its worker"
