@@ -161,24 +161,24 @@ done
 # serves the handshakes, so the listed worker gets in, hears that the run has finished and exits
 # 0, and the wait sleeps. Before, the ZAP request went unread in that wait: nobody was admitted,
 # the worker re-joined for ever, and every wait returned at once (a core at 100%).
-rm -f "$WORK/endpoint" "$WORK/allow/zz-bad.pub"
+rm -f "$WORK/allow/zz-bad.pub"
 SECURITY="{mode: curve, secret_key_file: $WORK/keys/coordinator.key, allowlist: $WORK/allow}" \
   write_coordinator "$WORK/fin.yaml" 3 1 "checkpoint: {path: $WORK/fin.ckpt, every: 1}"
-"$BIN/tern-coordinator" --config "$WORK/fin.yaml" > "$WORK/fin1.out" 2>&1 &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-sed "s|^coordinator: .*|coordinator: $(cat "$WORK/endpoint")|" "$WORK/listed.yaml" > "$WORK/fin-w.yaml"
-"$BIN/tern-worker" --config "$WORK/fin-w.yaml" --name listed > "$WORK/fin-w1.out" 2>&1 &
-WPID=$!; PIDS+=($WPID)
+# start_fin N: the coordinator of fin.yaml (output fin$N.out), and the listed worker once it has
+# bound (fin-w$N.out); their pids in CPID and WPID.
+start_fin() {
+  rm -f "$WORK/endpoint"
+  "$BIN/tern-coordinator" --config "$WORK/fin.yaml" > "$WORK/fin$1.out" 2>&1 &
+  CPID=$!; PIDS+=($CPID)
+  wait_for_file "$WORK/endpoint"
+  sed "s|^coordinator: .*|coordinator: $(cat "$WORK/endpoint")|" "$WORK/listed.yaml" > "$WORK/fin-w.yaml"
+  "$BIN/tern-worker" --config "$WORK/fin-w.yaml" --name listed > "$WORK/fin-w$1.out" 2>&1 &
+  WPID=$!; PIDS+=($WPID)
+}
+start_fin 1
 wait "$CPID" || fail "the CURVE run to 3 rounds exited with $?"
 wait "$WPID" || fail "its worker exited non-zero"
-rm -f "$WORK/endpoint"
-"$BIN/tern-coordinator" --config "$WORK/fin.yaml" > "$WORK/fin2.out" 2>&1 &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-sed "s|^coordinator: .*|coordinator: $(cat "$WORK/endpoint")|" "$WORK/listed.yaml" > "$WORK/fin-w.yaml"
-"$BIN/tern-worker" --config "$WORK/fin-w.yaml" --name listed > "$WORK/fin-w2.out" 2>&1 &
-WPID=$!; PIDS+=($WPID)
+start_fin 2
 sleep 2
 # CPU ticks (1/100 s) the coordinator has used, most of them loading its test set: a busy wait
 # would add about 100 a second.
