@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -11,12 +12,19 @@
 
 namespace {
 
-std::string scratchDir() {
-  const auto dir = std::filesystem::temp_directory_path() / "tern-durable-file-test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+// A directory of this case's own, removed after it: ctest runs each case as its own process,
+// side by side, and a directory shared by name was emptied by one case under another.
+struct Scratch {
+  std::string dir;
+  Scratch() {
+    dir = (std::filesystem::temp_directory_path() /
+           ("tern-durable-file-test-" + std::to_string(::getpid())))
+              .string();
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+};
 
 std::string errorOf(void (*f)(const std::string&, const std::string&), const std::string& path) {
   try {
@@ -30,7 +38,8 @@ std::string errorOf(void (*f)(const std::string&, const std::string&), const std
 }  // namespace
 
 TEST_CASE("a durable file is replaced whole, owner-only, and leaves no temporary behind") {
-  const std::string dir = scratchDir();
+  const Scratch scratch;
+  const std::string& dir = scratch.dir;
   const std::string path = dir + "/state";
   CHECK_FALSE(tern::readFileIfExists(path).has_value());
   tern::writeFileAtomically(path, "first");
@@ -46,7 +55,8 @@ TEST_CASE("a durable file is replaced whole, owner-only, and leaves no temporary
 }
 
 TEST_CASE("a durable file in a missing directory is refused, naming the file") {
-  const std::string path = scratchDir() + "/no-such-dir/state";
+  const Scratch scratch;
+  const std::string path = scratch.dir + "/no-such-dir/state";
   const std::string error = errorOf(tern::writeFileAtomically, path);
   CHECK(error.rfind(path + ".tmp: cannot create: ", 0) == 0);
   CHECK_THROWS_AS(tern::checkWritable(path), std::runtime_error);
