@@ -10,6 +10,7 @@
 #include "common/allocation/link_costs.hpp"
 #include "common/compression/codec.hpp"
 #include "common/util/checksum.hpp"
+#include "common/util/printable.hpp"
 #include "common/util/rng.hpp"
 
 namespace tern::server {
@@ -151,7 +152,8 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       if (!w || env.leave().session() != session_) {
         return {reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session")};
       }
-      spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name, env.leave().reason());
+      spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name,
+                   printable(env.leave().reason()));
       w->rec.alive = false;
       // An acknowledged push stays in its round: it was computed on this round's model.
       reallocate();
@@ -170,8 +172,8 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                    "join with " + std::to_string(join.sample_count()) + " samples (1 to " +
                        std::to_string(kMaxSamplesPerWorker) + ")")};
   }
-  if (join.worker_name().empty() || join.worker_name().size() > config::kMaxWorkerNameBytes) {
-    return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name empty or too long")};
+  if (std::string why = config::workerNameProblem(join.worker_name()); !why.empty()) {
+    return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name " + why)};
   }
   // The welcome carries the whole model in one frame: a worker whose socket would drop it says
   // so now, and hears why, instead of waiting for a welcome that never arrives.

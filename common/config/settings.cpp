@@ -10,6 +10,7 @@
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
 #include "common/util/bind_address.hpp"
+#include "common/util/printable.hpp"
 
 namespace tern::config {
 
@@ -37,6 +38,9 @@ std::string workerNameProblem(const std::string& name) {
     return "must be at most " + std::to_string(kMaxWorkerNameBytes) + " bytes, got " +
            std::to_string(name.size());
   }
+  // It goes into the coordinator's logs and status: no line breaks or terminal escapes.
+  if (hasControlBytes(name))
+    return "must not hold control characters, got '" + printable(name) + "'";
   return "";
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/telemetry/http_client.hpp"
+#include "common/util/printable.hpp"
 
 namespace tern::telemetry {
 
@@ -21,6 +22,9 @@ std::string humanBytes(double bytes) {
 
 namespace {
 
+// The longest string a table shows from the document (a longer one is cut).
+constexpr size_t kMaxShownChars = 64;
+
 // Seconds in the unit that keeps 1-3 integer digits: link costs span microseconds to seconds.
 std::string humanSeconds(double s) {
   if (s == 0.0) return "0";
@@ -35,9 +39,14 @@ std::string humanSeconds(double s) {
 std::string renderStatusTable(const JsonValue& st) {
   st.object();  // throws unless an object
   std::string out;
-  std::string role = st.stringOr("role", "?");
-  out += fmt::format("{} {} (tern {}), state {}\n", role, st.stringOr("name", "?"),
-                     st.stringOr("version", "?"), st.stringOr("state", "?"));
+  // Every string from the document is shown through printable(): a status endpoint (or a worker
+  // name it lists) must not drive the terminal, and a name is cut so no row can be huge.
+  auto text = [](const JsonValue& v, const char* key) {
+    return printable(v.stringOr(key, "?"), kMaxShownChars);
+  };
+  std::string role = text(st, "role");
+  out += fmt::format("{} {} (tern {}), state {}\n", role, text(st, "name"), text(st, "version"),
+                     text(st, "state"));
   // A worker evaluates nothing: its accuracy is null, shown as "-".
   const JsonValue* acc = st.find("test_accuracy");
   std::string accuracy = acc && acc->isNumber() ? fmt::format("{:.4f}", acc->number()) : "-";
@@ -58,7 +67,8 @@ std::string renderStatusTable(const JsonValue& st) {
   if (auto* rej = st.find("rejected"); rej && rej->isObject() && !rej->object().empty()) {
     out += "rejected by reason:";
     for (const auto& [reason, n] : rej->object()) {
-      out += fmt::format(" {}={:.0f}", reason, n.isNumber() ? n.number() : 0.0);
+      out += fmt::format(" {}={:.0f}", printable(reason, kMaxShownChars),
+                         n.isNumber() ? n.number() : 0.0);
     }
     out += '\n';
   }
@@ -76,7 +86,7 @@ std::string renderStatusTable(const JsonValue& st) {
   }
   size_t name_width = 6;
   for (const auto& w : workers->array()) {
-    name_width = std::max(name_width, w.stringOr("name", "").size());
+    name_width = std::max(name_width, text(w, "name").size());
   }
   out += '\n';
   out += fmt::format(
@@ -99,7 +109,7 @@ std::string renderStatusTable(const JsonValue& st) {
     out += fmt::format(
         "{:>4.0f}  {:<{}}  {:<5}  {:>7.0f}  {:>7}  {:>6.3f}  {:>10}  {:>10}  {:>9}  {:>10}  "
         "{:>5}  {:>7.0f}\n",
-        w.numberOr("id", 0), w.stringOr("name", "?"), name_width, alive ? "yes" : "no",
+        w.numberOr("id", 0), text(w, "name"), name_width, alive ? "yes" : "no",
         w.numberOr("cap", 0), last_t, w.numberOr("share", 0),
         humanBytes(w.numberOr("upload_bytes", 0)), humanBytes(w.numberOr("download_bytes", 0)), a,
         b, r2, samples);

@@ -1166,4 +1166,11 @@ TEST_CASE("a join is admitted under any name a worker's configuration accepts, a
   CHECK(config::workerNameProblem(std::string(config::kMaxWorkerNameBytes, 'a')).empty());
   CHECK_FALSE(config::workerNameProblem(std::string(config::kMaxWorkerNameBytes + 1, 'a')).empty());
   CHECK_FALSE(config::workerNameProblem("").empty());
+  // A name goes into the coordinator's logs and status: no line breaks or terminal escapes.
+  CHECK(hasError(h.join("B", "pi\n[2026-01-01 00:00:00] [error] forged", 100),
+                 wire::Error::MALFORMED));
+  CHECK(hasError(h.join("C", "pi\x1b[2J", 100), wire::Error::MALFORMED));
+  CHECK(h.core->rejections().at("bad_join") == 4);
+  CHECK_FALSE(config::workerNameProblem("pi\t3").empty());
+  CHECK(config::workerNameProblem("pi-3 (kitchen, ünïcode)").empty());
 }

@@ -68,6 +68,25 @@ TEST_CASE("a worker's table shows no test accuracy, since workers evaluate nothi
   CHECK(contains(renderStatusTable(parseJson(toJson(s))), "test accuracy 0.0000\n"));
 }
 
+TEST_CASE("strings from the document cannot drive the terminal or make a row huge") {
+  NodeStatus s;
+  s.role = "coordinator";
+  s.name = "coord\x1b]0;owned\x07";
+  s.state = "running\r\nforged line";
+  PeerStatus w;
+  w.name = std::string(1000000, 'n') + "\x1b[2J";
+  s.workers.push_back(w);
+  PeerStatus v;
+  v.name = "pi\n[error] FORGED";
+  s.workers.push_back(v);
+  const std::string t = renderStatusTable(parseJson(toJson(s)));
+  for (char c : t) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));
+  CHECK(contains(t, "coord\\x1b]0;owned\\x07"));
+  CHECK(contains(t, "running\\x0d\\x0aforged line"));
+  CHECK(contains(t, "pi\\x0a[error] FORGED"));
+  CHECK(t.size() < 2000);  // the long name cut to 64 characters, every row padded to that
+}
+
 TEST_CASE("a document with missing fields still renders, a non-object is refused") {
   CHECK(contains(renderStatusTable(parseJson("{}")), "no workers known yet"));
   CHECK_THROWS_AS(renderStatusTable(parseJson("[1]")), JsonError);
