@@ -135,6 +135,7 @@ struct HttpServer::Impl {
   std::deque<std::weak_ptr<Session>> waiting;
   std::atomic<uint64_t> idle_closed{0};
   std::atomic<uint64_t> refused{0};
+  asio::steady_timer accept_pause{io};  // after a failed accept (e.g. no file descriptor left)
 
   // At the limit, the connection that has waited longest for its request head makes room: a
   // scraper sends its request as soon as it connects, so a client that holds connections open
@@ -181,6 +182,15 @@ struct HttpServer::Impl {
           session->start();
           remember(session);
         }
+      } else {
+        // A failed accept (out of file descriptors: EMFILE) fails again at once while the cause
+        // lasts: wait a little instead of spinning the serving thread.
+        spdlog::debug("HTTP accept failed: {}", ec.message());
+        accept_pause.expires_after(std::chrono::milliseconds(100));
+        accept_pause.async_wait([this](boost::system::error_code wait_ec) {
+          if (wait_ec != asio::error::operation_aborted) accept();
+        });
+        return;
       }
       accept();
     });

@@ -7,7 +7,10 @@
 #include <boost/asio.hpp>
 // clang-format on
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -99,4 +102,45 @@ TEST_CASE("a daemon's metrics count the telemetry connections it closed for bein
   CHECK(text.find("tern_http_idle_connections_closed_total " + std::to_string(closed) + "\n") !=
         std::string::npos);
   CHECK(text.find("tern_http_connections_refused_total 0\n") != std::string::npos);
+}
+
+TEST_CASE("out of file descriptors, the server waits between accepts instead of spinning") {
+  HttpServer server("127.0.0.1:0", okHandler, HttpServerOptions{});
+  asio::io_context io;
+  // The clients' sockets are made first; then no descriptor is left for the server's accepts.
+  std::vector<std::unique_ptr<tcp::socket>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<tcp::socket>(io));
+    clients.back()->open(tcp::v4());
+  }
+  size_t open = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++open;
+  }
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  rlimit low = old;
+  low.rlim_cur = open;  // the directory iterator's own descriptor is closed again by now
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  const tcp::endpoint at(asio::ip::make_address("127.0.0.1"), server.port());
+  for (auto& c : clients) c->connect(at);  // queued by the kernel; every accept fails (EMFILE)
+  auto cpuSeconds = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  const double before = cpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double used = cpuSeconds() - before;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+  // A spinning accept loop takes the whole half second; a paused one next to nothing.
+  CHECK(used < 0.1);
+  // Descriptors back: the queued connections are served.
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  asio::write(*clients[0], asio::buffer(request));
+  std::string reply;
+  boost::system::error_code ec;
+  asio::read(*clients[0], asio::dynamic_buffer(reply), ec);
+  CHECK(reply.rfind("HTTP/1.1 200", 0) == 0);
 }
