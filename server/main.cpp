@@ -308,8 +308,10 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     for (const auto& e : handshakes.drain()) {
       if (e.kind == transport::HandshakeEvent::Kind::failed) {
         ++auth.handshake_failed;
-        last_refusal =
-            fmt::format("handshake with {} failed (security mode or keys differ?)", e.endpoint);
+        last_refusal = fmt::format(
+            "a handshake on {} failed (security mode or keys differ, or a port check "
+            "that connected and closed; libzmq does not say the peer's address)",
+            e.endpoint);
       }
     }
     const uint64_t refusals = auth.refused + auth.handshake_failed;
