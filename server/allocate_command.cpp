@@ -14,7 +14,7 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
       ->required();
   app.add_option("--costs", o.costs, "seconds per packet of each worker's link (cost-aware)")
       ->delimiter(',')
-      ->check(config::finiteNumber(0.0, true));
+      ->check(config::finiteNumber(0.0, false));  // 0: not fitted yet
   app.add_option("--fixed-costs", o.fixed_costs,
                  "fixed seconds per upload of each worker's link (cost-aware deadlines)")
       ->delimiter(',')

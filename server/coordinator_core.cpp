@@ -1043,7 +1043,9 @@ std::string CoordinatorCore::checkpoint() const {
   }
   c.set_last_accuracy(last_accuracy_);
   c.set_last_train_loss(last_record_.train_loss);
-  c.set_elapsed_seconds(started_ ? clock_() - start_time_ : 0.0);
+  // A checkpoint taken while a restored run waits for its workers keeps the restored time: the
+  // wait is not training.
+  c.set_elapsed_seconds(resuming_ ? resumed_elapsed_ : started_ ? clock_() - start_time_ : 0.0);
   c.set_finished(phase_ == Phase::kDone);
   return c.SerializeAsString();
 }

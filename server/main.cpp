@@ -465,6 +465,7 @@ int main(int argc, char** argv) {
     if (!endpoint_file.empty()) s.endpoint_file = endpoint_file;
     if (max_rounds) s.max_rounds = max_rounds;
     if (min_workers) s.min_workers = min_workers;
+    if (!s.max_workers_given) s.max_workers = std::max(s.max_workers, s.min_workers);
     if (s.min_workers > s.max_workers) {
       throw config::ConfigError("--min-workers " + std::to_string(s.min_workers) +
                                 " is more than max_workers (" + std::to_string(s.max_workers) +

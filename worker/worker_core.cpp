@@ -9,6 +9,7 @@
 #include "common/compression/codec.hpp"
 #include "common/compression/compressor_support.hpp"
 #include "common/compression/compressors.hpp"
+#include "common/util/printable.hpp"
 
 namespace tern::worker {
 
@@ -182,7 +183,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       return {};
     case wire::Envelope::kError: {
       const auto& e = env.error();
-      spdlog::warn("coordinator error {}: {}", int(e.code()), e.text());
+      spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
         // A restarted coordinator refuses, one by one, every message that queued up while it was
         // away; one join answers them all. A join that gets no welcome is retried on silence.
@@ -192,19 +193,20 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       }
       if (e.code() == wire::Error::MESSAGE_LIMIT) {
         // The model will not fit however often this worker asks: a configuration to change.
-        fatal_ = "the coordinator refused this worker: " + e.text();
+        fatal_ = "the coordinator refused this worker: " + printable(e.text());
         finished_ = true;
         return {};
       }
       if (e.code() == wire::Error::TOO_MANY_WORKERS && !joined_) {
         // A full table frees up as gone workers are forgotten: ask again now and then.
-        spdlog::error("the coordinator admits no more workers now: {}", e.text());
+        spdlog::error("the coordinator admits no more workers now: {}", printable(e.text()));
         retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
         return {};
       }
       if (e.code() == wire::Error::NAME_TAKEN && !joined_) {
         // Another process holds the name; it is free again once the coordinator marks it gone.
-        spdlog::error("the coordinator refused the name '{}': {}", settings_.name, e.text());
+        spdlog::error("the coordinator refused the name '{}': {}", settings_.name,
+                      printable(e.text()));
         retry_join_at_ = clock_() + std::max(1.0, settings_.heartbeat_seconds);
         return {};
       }

@@ -39,8 +39,9 @@ std::string workerNameProblem(const std::string& name) {
            std::to_string(name.size());
   }
   // It goes into the coordinator's logs and status: no line breaks or terminal escapes.
-  if (hasControlBytes(name))
-    return "must not hold control characters, got '" + printable(name) + "'";
+  if (hasControlBytes(name)) {
+    return "must be UTF-8 without control characters, got '" + printable(name) + "'";
+  }
   return "";
 }
 
@@ -243,6 +244,8 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
                                       1, kMaxWorkers);
   s.max_workers = m.inRange<uint32_t>("max_workers", m.get<uint32_t>("max_workers", s.max_workers),
                                       1, kMaxWorkers);
+  s.max_workers_given = m.has("max_workers");
+  if (!s.max_workers_given) s.max_workers = std::max(s.max_workers, s.min_workers);
   if (s.min_workers > s.max_workers) {
     m.fail(m.has("max_workers") ? "max_workers" : "min_workers",
            "min_workers (" + std::to_string(s.min_workers) + ") is more than max_workers (" +
@@ -489,7 +492,7 @@ SimSettings loadSimSettings(const std::string& file) {
   MapReader c = m.child("coordinator");
   // Keys only a daemon uses would be read and silently ignored: refused at their line instead.
   for (const std::string key :
-       {"bind", "endpoint_file", "min_workers", "metrics_csv", "checkpoint"}) {
+       {"bind", "endpoint_file", "min_workers", "max_workers", "metrics_csv", "checkpoint"}) {
     if (c.has(key)) {
       c.fail(key, "'coordinator." + key + "' is for tern-coordinator's own file; tern-sim does " +
                       "not use it" +

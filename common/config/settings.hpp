@@ -79,7 +79,8 @@ struct CoordinatorSettings {
   uint32_t min_workers = 1;
   // Workers the coordinator keeps track of at once (alive, or gone but not yet forgotten): a join
   // under a new name beyond it is refused, so a flood of names cannot grow its tables and logs.
-  uint32_t max_workers = 1000;
+  uint32_t max_workers = 1000;  // at least min_workers when not given
+  bool max_workers_given = false;
   uint64_t max_rounds = 100;
   double target_accuracy = 0.0;  // 0 = run max_rounds
   double round_deadline_seconds = 10.0;

@@ -75,7 +75,8 @@ std::string renderStatusTable(const JsonValue& st) {
   if (auto* c = st.find("counters"); c && c->isObject() && !c->object().empty()) {
     out += "counters:";
     for (const auto& [name, n] : c->object()) {
-      out += fmt::format(" {}={:.0f}", name, n.isNumber() ? n.number() : 0.0);
+      out += fmt::format(" {}={:.0f}", printable(name, kMaxShownChars),
+                         n.isNumber() ? n.number() : 0.0);
     }
     out += '\n';
   }

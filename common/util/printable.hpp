@@ -1,37 +1,79 @@
 #pragma once
-// Strings from peers (worker names, leave reasons, a status document) shown in logs and on a
-// terminal: control bytes (a newline that would forge a log line, an escape sequence that would
-// drive the terminal) are written as \xNN, and the text is cut at `max_bytes` ("..." marks it).
+// Strings from peers (worker names, leave reasons, error texts, a status document) shown in logs,
+// metrics labels and on a terminal: control characters (C0, DEL and C1: a newline that would
+// forge a log line, an escape sequence that would drive the terminal) and bytes that are not
+// UTF-8 are written as \xNN, and the text is cut at `max_bytes` on a character boundary ("..."
+// marks the cut).
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace tern {
 
+namespace detail {
+
+// The length of the valid UTF-8 character at s[i] that is not a control character, or 0.
+inline size_t printableCharAt(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c >= 0x20 && c < 0x7f) return 1;
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;  // C0, DEL, a continuation byte or one that never starts a character
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  const bool surrogate = cp >= 0xd800 && cp <= 0xdfff;
+  const bool c1 = cp >= 0x80 && cp <= 0x9f;
+  if (overlong || surrogate || c1 || cp > 0x10ffff) return 0;
+  return n;
+}
+
+}  // namespace detail
+
 inline std::string printable(std::string_view s, size_t max_bytes = 256) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  const size_t n = s.size() < max_bytes ? s.size() : max_bytes;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = detail::printableCharAt(s, i);
+    const size_t width = n > 0 ? n : 4;
+    if (out.size() + width > max_bytes) break;
+    if (n > 0) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      const auto c = static_cast<unsigned char>(s[i++]);
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
     }
   }
-  if (s.size() > max_bytes) out += "...";
+  if (i < s.size()) out += "...";
   return out;
 }
 
-// Whether s holds a control byte (printable() would change it).
+// Whether printable() would change s: it holds a control character or is not UTF-8.
 inline bool hasControlBytes(std::string_view s) {
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) return true;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = detail::printableCharAt(s, i);
+    if (n == 0) return true;
+    i += n;
   }
   return false;
 }

@@ -164,6 +164,8 @@ done
 rm -f "$WORK/allow/zz-bad.pub"
 SECURITY="{mode: curve, secret_key_file: $WORK/keys/coordinator.key, allowlist: $WORK/allow}" \
   write_coordinator "$WORK/fin.yaml" 3 1 "checkpoint: {path: $WORK/fin.ckpt, every: 1}"
+# A grace long enough for the worker to load its shard on a busy machine.
+sed -i 's/^worker_patience_seconds: .*/worker_patience_seconds: 15/' "$WORK/fin.yaml"
 # start_fin N: the coordinator of fin.yaml (output fin$N.out), and the listed worker once it has
 # bound (fin-w$N.out); their pids in CPID and WPID.
 start_fin() {

@@ -74,6 +74,7 @@ export NOTIFY_SOCKET="$WORK/notify" WATCHDOG_USEC=2000000
 run_cluster() {
   mkdir -p "$WORK/$1"
   rm -f "$WORK/endpoint"
+  : > "$WORK/notify.log"  # each run's own READY and WATCHDOG lines
   SECURITY="$2" write_coordinator "$WORK/$1/coord.yaml" 100000 2 "checkpoint: {path: $WORK/$1/coord.ckpt, every: 3}
 http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}"
   strace -ff -qq -o "$WORK/$1/coord.trace" \

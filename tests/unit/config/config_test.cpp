@@ -55,6 +55,9 @@ TEST_CASE("max_workers below min_workers is refused at the key that makes it so"
   CHECK(loadCoordinatorSettings(g).max_workers == 4);
   auto h = writeTemp("maxw-default.yaml", "min_workers: 4\nsecurity: none\n");
   CHECK(loadCoordinatorSettings(h).max_workers == 1000);
+  // Not given, it is at least min_workers: a configuration from before it keeps working.
+  auto big = writeTemp("maxw-big.yaml", "min_workers: 2000\nsecurity: none\n");
+  CHECK(loadCoordinatorSettings(big).max_workers == 2000);
 }
 
 TEST_CASE("a range error shows its bounds and the value as they are, not rounded to six places") {

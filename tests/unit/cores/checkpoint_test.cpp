@@ -238,6 +238,13 @@ TEST_CASE("time_s resumes from the checkpoint's when training resumes, not at th
   runRound(*resumed, 9, "A2", a, "B2", b, c.now);
   // Neither the downtime nor the wait for the workers counts as training time.
   CHECK(resumed->lastRecord().time_s == doctest::Approx(11.0));
+  // A checkpoint taken during such a wait keeps the restored time, not the wait.
+  c.now = 200.0;
+  auto waiting = c.restored(bytes, 10);
+  c.now = 260.0;
+  wire::Checkpoint cp;
+  REQUIRE(cp.ParseFromString(waiting->checkpoint()));
+  CHECK(cp.elapsed_seconds() == doctest::Approx(10.0));
 }
 
 TEST_CASE("a resumed coordinator whose returning worker went again sleeps until one comes back") {

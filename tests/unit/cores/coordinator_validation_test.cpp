@@ -9,6 +9,7 @@
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
+#include "common/util/printable.hpp"
 #include "push_message.hpp"
 #include "server/coordinator_core.hpp"
 
@@ -1170,7 +1171,16 @@ TEST_CASE("a join is admitted under any name a worker's configuration accepts, a
   CHECK(hasError(h.join("B", "pi\n[2026-01-01 00:00:00] [error] forged", 100),
                  wire::Error::MALFORMED));
   CHECK(hasError(h.join("C", "pi\x1b[2J", 100), wire::Error::MALFORMED));
-  CHECK(h.core->rejections().at("bad_join") == 4);
+  CHECK(hasError(h.join("D",
+                        "pi\xc2\x9b"
+                        "2J",
+                        100),
+                 wire::Error::MALFORMED));                              // C1 CSI
+  CHECK(hasError(h.join("E", "pi\xff", 100), wire::Error::MALFORMED));  // not UTF-8
+  CHECK(h.core->rejections().at("bad_join") == 6);
+  CHECK(tern::printable("a\xc3\xbc\xff\xc2\x9b\nz") == "a\xc3\xbc\\xff\\xc2\\x9b\\x0az");
+  // Cut between characters, never inside one.
+  CHECK(tern::printable("\xc3\xbc\xc3\xbc\xc3\xbc", 5) == "\xc3\xbc\xc3\xbc...");
   CHECK_FALSE(config::workerNameProblem("pi\t3").empty());
   CHECK(config::workerNameProblem("pi-3 (kitchen, ünïcode)").empty());
 }

@@ -8,7 +8,9 @@
 // clang-format on
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -113,15 +115,27 @@ TEST_CASE("out of file descriptors, the server waits between accepts instead of 
     clients.push_back(std::make_unique<tcp::socket>(io));
     clients.back()->open(tcp::v4());
   }
+  // Lower the limit to the descriptors open now, then take any number still free below it, so
+  // that no accept can succeed (checked, not assumed).
   size_t open = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
     ++open;
   }
   rlimit old{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  struct Restore {
+    rlimit limit;
+    std::vector<int> taken;
+    ~Restore() {
+      for (int fd : taken) ::close(fd);
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  } restore{old, {}};
   rlimit low = old;
-  low.rlim_cur = open;  // the directory iterator's own descriptor is closed again by now
+  low.rlim_cur = open;
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  for (int fd; (fd = ::dup(0)) >= 0;) restore.taken.push_back(fd);
+  REQUIRE(errno == EMFILE);
   const tcp::endpoint at(asio::ip::make_address("127.0.0.1"), server.port());
   for (auto& c : clients) c->connect(at);  // queued by the kernel; every accept fails (EMFILE)
   auto cpuSeconds = [] {
@@ -133,6 +147,8 @@ TEST_CASE("out of file descriptors, the server waits between accepts instead of 
   const double before = cpuSeconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double used = cpuSeconds() - before;
+  for (int fd : restore.taken) ::close(fd);
+  restore.taken.clear();
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
   // A spinning accept loop takes the whole half second; a paused one next to nothing.
   CHECK(used < 0.1);
