@@ -10,7 +10,6 @@
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
 #include "common/util/bind_address.hpp"
-#include "common/util/printable.hpp"
 
 namespace tern::config {
 
@@ -29,19 +28,6 @@ std::string endpointProblem(const std::string& v, bool bind) {
     return form + "the port must be a number from 0 to 65535" + (bind ? " or *" : "");
   }
   if (!bind && std::stoul(port) == 0) return form + "a worker connects to a port, not 0";
-  return "";
-}
-
-std::string workerNameProblem(const std::string& name) {
-  if (name.empty()) return "must not be empty: it is the worker's identity at the coordinator";
-  if (name.size() > kMaxWorkerNameBytes) {
-    return "must be at most " + std::to_string(kMaxWorkerNameBytes) + " bytes, got " +
-           std::to_string(name.size());
-  }
-  // It goes into the coordinator's logs and status: no line breaks or terminal escapes.
-  if (hasControlBytes(name)) {
-    return "must be UTF-8 without control characters, got '" + printable(name) + "'";
-  }
   return "";
 }
 

@@ -10,6 +10,7 @@
 #include "common/ml/data_source.hpp"
 #include "common/ml/model.hpp"
 #include "common/ml/optimizer.hpp"
+#include "common/util/printable.hpp"
 
 namespace tern::config {
 
@@ -179,9 +180,21 @@ void requireModelFeatures(const CoordinatorSettings& s);
 WorkerSettings loadWorkerSettings(const std::string& file);
 SimSettings loadSimSettings(const std::string& file);
 
-// "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes); else
-// why it cannot ("must not be empty", ...).
-std::string workerNameProblem(const std::string& name);
+// "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes of UTF-8
+// without control characters: it goes into the coordinator's logs, status and metrics labels);
+// else why it cannot ("must not be empty", ...). Inline: the coordinator's core checks joins
+// with it and links nothing of the configuration.
+inline std::string workerNameProblem(const std::string& name) {
+  if (name.empty()) return "must not be empty: it is the worker's identity at the coordinator";
+  if (name.size() > kMaxWorkerNameBytes) {
+    return "must be at most " + std::to_string(kMaxWorkerNameBytes) + " bytes, got " +
+           std::to_string(name.size());
+  }
+  if (hasControlBytes(name)) {
+    return "must be UTF-8 without control characters, got '" + printable(name) + "'";
+  }
+  return "";
+}
 
 // "" when `address` is an HTTP endpoint a daemon can bind: HOST:PORT, [IPV6]:PORT or :PORT (every
 // IPv4 interface), PORT 0 for any free port; else why it is not.
