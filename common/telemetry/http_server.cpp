@@ -184,8 +184,8 @@ struct HttpServer::Impl {
         }
       } else {
         // A failed accept (out of file descriptors: EMFILE) fails again at once while the cause
-        // lasts: wait a little instead of spinning the serving thread.
-        spdlog::debug("HTTP accept failed: {}", ec.message());
+        // lasts: wait a little instead of spinning the serving thread. (Not logged: with no
+        // descriptor left even a log line may fail.)
         accept_pause.expires_after(std::chrono::milliseconds(100));
         accept_pause.async_wait([this](boost::system::error_code wait_ec) {
           if (wait_ec != asio::error::operation_aborted) accept();
