@@ -81,6 +81,8 @@ http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}"
     "$BIN/tern-coordinator" --config "$WORK/$1/coord.yaml" > "$WORK/$1/coord.out" 2> "$WORK/$1/coord.err" &
   CPID=$!; PIDS+=($CPID)
   wait_for_file "$WORK/endpoint"
+  # The daemon itself too: a failed run's cleanup kills strace, which lets its tracee run on.
+  PIDS+=($(pgrep -P "$CPID" | head -1))
   EP=$(cat "$WORK/endpoint")
   WPIDS=()
   for i in 0 1; do
@@ -96,6 +98,7 @@ http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}"
     get "$(cat "$WORK/$1/$f.url")/metrics" || fail "$f's /metrics did not answer"
     get "$(cat "$WORK/$1/$f.url")/status" || fail "$f's /status did not answer"
   done
+  for p in "${WPIDS[@]}"; do PIDS+=($(pgrep -P "$p" | head -1)); done
   # A few checkpoints, then the stops: SIGTERM pauses the coordinator (a last checkpoint) and ends
   # each worker.
   for _ in $(seq 1 300); do [ -s "$WORK/$1/coord.ckpt" ] && break; sleep 0.1; done
