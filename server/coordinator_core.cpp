@@ -206,9 +206,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
         peer, wire::Error::TOO_MANY_WORKERS, "too_many_workers",
         "the coordinator keeps track of max_workers = " + std::to_string(settings_.max_workers) +
             " workers already; a gone one is forgotten after " +
-            std::to_string(
-                int(std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds))) +
-            " s")};
+            std::to_string(int(forgetAfterSeconds())) + " s")};
   }
   if (!w) {
     uint32_t id = next_id_++;
@@ -862,8 +860,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   // A worker gone for long is forgotten (its entry, counters and id), so that the table, every
   // round's record and the checkpoint do not grow with each name ever seen. One that returns
   // within the horizon keeps its id; later it joins as new. A push still in its round stays.
-  const double forget_after =
-      std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds);
+  const double forget_after = forgetAfterSeconds();
   std::erase_if(workers_, [&](const auto& entry) {
     const Worker& w = entry.second;
     return !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > forget_after;

@@ -125,6 +125,10 @@ class CoordinatorCore {
   static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
   // A worker gone this long (or 10 worker patiences, if longer) is forgotten.
   static constexpr double kForgetGoneAfterSeconds = 600.0;
+  // How long a gone worker is remembered: kForgetGoneAfterSeconds, or ten patiences if longer.
+  double forgetAfterSeconds() const {
+    return std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds);
+  }
   uint64_t uploadBytes() const { return upload_bytes_; }
   uint64_t fullBytes() const { return full_bytes_; }
   // A plan input that moved by more than this fraction since the last plan re-plans at the

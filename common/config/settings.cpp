@@ -233,7 +233,7 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.max_workers_given = m.has("max_workers");
   if (!s.max_workers_given) s.max_workers = std::max(s.max_workers, s.min_workers);
   if (s.min_workers > s.max_workers) {
-    m.fail(m.has("max_workers") ? "max_workers" : "min_workers",
+    m.fail(s.max_workers_given ? "max_workers" : "min_workers",
            "min_workers (" + std::to_string(s.min_workers) + ") is more than max_workers (" +
                std::to_string(s.max_workers) + ")");
   }
