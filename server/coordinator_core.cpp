@@ -320,10 +320,10 @@ bool CoordinatorCore::admitToRound(Worker& joiner) {
     const double seconds = planned_budget_.seconds_per_round;
     double spent = 0.0;
     for (const Worker* w : members) {
-      spent += allocation::chargedSeconds(w->planned_unit_seconds, w->planned_unit, w->round_cap,
+      spent += allocation::chargedSeconds(w->planned_unit_seconds, w->planned_packing, w->round_cap,
                                           seconds);
     }
-    joiner.round_cap = allocation::capWithin(joiner.planned_unit_seconds, joiner.planned_unit,
+    joiner.round_cap = allocation::capWithin(joiner.planned_unit_seconds, joiner.planned_packing,
                                              joiner.rec.cap, seconds - spent, seconds);
     return keepsSeat(joiner, "link seconds");
   }
@@ -371,7 +371,7 @@ void CoordinatorCore::reallocate() {
   for (size_t i = 0; i < alive.size(); ++i) {
     alive[i]->planned_seconds_per_packet = fittedSecondsPerPacket(alive[i]->rec.link);
     alive[i]->planned_unit_seconds = links.known ? links.per_unit[i] : 0.0;
-    alive[i]->planned_unit = links.known ? links.unit[i] : 1;
+    alive[i]->planned_packing = links.known ? links.packing[i] : allocation::Packing{};
     alive[i]->planned_price = allocation::pushPrice(loads[i], budget);
     alive[i]->rec.share = loads[i].share;
     alive[i]->rec.cap = i < plan.caps.size() ? plan.caps[i] : uint32_t(params_.size());

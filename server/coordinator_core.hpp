@@ -15,6 +15,7 @@
 
 #include "common/allocation/allocator.hpp"
 #include "common/allocation/budget.hpp"
+#include "common/allocation/link_costs.hpp"
 #include "common/compression/compressor.hpp"
 #include "common/config/settings.hpp"
 #include "common/ml/model.hpp"
@@ -170,9 +171,9 @@ class CoordinatorCore {
     bool refused = false;  // its push for this round was refused: asked again at the deadline
     double planned_seconds_per_packet = 0.0;  // its link's b when the caps were last planned
     // Under a cost-aware link-seconds budget with fitted links: what the last plan charged this
-    // worker, per_unit seconds for every `unit` coordinates (0 = not planned in seconds).
+    // worker, per_unit seconds for every unit of its packing (0 = not planned in seconds).
     double planned_unit_seconds = 0.0;
-    uint32_t planned_unit = 1;
+    allocation::Packing planned_packing;
     // Its own pushes' costs (its compressor's), kept over re-joins, and the price its cap was
     // last planned at (its own, or the mean of all pushes until it has pushed).
     PushBytes push_bytes;

@@ -40,9 +40,10 @@ struct Budget {
   uint32_t packet_bytes = 1448;
   // cost-aware under seconds_per_round: price uploads in whole packets as the link model does
   // (a_i + b_i * ceil(bytes / packet_bytes)) rather than per coordinate, so every cap fills the
-  // packets it pays for: caps are multiples of
-  // floor((packet_bytes - bytes_per_push) / bytes_per_coordinate) (or d),
-  // at least one packet each. Ignored without a seconds budget or fitted links.
+  // packets it pays for: m packets hold
+  // floor((m * packet_bytes - bytes_per_push) / bytes_per_coordinate) coordinates (or d), the
+  // push's fixed bytes travelling once; at least one packet each. Ignored without a seconds
+  // budget or fitted links.
   bool whole_packets = false;
 };
 

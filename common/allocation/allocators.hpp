@@ -51,7 +51,7 @@ class DagcOptAllocator final : public Allocator {
 // With round_overhead_seconds > 0 and no fixed deadline, the deadline D is chosen to minimise
 // Phi(D) * (overhead + max_i (a_i + b_i * k_i)): a round lasts as long as its slowest upload.
 // With whole_packets (and a seconds budget) every b_i * k_i above is b_i per packet times
-// ceil(k_i / coordinates per packet): caps come in whole packets and fill them.
+// ceil((push bytes + k_i bytes per coordinate) / packet bytes): caps fill the packets they pay.
 class CostAwareAllocator final : public Allocator {
  public:
   std::string name() const override { return "cost-aware"; }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "common/allocation/allocators.hpp"
@@ -16,27 +17,29 @@ namespace {
 // relaxation can be far from the best integer plan (one packet is a large step), so single-packet
 // moves are tried until none lowers Phi: giving a worker one more packet when the budget still
 // has room for it, or moving one packet from worker j to worker i when the freed seconds pay for
-// it, and the uneven trades (one dear packet for several cheap ones and back). Each step takes
-// the move that lowers Phi most; Phi of a move is updated in O(1) from the
-// sum of p_i / sqrt(delta_i) and the three smallest ratios.
-void refineUnits(const std::vector<double>& shares, uint32_t dim, const std::vector<uint32_t>& unit,
-                 const std::vector<double>& cost, double limit, const std::vector<uint32_t>& upper,
-                 std::vector<uint32_t>& counts) {
+// it, and the uneven trades (one dear packet for several cheap ones and back); with a dozen
+// workers or fewer also one packet to i paid with one of j's and as few of a third worker's as
+// the rest takes. Each step takes the move that lowers Phi most; Phi of a move is updated in
+// O(1) from the sum of p_i / sqrt(delta_i) and the four smallest ratios.
+void refineUnits(const std::vector<double>& shares, uint32_t dim,
+                 const std::vector<Packing>& packing, const std::vector<double>& cost, double limit,
+                 const std::vector<uint32_t>& upper, std::vector<uint32_t>& counts) {
   const std::size_t n = counts.size();
   // A step looks at every pair of workers; past a few hundred workers the plan keeps the rounded
   // relaxation as it is.
   if (n == 0 || n > 256) return;
+  const bool three_way = n <= 12;
   const double allowed = limit * (1.0 + 1e-12);
   // The ratio of worker i holding m of its units.
   auto ratio = [&](std::size_t i, int64_t m) {
-    return static_cast<double>(std::min<int64_t>(dim, m * int64_t{unit[i]})) / dim;
+    return static_cast<double>(std::min(dim, packing[i].coordinates(uint64_t(m)))) / dim;
   };
   auto term = [&](std::size_t i, int64_t m) { return shares[i] / std::sqrt(ratio(i, m)); };
   const std::size_t max_steps = 16 * n + 256;
   for (std::size_t step = 0; step < max_steps; ++step) {
     double spent = 0.0;
     double sum = 0.0;
-    std::array<std::size_t, 3> low{n, n, n};  // indices of the three smallest ratios
+    std::array<std::size_t, 4> low{n, n, n, n};  // indices of the four smallest ratios
     for (std::size_t i = 0; i < n; ++i) {
       spent += cost[i] * counts[i];
       sum += term(i, counts[i]);
@@ -48,33 +51,45 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, const std::vec
         }
       }
     }
-    auto minExcept = [&](std::size_t a, std::size_t b) {
+    // The smallest ratio of the workers a move leaves alone.
+    auto minExcept = [&](std::size_t a, std::size_t b, std::size_t c) {
       for (std::size_t idx : low) {
-        if (idx != n && idx != a && idx != b) return ratio(idx, counts[idx]);
+        if (idx != n && idx != a && idx != b && idx != c) return ratio(idx, counts[idx]);
       }
       return 1.0;  // no other worker: no constraint from them
     };
     const double phi = sum / std::sqrt(ratio(low[0], counts[low[0]]));
     double best_phi = phi * (1.0 - 1e-12);
-    std::size_t best_from = n;  // n: the move takes from no one
+    // The best move: `many` packets to best_to, `taken` from best_from and `taken2` from
+    // best_from2 (n = no one).
     std::size_t best_to = n;
-    uint32_t best_many = 0;   // packets the best move gives to best_to
-    uint32_t best_taken = 0;  // packets it takes from best_from
-    // Phi after giving `many` packets to `to` and taking `taken` from `from` (n = no one).
-    auto consider = [&](std::size_t to, uint32_t many, std::size_t from, uint32_t taken) {
+    std::size_t best_from = n;
+    std::size_t best_from2 = n;
+    uint32_t best_many = 0;
+    uint32_t best_taken = 0;
+    uint32_t best_taken2 = 0;
+    auto consider = [&](std::size_t to, uint32_t many, std::size_t from, uint32_t taken,
+                        std::size_t from2 = SIZE_MAX, uint32_t taken2 = 0) {
+      if (from2 == SIZE_MAX) from2 = n;
       double moved = sum + term(to, counts[to] + many) - term(to, counts[to]);
-      double lowest = std::min(minExcept(to, from == n ? to : from), ratio(to, counts[to] + many));
+      double lowest = std::min(minExcept(to, from, from2), ratio(to, counts[to] + many));
       if (from != n) {
         moved += term(from, counts[from] - taken) - term(from, counts[from]);
         lowest = std::min(lowest, ratio(from, counts[from] - taken));
       }
+      if (from2 != n) {
+        moved += term(from2, counts[from2] - taken2) - term(from2, counts[from2]);
+        lowest = std::min(lowest, ratio(from2, counts[from2] - taken2));
+      }
       const double value = moved / std::sqrt(lowest);
       if (value < best_phi) {
         best_phi = value;
-        best_from = from;
         best_to = to;
+        best_from = from;
+        best_from2 = from2;
         best_many = many;
         best_taken = taken;
+        best_taken2 = taken2;
       }
     };
     for (std::size_t i = 0; i < n; ++i) {
@@ -94,28 +109,40 @@ void refineUnits(const std::vector<double>& shares, uint32_t dim, const std::vec
           const double take = std::ceil(need / cost[j] * (1.0 - 1e-12));
           if (take >= 2.0 && take < counts[j]) consider(i, 1, j, static_cast<uint32_t>(take));
         }
+        // One packet to i, paid for with one of j's and as few of a third worker's as the rest
+        // takes.
+        const double rest = need - cost[j];
+        if (!three_way || !(rest > 0.0)) continue;
+        for (std::size_t k = 0; k < n; ++k) {
+          if (k == i || k == j || counts[k] <= 1) continue;
+          const double take = std::ceil(rest / cost[k] * (1.0 - 1e-12));
+          if (take >= 1.0 && take < counts[k]) {
+            consider(i, 1, j, 1, k, static_cast<uint32_t>(take));
+          }
+        }
       }
     }
     if (best_to == n) return;
     counts[best_to] += best_many;
     if (best_from != n) counts[best_from] -= best_taken;
+    if (best_from2 != n) counts[best_from2] -= best_taken2;
   }
 }
 
 // The Phi minimiser under the configured budget with every upload within `deadline` seconds
 // (0 = no deadline). Under a link-seconds budget the problem is solved in the links' pricing
 // units (coordinates, or each worker's whole packets with Budget::whole_packets): ratios of the
-// full model's units, integer unit counts that keep the budget, caps = units * unit_i
-// coordinates (at most d).
+// full model's units, integer unit counts that keep the budget, caps = what those units hold
+// (at most d).
 Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
                     const LinkCosts& links, double deadline) {
   const std::size_t n = workers.size();
   const bool seconds = links.known && budget.seconds_per_round > 0.0;
-  std::vector<uint32_t> unit(n, 1);
-  if (seconds) unit = links.unit;
+  std::vector<Packing> packing(n);
+  if (seconds) packing = links.packing;
   std::vector<uint32_t> units(n);  // the full model in worker i's units
   for (std::size_t i = 0; i < n; ++i) {
-    units[i] = static_cast<uint32_t>((uint64_t{dim} + unit[i] - 1) / unit[i]);
+    units[i] = static_cast<uint32_t>(packing[i].unitsFor(dim));
   }
   KeyFactorProblem problem;
   problem.shares = normalisedShares(workers);
@@ -127,9 +154,18 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
       upper[i] = deadlineUnits(links, i, units[i], bounded);
     }
   }
+  // Whole packets: m packets hold about (m P - push) / c coordinates, so ratio r of the model
+  // takes (r d c + push) / P packets, affine in r. The relaxation prices that exactly (the
+  // pushes' fixed bytes come off the budget first) and rounds in fractional packets; priced by
+  // the coordinate, a ratio r is r d units.
+  auto fractionalUnits = [&](std::size_t i, double r) {
+    const Packing& pk = packing[i];
+    if (!(pk.packet_bytes > 0.0)) return r * units[i];
+    return (r * dim * pk.coordinate_bytes + pk.push_bytes) / pk.packet_bytes;
+  };
   problem.upper.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    problem.upper[i] = static_cast<double>(upper[i]) / units[i];
+    problem.upper[i] = std::min(1.0, static_cast<double>(packing[i].coordinates(upper[i])) / dim);
   }
 
   std::vector<double> cost_per_unit;
@@ -138,8 +174,13 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
     // sum_i c_i * delta_i * units_i <= seconds: the Lagrangian puts delta_i ~ (p_i / w_i)^(2/3)
     // with w_i = c_i * units_i, the seconds of worker i's whole model.
     problem.weights.resize(n);
-    for (std::size_t i = 0; i < n; ++i) problem.weights[i] = links.per_unit[i] * units[i];
-    problem.budget = budget.seconds_per_round;
+    double fixed_seconds = 0.0;  // what the pushes' fixed bytes take of whole packets
+    for (std::size_t i = 0; i < n; ++i) {
+      problem.weights[i] = links.per_unit[i] * (fractionalUnits(i, 1.0) - fractionalUnits(i, 0.0));
+      fixed_seconds += links.per_unit[i] * fractionalUnits(i, 0.0);
+    }
+    problem.budget =
+        std::max(budget.seconds_per_round - fixed_seconds, 1e-9 * budget.seconds_per_round);
     cost_per_unit = links.per_unit;
     limit = budget.seconds_per_round;
   } else {
@@ -153,12 +194,17 @@ Allocation solveAll(const std::vector<WorkerLoad>& workers, uint32_t dim, const 
   }
   Allocation out;
   out.ratios = minimiseKeyFactor(problem);
-  out.caps = roundCaps(out.ratios, units, cost_per_unit, limit, upper);
-  if (std::any_of(unit.begin(), unit.end(), [](uint32_t u) { return u > 1; })) {
-    refineUnits(problem.shares, dim, unit, cost_per_unit, limit, upper, out.caps);
+  std::vector<double> unit_ratios = out.ratios;  // the ratios as shares of each worker's units
+  for (std::size_t i = 0; i < n; ++i) {
+    unit_ratios[i] = std::min(1.0, fractionalUnits(i, out.ratios[i]) / units[i]);
+  }
+  out.caps = roundCaps(unit_ratios, units, cost_per_unit, limit, upper);
+  if (std::any_of(packing.begin(), packing.end(),
+                  [](const Packing& p) { return p.packet_bytes > 0.0; })) {
+    refineUnits(problem.shares, dim, packing, cost_per_unit, limit, upper, out.caps);
     // Whole packets: each worker fills the packets it pays for, and its ratio is what it sends.
     for (std::size_t i = 0; i < n; ++i) {
-      out.caps[i] = static_cast<uint32_t>(std::min<uint64_t>(dim, uint64_t{out.caps[i]} * unit[i]));
+      out.caps[i] = std::min(dim, packing[i].coordinates(out.caps[i]));
       out.ratios[i] = static_cast<double>(out.caps[i]) / dim;
     }
   }
@@ -185,7 +231,7 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
   out.caps.resize(n);
   out.ratios.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    out.caps[i] = std::min(dim, std::max<uint32_t>(links.unit[i], 1));
+    out.caps[i] = std::min(dim, links.packing[i].coordinates(1));
     out.ratios[i] = static_cast<double>(out.caps[i]) / dim;
   }
   if (!kept.empty()) {
@@ -194,9 +240,9 @@ Allocation solve(const std::vector<WorkerLoad>& workers, uint32_t dim, const Bud
     sub.per_coordinate.clear();
     sub.fixed.clear();
     sub.per_unit.clear();
-    sub.unit.clear();
+    sub.packing.clear();
     for (std::size_t i : kept) {
-      sub.unit.push_back(links.unit[i]);
+      sub.packing.push_back(links.packing[i]);
       sub_workers.push_back(workers[i]);
       sub.per_coordinate.push_back(links.per_coordinate[i]);
       sub.fixed.push_back(links.fixed[i]);

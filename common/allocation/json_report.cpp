@@ -158,8 +158,11 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
       for (double b : links.per_unit) seconds_per_packet_each += b;
       const double packets =
           std::max(1.0, std::floor(budget.seconds_per_round / seconds_per_packet_each));
-      const uint32_t unit = *std::min_element(links.unit.begin(), links.unit.end());
-      even = std::min(1.0, packets * unit / dim);
+      uint32_t sparsest = UINT32_MAX;
+      for (const Packing& p : links.packing) {
+        sparsest = std::min(sparsest, p.coordinates(static_cast<uint64_t>(packets)));
+      }
+      even = std::min(1.0, double(sparsest) / dim);
     } else if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
       double seconds_per_ratio = 0.0;
       for (double b : links.per_coordinate) seconds_per_ratio += b * dim;

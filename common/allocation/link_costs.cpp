@@ -72,15 +72,15 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
       links.fixed[i] += links.per_coordinate[i] / prices[i].per_coordinate * prices[i].per_push;
     }
   }
-  links.unit.assign(workers.size(), 1);
+  links.packing.assign(workers.size(), Packing{});
   if (whole_packets) {
-    // Each worker's packet holds the coordinates that fit beside its push's fixed bytes at its
+    // Each worker's packets hold the coordinates that fit beside its push's fixed bytes at its
     // own prices.
     for (std::size_t i = 0; i < workers.size(); ++i) {
       Budget own = budget;
       own.bytes_per_coordinate = prices[i].per_coordinate;
       own.bytes_per_push = prices[i].per_push;
-      links.unit[i] = coordinatesPerPacket(own);
+      links.packing[i] = wholePackets(own);
     }
     links.per_unit.resize(workers.size());
     // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
@@ -94,39 +94,58 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   return links;
 }
 
-double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
-  const uint64_t units = (uint64_t{k} + unit[worker] - 1) / unit[worker];
-  return fixed[worker] + per_unit[worker] * static_cast<double>(units);
+uint32_t Packing::coordinates(uint64_t units) const {
+  const auto saturated = [](double v) {
+    return static_cast<uint32_t>(std::min(v, static_cast<double>(UINT32_MAX)));
+  };
+  if (!(packet_bytes > 0.0)) return saturated(static_cast<double>(units));
+  // The small slack keeps a count that lands exactly on a packet's end from rounding below it.
+  const double room = static_cast<double>(units) * packet_bytes - push_bytes;
+  const double fit = std::floor(room / coordinate_bytes * (1.0 + 1e-12));
+  return saturated(std::max(fit, static_cast<double>(units)));
 }
 
-double chargedSeconds(double per_unit, uint32_t unit, uint32_t k, double seconds) {
-  if (per_unit > seconds) return 0.0;
-  unit = std::max<uint32_t>(unit, 1);
-  const uint64_t units = (uint64_t{k} + unit - 1) / unit;
-  return per_unit * static_cast<double>(units);
+uint64_t Packing::unitsFor(uint32_t k) const {
+  if (k == 0) return 0;
+  if (!(packet_bytes > 0.0)) return k;
+  // ceil((push + c k) / P), then moved to the exact fewest units that coordinates() agrees on.
+  const double guess = std::ceil((push_bytes + coordinate_bytes * k) / packet_bytes);
+  uint64_t m = static_cast<uint64_t>(std::clamp(guess, 1.0, static_cast<double>(k)));
+  while (m > 1 && coordinates(m - 1) >= k) --m;
+  while (coordinates(m) < k) ++m;
+  return m;
 }
 
-uint32_t capWithin(double per_unit, uint32_t unit, uint32_t wanted, double room, double seconds) {
-  wanted = std::max<uint32_t>(wanted, 1);
-  unit = std::max<uint32_t>(unit, 1);
-  if (per_unit > seconds) return std::min(wanted, unit);
-  // The small slack keeps a count that lands exactly on the budget from rounding below it.
-  const double units = std::floor(room / per_unit * (1.0 + 1e-12));
-  if (!(units >= 1.0)) return 0;
-  const double fit = units * static_cast<double>(unit);
-  return fit >= static_cast<double>(wanted) ? wanted : static_cast<uint32_t>(fit);
-}
-
-uint32_t coordinatesPerPacket(const Budget& budget) {
+Packing wholePackets(const Budget& budget) {
   if (!(budget.bytes_per_coordinate > 0.0) || !(budget.bytes_per_push >= 0.0)) {
     throw std::invalid_argument(
         "allocation: bytes_per_coordinate must be positive and bytes_per_push >= 0");
   }
-  // The first packet also carries the push's fixed bytes; later ones have room to spare, so
-  // m of these units always fit in m packets.
-  const double room = static_cast<double>(budget.packet_bytes) - budget.bytes_per_push;
-  const double fit = std::floor(room / budget.bytes_per_coordinate * (1.0 + 1e-12));
-  return static_cast<uint32_t>(std::clamp(fit, 1.0, double(UINT32_MAX)));
+  Packing p;
+  p.packet_bytes = static_cast<double>(budget.packet_bytes);
+  p.push_bytes = budget.bytes_per_push;
+  p.coordinate_bytes = budget.bytes_per_coordinate;
+  return p;
+}
+
+double LinkCosts::uploadSeconds(std::size_t worker, uint32_t k) const {
+  return fixed[worker] + per_unit[worker] * static_cast<double>(packing[worker].unitsFor(k));
+}
+
+double chargedSeconds(double per_unit, const Packing& packing, uint32_t k, double seconds) {
+  if (per_unit > seconds) return 0.0;
+  return per_unit * static_cast<double>(packing.unitsFor(k));
+}
+
+uint32_t capWithin(double per_unit, const Packing& packing, uint32_t wanted, double room,
+                   double seconds) {
+  wanted = std::max<uint32_t>(wanted, 1);
+  if (per_unit > seconds) return std::min(wanted, packing.coordinates(1));
+  // The small slack keeps a count that lands exactly on the budget from rounding below it.
+  const double units = std::floor(room / per_unit * (1.0 + 1e-12));
+  if (!(units >= 1.0)) return 0;
+  const uint64_t whole = static_cast<uint64_t>(std::min(units, static_cast<double>(UINT32_MAX)));
+  return std::min(wanted, packing.coordinates(whole));
 }
 
 bool pricesWholePackets(const Budget& budget) {

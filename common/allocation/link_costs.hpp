@@ -12,16 +12,31 @@
 
 namespace tern::allocation {
 
+// How many coordinates m pricing units hold on one worker's link. Priced by the coordinate
+// (packet_bytes 0) a unit is one coordinate. In whole packets, m packets hold what fits beside
+// the push's fixed bytes, which travel once, in the first: floor((m P - push) / c) coordinates
+// of c bytes (at least m, for a push or a coordinate larger than a packet).
+struct Packing {
+  double packet_bytes = 0.0;  // P; 0 = one unit per coordinate
+  double push_bytes = 0.0;
+  double coordinate_bytes = 1.0;
+
+  // Coordinates that m units hold (saturating at UINT32_MAX).
+  uint32_t coordinates(uint64_t units) const;
+  // The fewest units that hold k coordinates: ceil((push + c k) / P) in whole packets; 0 for k 0.
+  uint64_t unitsFor(uint32_t k) const;
+};
+
 struct LinkCosts {
   bool known = false;                  // at least one worker has a fitted link
   std::vector<double> per_coordinate;  // b_i, seconds per kept coordinate
   std::vector<double> fixed;  // a_i (+ the push's fixed bytes, unless whole packets), s per upload
-  // What an upload is priced in: `unit[i]` coordinates at `per_unit[i]` seconds each. One
+  // What an upload is priced in: units of `packing[i]` at `per_unit[i]` seconds each. One
   // coordinate at b_i by default; with Budget::whole_packets (a link-seconds budget and fitted
-  // links) one packet's worth of coordinates at the fitted seconds per packet, so an upload
-  // costs a_i + per_unit_i * ceil(k_i / unit_i), the link model itself. A worker's packet holds
-  // what fits beside its own push's fixed bytes at its own bytes per coordinate.
-  std::vector<uint32_t> unit;
+  // links) one packet at the fitted seconds per packet, so k coordinates cost
+  // a_i + per_unit_i * ceil((push_i + c_i k) / P), the link model itself, at the worker's own
+  // bytes per push and per coordinate.
+  std::vector<Packing> packing;
   std::vector<double> per_unit;
 
   // Modelled upload time of k coordinates on worker i's link.
@@ -29,18 +44,18 @@ struct LinkCosts {
 };
 
 // What k coordinates take of a round's link-seconds budget `seconds`, as cost-aware charges a
-// worker priced `per_unit` seconds for every `unit` coordinates (LinkCosts): per_unit *
-// ceil(k / unit), the fixed a_i aside; nothing for a worker whose one unit alone costs more than
-// the budget (a stalled link is planned one unit, uncharged).
-double chargedSeconds(double per_unit, uint32_t unit, uint32_t k, double seconds);
-// The largest cap of at most `wanted` coordinates (whole units, or `wanted` itself) that such a
-// worker can send within `room` seconds of the budget `seconds`, charged as above; 0 when not
-// one unit fits. A stalled worker gets one unit, as in a plan.
-uint32_t capWithin(double per_unit, uint32_t unit, uint32_t wanted, double room, double seconds);
+// worker priced `per_unit` seconds a unit of `packing` (LinkCosts): per_unit times the units
+// k needs, the fixed a_i aside; nothing for a worker whose one unit alone costs more than the
+// budget (a stalled link is planned one unit, uncharged).
+double chargedSeconds(double per_unit, const Packing& packing, uint32_t k, double seconds);
+// The largest cap of at most `wanted` coordinates (what whole units hold, or `wanted` itself)
+// that such a worker can send within `room` seconds of the budget `seconds`, charged as above; 0
+// when not one unit fits. A stalled worker gets one unit, as in a plan.
+uint32_t capWithin(double per_unit, const Packing& packing, uint32_t wanted, double room,
+                   double seconds);
 
-// Coordinates that fit in one packet beside the push's fixed bytes:
-// floor((packet_bytes - bytes_per_push) / bytes_per_coordinate), at least 1.
-uint32_t coordinatesPerPacket(const Budget& budget);
+// The packing of whole packets at the budget's packet, push and coordinate bytes.
+Packing wholePackets(const Budget& budget);
 
 // True when cost-aware prices in whole packets: Budget::whole_packets with a link-seconds budget.
 bool pricesWholePackets(const Budget& budget);
