@@ -28,8 +28,11 @@ fi
 if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== unit tests under ASan+UBSan"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON \
-    -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=OFF >/dev/null
+    -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=ON >/dev/null
   cmake --build build-asan -j"$jobs"
+  # Every unit suite, the cores' included (they need the daemons' libraries).
+  ctest --test-dir build-asan -N -L unit | grep -q "unit/cores/" ||
+    { echo "the sanitizer build has no cores unit suite" >&2; exit 1; }
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -L unit --timeout 900
 fi

@@ -60,6 +60,7 @@ wait_rows() {  # CSV N: until the CSV holds more than N lines (header included)
     [ -s "$1" ] && [ "$(wc -l < "$1")" -gt "$2" ] && return 0
     sleep 0.05
   done
+  fail "timed out waiting for more than $2 lines in $1"
 }
 
 # 1. The undisturbed reference, with checkpoints written the same way.
@@ -106,15 +107,16 @@ for i in 0 1 2; do
   [ "$got" = "$ref" ] || fail "worker $i replica checksum $got != coordinator $ref"
 done
 ACC=$(final_accuracy "$WORK/after.out")
-python3 - "$REF_ACC" "$ACC" "$WORK/before.csv" "$RESUMED_AT" "$KILLED_AT" "$T0" "$T1" "$ROUNDS" <<'PY'
+python3 - "$REF_ACC" "$ACC" "$WORK/before.csv" "$RESUMED_AT" "$KILLED_AT" "$T0" "$T1" "$ROUNDS" "$EVERY" <<'PY'
 import csv, sys
 ref, acc = float(sys.argv[1]), float(sys.argv[2])
 rows = list(csv.DictReader(open(sys.argv[3])))
-resumed, killed = int(sys.argv[4]), int(sys.argv[5])
+resumed, killed, every = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[9])
 # One CSV over the kill: every round once, none skipped, the redone ones not twice.
 rounds = [int(r["round"]) for r in rows]
 assert rounds == list(range(int(sys.argv[8]))), (rounds[:3], len(rounds))
-assert resumed <= killed, (resumed, killed)
+# From the last checkpoint (every `every` rounds), not an older one: at most `every` rounds redone.
+assert resumed % every == 0 and killed - every <= resumed <= killed, (resumed, killed, every)
 assert int(rows[-1]["participants"]) == 3, rows[-1]["participants"]
 print(f"killed after round {killed - 1}, resumed at round {resumed} "
       f"(redid {killed - resumed} rounds); first resumed round closed "

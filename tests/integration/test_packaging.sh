@@ -29,6 +29,8 @@ if command -v systemd-analyze > /dev/null; then
   systemd-analyze verify --man=no "$ROOT/lib/systemd/system/tern-coordinator.service" \
     "$ROOT/lib/systemd/system/tern-worker@.service" > "$WORK/verify.out" 2>&1 \
     || { cat "$WORK/verify.out"; fail "installed units do not verify"; }
+else
+  echo "note: systemd-analyze not installed, the units' verification is skipped"
 fi
 echo "cmake --install: binaries, units and examples in place"
 

@@ -54,6 +54,16 @@ if grep -q "worker loading joined" "$WORK/coord.out"; then
 fi
 grep -q "stopped while loading the data: not joining" "$WORK/load.out" ||
   { cat "$WORK/load.out"; fail "the worker did not say it was stopped while loading"; }
+# The control: a worker that does join is logged in the words the check above looks for.
+write_worker "$WORK/control.yaml" "$EP" 2
+"$BIN/tern-worker" --config "$WORK/control.yaml" --name control --shard-index 0 \
+  > "$WORK/control.out" 2>&1 &
+KPID=$!; PIDS+=($KPID)
+for _ in $(seq 1 600); do grep -q "worker control joined" "$WORK/coord.out" && break; sleep 0.1; done
+grep -q "worker control joined" "$WORK/coord.out" ||
+  { cat "$WORK/coord.out"; fail "the control worker's join was not logged as expected"; }
+kill -TERM $KPID
+set +e; wait $KPID; set -e
 kill -TERM $CPID
 wait $CPID || fail "coordinator exited with $?"
 echo "PASS: stopped before training, exit 0, final line rounds=0"

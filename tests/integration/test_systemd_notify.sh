@@ -40,7 +40,7 @@ assert events.count("WATCHDOG=1") >= 2, f"{name}: expected repeated pings, got {
 pings = [t for t, l in zip(times, lines) if "WATCHDOG=1" in l.split("|")]
 gaps = [b - a for a, b in zip(pings, pings[1:])]
 median_gap = statistics.median(gaps)
-assert median_gap < watchdog_usec / 1e6, f"{name}: median gap between pings {median_gap:.3f} s"
+assert median_gap < 0.75 * watchdog_usec / 1e6, f"{name}: median gap between pings {median_gap:.3f} s"
 assert any(e.startswith("STATUS=") for e in events), f"{name}: no STATUS= line"
 assert "STOPPING=1" in events, f"{name}: no STOPPING=1 in {events[-3:]}"
 assert events.index("STOPPING=1") > first_watchdog, f"{name}: STOPPING=1 before any ping"

@@ -140,6 +140,10 @@ cat "$WORK"/plain/w0.trace.* "$WORK"/curve/w0.trace.* > /dev/null || fail "no wo
 for t in plain curve; do used "$WORK/$t/w0.trace"; used "$WORK/$t/w1.trace"; done |
   sort -u > "$WORK/worker.used"
 [ "$(wc -l < "$WORK/coord.used")" -gt 20 ] || fail "the coordinator's trace names too few calls"
+[ "$(wc -l < "$WORK/worker.used")" -gt 20 ] || fail "the workers' traces name too few calls"
+for call in connect openat; do
+  grep -qx "$call" "$WORK/worker.used" || fail "the workers' traces miss $call: not read right"
+done
 bad=$(comm -23 "$WORK/coord.used" "$WORK/coord.allowed")
 [ -z "$bad" ] || fail "tern-coordinator.service's SystemCallFilter denies calls the coordinator makes: $bad"
 bad=$(comm -23 "$WORK/worker.used" "$WORK/worker.allowed")

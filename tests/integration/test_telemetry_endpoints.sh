@@ -153,6 +153,7 @@ assert checked >= 2, "too few scrapes during the run"
 
 n_status = 0
 n_worker_status = 0
+n_coordinator_status = 0
 all_caps = {int(c) for row in rows.values() for c in row["caps"].split(";") if c}
 for path in sorted(glob.glob(f"{scrapes}/*.status")):
     status, ctype, body = open(path).read().split("\n", 2)
@@ -163,6 +164,7 @@ for path in sorted(glob.glob(f"{scrapes}/*.status")):
         assert sorted(w["name"] for w in doc["workers"]) == ["w0", "w1"], doc["workers"]
         row = rows[doc["round"]]
         assert doc["upload_bytes"] == int(row["upload_bytes"])
+        n_coordinator_status += 1
     if doc["role"] == "worker" and doc["rounds_completed"] > 0:
         # A worker that trained has received the model and updates, and knows its data share.
         assert doc["download_bytes"] > 0, doc
@@ -175,6 +177,7 @@ for path in sorted(glob.glob(f"{scrapes}/*.status")):
         n_worker_status += 1
     n_status += 1
 assert n_worker_status > 0, "no /status from a worker that had trained"
+assert n_coordinator_status >= 2, "too few coordinator /status documents after a round"
 print(f"{n_status} /status documents are valid JSON")
 
 for path in sorted(glob.glob(f"{scrapes}/*.coord.healthz")):

@@ -16,6 +16,7 @@ for _ in $(seq 1 1200); do
   [ -s "$WORK/metrics.csv" ] && [ "$(wc -l < "$WORK/metrics.csv")" -ge 6 ] && break
   sleep 0.05
 done
+[ "$(wc -l < "$WORK/metrics.csv")" -ge 6 ] || fail "fewer than 5 rounds before the kill"
 kill -9 "$VICTIM"
 KILLED_AT=$(($(wc -l < "$WORK/metrics.csv") - 1))
 for _ in $(seq 1 200); do

@@ -138,7 +138,8 @@ TEST_CASE("uniformly spread indices cost within 3 percent of log2 C(d, k) bits")
   }
 }
 
-TEST_CASE("encodedBytes is exact for fixed-size schemes and an upper bound for the sparsifiers") {
+TEST_CASE(
+    "encodedBytes is exact for fixed-size schemes and an upper bound for top-k, random-k and S+Q") {
   tern::Rng rng(8);
   for (const std::string& name : compressorNames()) {
     CAPTURE(name);

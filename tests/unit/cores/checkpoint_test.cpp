@@ -152,7 +152,8 @@ TEST_CASE("a restored coordinator continues bit for bit as the original, momentu
     CHECK(resumed->parameters() == c.core->parameters());
   }
   // A newcomer does not take a known worker's id.
-  auto nw = welcomeIn(resumed->onMessage("C", join("c", 50), 10, c.now), "C");
+  const auto replies = resumed->onMessage("C", join("c", 50), 10, c.now);
+  const auto* nw = welcomeIn(replies, "C");
   REQUIRE(nw != nullptr);
   CHECK(nw->worker_id() != a);
   CHECK(nw->worker_id() != b);
