@@ -794,6 +794,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   bool last = round_ >= settings_.max_rounds;
   if (test_ && (round_ % settings_.eval_every == 0 || last)) {
     last_accuracy_ = model_->accuracy(params_, *test_);
+    accuracy_known_ = true;
     rec.evaluated = true;
   }
   rec.test_accuracy = last_accuracy_;
@@ -819,6 +820,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
     // The final row is complete: evaluate if the schedule skipped this round.
     if (test_ && !rec.evaluated) {
       last_accuracy_ = model_->accuracy(params_, *test_);
+      accuracy_known_ = true;
       rec.test_accuracy = last_accuracy_;
       rec.evaluated = true;
     }
@@ -839,7 +841,7 @@ std::vector<Outgoing> CoordinatorCore::finishAll() {
     Message m;
     m.envelope = makeEnvelope();
     m.envelope.mutable_finish()->set_round(round_);
-    m.envelope.mutable_finish()->set_test_accuracy(last_accuracy_);
+    if (accuracy_known_) m.envelope.mutable_finish()->set_test_accuracy(last_accuracy_);
     // The last step, so every replica ends on the final model.
     if (w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
     out.push_back(send(w, std::move(m)));
@@ -1039,6 +1041,7 @@ std::string CoordinatorCore::checkpoint() const {
     r->set_count(n);
   }
   c.set_last_accuracy(last_accuracy_);
+  c.set_accuracy_known(accuracy_known_);
   c.set_last_train_loss(last_record_.train_loss);
   // A checkpoint taken while a restored run waits for its workers keeps the restored time: the
   // wait is not training.
@@ -1145,6 +1148,9 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   core->steps_refused_ = c.steps_refused();
   for (const auto& r : c.rejections()) core->rejections_[r.reason()] = r.count();
   core->last_accuracy_ = c.last_accuracy();
+  // Older checkpoints do not say: an accuracy above 0 after a round was measured.
+  core->accuracy_known_ =
+      c.has_accuracy_known() ? c.accuracy_known() : c.round() > 0 && c.last_accuracy() > 0.0;
   // time_s is training time: it goes on from the checkpoint's when training resumes (neither the
   // downtime nor the wait for the workers to re-join counts).
   core->resumed_elapsed_ = std::max(0.0, c.elapsed_seconds());

@@ -111,6 +111,10 @@ class CoordinatorCore {
   uint64_t session() const { return session_; }
   const std::vector<float>& parameters() const { return params_; }
   double lastAccuracy() const { return last_accuracy_; }
+  // The last evaluation's test accuracy; none before the first (or without test data).
+  std::optional<double> accuracy() const {
+    return accuracy_known_ ? std::optional<double>(last_accuracy_) : std::nullopt;
+  }
   const RoundRecord& lastRecord() const { return last_record_; }
   const std::map<std::string, uint64_t>& rejections() const { return rejections_; }
   uint64_t rejectedTotal() const;
@@ -263,6 +267,7 @@ class CoordinatorCore {
   uint64_t bad_reports_ = 0;
   uint64_t steps_refused_ = 0;
   double last_accuracy_ = 0.0;
+  bool accuracy_known_ = false;  // last_accuracy_ was measured (this run or the checkpoint's)
   RoundRecord last_record_;
   std::map<std::string, uint64_t> rejections_;
 };

@@ -50,7 +50,7 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
   st.rounds_completed = any_round_closed ? r.round + 1 : core.round();
   st.time_s = r.time_s;
   st.train_loss = r.train_loss;
-  st.test_accuracy = r.test_accuracy;
+  st.test_accuracy = core.accuracy();
   st.upload_bytes = r.upload_bytes;
   st.download_bytes = r.download_bytes;
   st.full_bytes = r.full_bytes;
@@ -88,8 +88,10 @@ telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, boo
 }
 
 std::string systemdStatus(const telemetry::NodeStatus& st) {
-  return fmt::format("{}: round {}, accuracy {:.4f}, {} workers alive", st.state,
-                     st.rounds_completed, st.test_accuracy.value_or(0.0), st.alive_workers);
+  const std::string accuracy =
+      st.test_accuracy ? fmt::format("{:.4f}", *st.test_accuracy) : std::string("not evaluated");
+  return fmt::format("{}: round {}, accuracy {}, {} workers alive", st.state, st.rounds_completed,
+                     accuracy, st.alive_workers);
 }
 
 // The ROUTER's security from the configuration: CURVE server keys and the ZAP handler that admits
@@ -404,7 +406,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
             << " handshake_failed=" << auth.handshake_failed << std::endl;
   // Rounds closed (a resumed run counts the earlier part); bytes up to now, pushes of a round
   // left open included.
-  std::cout << server::finalLine(core.round(), core.lastAccuracy(), core.uploadBytes(),
+  std::cout << server::finalLine(core.round(), core.accuracy(), core.uploadBytes(),
                                  core.fullBytes())
             << std::endl;
   // The last checkpoint could not be written: a restart would redo rounds, so say so.

@@ -115,10 +115,11 @@ std::string progressLine(const RoundRecord& r) {
       links);
 }
 
-std::string finalLine(uint64_t rounds, double test_accuracy, uint64_t upload_bytes,
+std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, uint64_t upload_bytes,
                       uint64_t full_bytes) {
-  return fmt::format("final: rounds={} test_accuracy={:.4f} upload_bytes={} full_bytes={}", rounds,
-                     test_accuracy, upload_bytes, full_bytes);
+  return fmt::format("final: rounds={} test_accuracy={} upload_bytes={} full_bytes={}", rounds,
+                     test_accuracy ? fmt::format("{:.4f}", *test_accuracy) : std::string("none"),
+                     upload_bytes, full_bytes);
 }
 
 }  // namespace tern::server

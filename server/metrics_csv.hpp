@@ -2,6 +2,7 @@
 // The per-round metrics CSV written by the coordinator and the simulator, and the one-line
 // progress summary. Per-worker values are ';'-joined in worker-id order inside one column.
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "server/coordinator_core.hpp"
@@ -31,7 +32,7 @@ class MetricsCsv {
 };
 
 std::string progressLine(const RoundRecord& r);
-std::string finalLine(uint64_t rounds, double test_accuracy, uint64_t upload_bytes,
+std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, uint64_t upload_bytes,
                       uint64_t full_bytes);
 
 }  // namespace tern::server

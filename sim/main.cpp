@@ -47,8 +47,10 @@ int main(int argc, char** argv) {
               << " events; replicas differing from the coordinator: " << result.replica_mismatches
               << '\n';
     if (csv) std::cout << "metrics CSV: " << s.metrics_csv << '\n';
-    std::cout << server::finalLine(result.rounds, result.last.test_accuracy,
-                                   result.last.upload_bytes, result.last.full_bytes)
+    const std::optional<double> accuracy =
+        result.last.evaluated ? std::optional<double>(result.last.test_accuracy) : std::nullopt;
+    std::cout << server::finalLine(result.rounds, accuracy, result.last.upload_bytes,
+                                   result.last.full_bytes)
               << std::endl;
     return result.replica_mismatches == 0 ? 0 : 3;
   } catch (const config::ConfigError& e) {

@@ -177,8 +177,13 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
           refuse("bad final update: " + error);
         }
       }
-      spdlog::info("coordinator finished training at round {} (test accuracy {:.4f})",
-                   env.finish().round(), env.finish().test_accuracy());
+      if (env.finish().has_test_accuracy()) {
+        spdlog::info("coordinator finished training at round {} (test accuracy {:.4f})",
+                     env.finish().round(), env.finish().test_accuracy());
+      } else {
+        spdlog::info("coordinator finished training at round {} (nothing evaluated)",
+                     env.finish().round());
+      }
       finished_ = true;
       return {};
     case wire::Envelope::kError: {

@@ -376,6 +376,49 @@ TEST_CASE("a run that reached its target accuracy restores as finished") {
   CHECK_FALSE(raised->finished());
 }
 
+TEST_CASE("the test accuracy is none until an evaluation, and a checkpoint keeps which it is") {
+  // The test rows are alike and half of them of each class: whatever the model, its accuracy is
+  // 0.5. Before, the coordinator reported 0 before its first evaluation and without test data.
+  Cluster c;
+  c.settings.eval_every = 1;
+  auto test = std::make_shared<ml::Dataset>();
+  test->dense = ml::DenseMatrix::Zero(4, 3);
+  test->labels = {0, 0, 1, 1};
+  test->num_classes = 2;
+  for (const bool with_test : {false, true}) {
+    CAPTURE(with_test);
+    const auto data = with_test ? test : nullptr;
+    auto core = std::make_unique<server::CoordinatorCore>(
+        c.settings, ml::makeModel(c.settings.model), data, c.session, [&c] { return c.now; });
+    const auto ra = core->onMessage("A", join("a", 100), 10, c.now);
+    const auto rb = core->onMessage("B", join("b", 100), 10, c.now);
+    const uint32_t a = welcomeIn(ra, "A")->worker_id();
+    const uint32_t b = welcomeIn(rb, "B")->worker_id();
+    CHECK_FALSE(core->accuracy().has_value());
+    const std::string before = core->checkpoint();
+    runRound(*core, c.session, "A", a, "B", b, c.now);
+    if (with_test) {
+      REQUIRE(core->accuracy().has_value());
+      CHECK(*core->accuracy() == doctest::Approx(0.5));
+    } else {
+      CHECK_FALSE(core->accuracy().has_value());
+    }
+    const std::string after = core->checkpoint();
+    CHECK(c.restored(before, 7)->accuracy().has_value() == false);
+    auto resumed = server::CoordinatorCore::restore(
+        c.settings, ml::makeModel(c.settings.model), data, 7, [&c] { return c.now; }, after);
+    CHECK(resumed->accuracy().has_value() == with_test);
+    // A checkpoint written before it said: an accuracy above 0 after a round was measured.
+    wire::Checkpoint old;
+    REQUIRE(old.ParseFromString(after));
+    old.clear_accuracy_known();
+    auto from_old = server::CoordinatorCore::restore(
+        c.settings, ml::makeModel(c.settings.model), data, 7, [&c] { return c.now; },
+        old.SerializeAsString());
+    CHECK(from_old->accuracy().has_value() == with_test);
+  }
+}
+
 TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   Cluster c;
   const auto [a, b] = c.joinAB();

@@ -127,3 +127,10 @@ TEST_CASE("each row names the workers its per-worker columns belong to") {
   CHECK(at["caps"] == "100;102");
   CHECK(at["levels"] == "10;12");
 }
+
+TEST_CASE("the final line says none for an accuracy that was never measured") {
+  CHECK(server::finalLine(3, std::nullopt, 10, 20) ==
+        "final: rounds=3 test_accuracy=none upload_bytes=10 full_bytes=20");
+  CHECK(server::finalLine(600, 0.81234, 4990000, 75360000) ==
+        "final: rounds=600 test_accuracy=0.8123 upload_bytes=4990000 full_bytes=75360000");
+}
