@@ -1094,9 +1094,16 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
       throw std::runtime_error("checkpoint has an invalid or repeated worker entry (id " +
                                std::to_string(cw.id()) + ")");
     }
+    // A name a join would refuse (control characters, not UTF-8, too long) would reach the logs,
+    // the status table and /metrics as it is.
+    if (std::string why = config::workerNameProblem(cw.name()); !why.empty()) {
+      throw std::runtime_error("checkpoint names worker " + std::to_string(cw.id()) + " " +
+                               printable(cw.name()) + ", which a join would refuse: the name " +
+                               why);
+    }
     for (const auto& [id, other] : core->workers_) {
       if (other.rec.name == cw.name()) {
-        throw std::runtime_error("checkpoint names worker " + cw.name() + " twice");
+        throw std::runtime_error("checkpoint names worker " + printable(cw.name()) + " twice");
       }
     }
     Worker& w = core->workers_[cw.id()];
