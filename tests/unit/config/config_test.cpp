@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
@@ -11,8 +13,24 @@ using namespace tern::config;
 
 namespace {
 
+// This process's own scratch directory (ctest runs test cases as parallel processes, which
+// must not write each other's files), removed at exit.
+const std::filesystem::path& scratchDir() {
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("tern-config-test-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
 std::string writeTemp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / ("tern-config-" + name);
+  auto path = scratchDir() / ("tern-config-" + name);
   std::ofstream(path) << text;
   return path.string();
 }

@@ -4,12 +4,14 @@
 #include "server/metrics_csv.hpp"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 using namespace tern;
@@ -31,8 +33,19 @@ server::RoundRecord record(uint64_t round) {
 }
 
 std::string scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "tern-metrics-csv-test";
-  std::filesystem::create_directories(dir);
+  // Each test process its own directory (ctest runs the cases as parallel processes), removed
+  // at exit.
+  struct Dir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("tern-metrics-csv-test-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir scratch_dir;
+  const auto& dir = scratch_dir.path;
   const auto path = (dir / name).string();
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".old");
