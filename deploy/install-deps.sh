@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
 # Installs every package tern needs to build, test and run, from Debian 12's archive.
 # Idempotent: it only calls apt-get when something is missing.
+#   --build-only   what building the daemons and their package needs, no test, fuzzing, plotting
+#                  or container tools and no data set (a Pi on a slow link: build with
+#                  -DTERN_BUILD_TESTS=OFF -DTERN_BUILD_BENCH=OFF)
 set -euo pipefail
 
+build_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=1 ;;
+    *) echo "install-deps: unknown option $arg (--build-only)" >&2; exit 2 ;;
+  esac
+done
+
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libboost-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-  zlib1g-dev doctest-dev
-  clang-14 libclang-rt-14-dev clang-format
-  prometheus-cpp-dev libsystemd-dev systemd python3 dpkg-dev
-  dataset-fashion-mnist
-  gnuplot-nox
-  iproute2 procps tcpdump strace
-  docker-compose python3-yaml
+  zlib1g-dev prometheus-cpp-dev libsystemd-dev dpkg-dev
 )
+if [ "$build_only" = 0 ]; then
+  packages+=(
+    git doctest-dev
+    clang-14 libclang-rt-14-dev clang-format
+    systemd python3
+    dataset-fashion-mnist
+    gnuplot-nox
+    iproute2 procps tcpdump strace
+    docker-compose python3-yaml
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

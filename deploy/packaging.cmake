@@ -26,6 +26,7 @@ endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/config/coordinator.yaml
               ${PROJECT_SOURCE_DIR}/deploy/config/worker.yaml
               ${PROJECT_SOURCE_DIR}/deploy/config/sim-quick.yaml
+              ${PROJECT_SOURCE_DIR}/deploy/config/sim-cat.yaml
               ${PROJECT_SOURCE_DIR}/deploy/packaging/coordinator.env
               ${PROJECT_SOURCE_DIR}/deploy/packaging/worker.env
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern/examples COMPONENT daemons)
