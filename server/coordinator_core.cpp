@@ -201,6 +201,27 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                        "' is held by a live worker of another process; give each worker its own "
                        "name")};
   }
+  // Workers that cut their shards from different partitions (another data set, data.shard.total
+  // or data.partition) would train on overlapping shards or leave rows out: a join that
+  // disagrees with a live worker is refused. Once none of them is live, a new partition may
+  // begin (the one they trained is in the model).
+  if (join.partition_fingerprint() != 0) {
+    for (const auto& [id, other] : workers_) {
+      if (!other.rec.alive || other.partition_fingerprint == 0 ||
+          other.rec.name == join.worker_name() ||
+          other.partition_fingerprint == join.partition_fingerprint()) {
+        continue;
+      }
+      return {reject(peer, wire::Error::PARTITION_MISMATCH, "partition_mismatch",
+                     "this worker's shard " + std::to_string(join.shard_index()) + " of " +
+                         std::to_string(join.shard_total()) +
+                         " is cut from another partition than live worker '" + other.rec.name +
+                         "''s shard " + std::to_string(other.shard_index) + " of " +
+                         std::to_string(other.shard_total) +
+                         ": every worker needs the same data set, data.shard.total and "
+                         "data.partition")};
+    }
+  }
   if (!w && workers_.size() >= settings_.max_workers) {
     return {reject(
         peer, wire::Error::TOO_MANY_WORKERS, "too_many_workers",
@@ -227,6 +248,17 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   w->peer = peer;
   w->instance = join.instance();
   w->samples = join.sample_count();
+  w->partition_fingerprint = join.partition_fingerprint();
+  w->shard_index = join.shard_index();
+  w->shard_total = join.shard_total();
+  for (const auto& [id, other] : workers_) {
+    if (&other != w && other.rec.alive && w->partition_fingerprint != 0 &&
+        other.partition_fingerprint == w->partition_fingerprint &&
+        other.shard_index == w->shard_index) {
+      spdlog::warn("workers {} and {} both train on shard {} of {}: the same rows twice",
+                   other.rec.name, w->rec.name, w->shard_index, w->shard_total);
+    }
+  }
   w->rec.alive = true;
   w->rec.pushed = false;
   clearReport(w->rec);

@@ -177,6 +177,10 @@ class CoordinatorCore {
     // Under a cost-aware link-seconds budget with fitted links: what the last plan charged this
     // worker, per_unit seconds for every unit of its packing (0 = not planned in seconds).
     double planned_unit_seconds = 0.0;
+    // The partition its shard was cut from, as its last join said (0 = not said).
+    uint64_t partition_fingerprint = 0;
+    uint32_t shard_index = 0;
+    uint32_t shard_total = 0;
     allocation::Packing planned_packing;
     // Its own pushes' costs (its compressor's), kept over re-joins, and the price its cap was
     // last planned at (its own, or the mean of all pushes until it has pushed).

@@ -99,13 +99,15 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   installSignalHandlers();
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
+  uint64_t partition = 0;
   auto shard = std::make_shared<ml::Dataset>(
-      ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition));
+      ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition, &partition));
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
   std::random_device rd;
   const uint64_t instance = ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0: "not given"
   worker::WorkerCore core(s, shard, steadySeconds, instance);
+  core.setPartition(partition);
 
   zmq::context_t ctx(1);
   transport::ChannelOptions opts;

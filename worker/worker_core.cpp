@@ -104,6 +104,11 @@ std::vector<Message> WorkerCore::join() {
   j->set_join_nonce(++join_nonce_);
   j->set_instance(instance_);
   j->set_max_message_bytes(settings_.max_message_bytes);
+  if (partition_fingerprint_ != 0) {
+    j->set_partition_fingerprint(partition_fingerprint_);
+    j->set_shard_index(uint32_t(settings_.shard_index));
+    j->set_shard_total(uint32_t(settings_.shard_total));
+  }
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {
@@ -196,8 +201,9 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         ++stats_.rejoins;
         return join();
       }
-      if (e.code() == wire::Error::MESSAGE_LIMIT) {
-        // The model will not fit however often this worker asks: a configuration to change.
+      if (e.code() == wire::Error::MESSAGE_LIMIT || e.code() == wire::Error::PARTITION_MISMATCH) {
+        // The model will not fit, or the shard is cut from another partition than the other
+        // workers', however often this worker asks: a configuration to change.
         fatal_ = "the coordinator refused this worker: " + printable(e.text());
         finished_ = true;
         return {};

@@ -53,6 +53,9 @@ class WorkerCore {
              Clock clock, uint64_t instance = 0);
   ~WorkerCore();
 
+  // The partition the shard was cut from (ml::partitionFingerprint), said in every join so that
+  // the coordinator refuses a worker whose shard settings differ from its fellows'. Before start().
+  void setPartition(uint64_t fingerprint) { partition_fingerprint_ = fingerprint; }
   std::vector<Message> start();
   std::vector<Message> onMessage(const Message& msg, size_t wire_bytes);
   // The daemon handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
@@ -149,6 +152,7 @@ class WorkerCore {
   double last_sent_ = 0.0;
   double join_sent_ = -1.0;
   uint64_t instance_ = 0;
+  uint64_t partition_fingerprint_ = 0;  // 0 = not said
   uint64_t join_nonce_ = 0;     // of the last join sent; a welcome answering another is stale
   double retry_join_at_ = 0.0;  // after NAME_TAKEN: when to ask again (0 = not waiting)
   WorkerStats stats_;

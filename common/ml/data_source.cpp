@@ -141,11 +141,13 @@ std::vector<std::vector<size_t>> partitionOf(const DataSource& source, const Dat
   }
 }
 
-Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
-                    const PartitionSpec& spec) {
+Dataset loadShardOf(const DataSource& source, size_t index, size_t total, const PartitionSpec& spec,
+                    uint64_t* fingerprint) {
   checkShard(index, total);
   if (source.format != "idx") {
     const Dataset full = loadDataset(source);
+    if (fingerprint)
+      *fingerprint = partitionFingerprint(full.labels, full.num_classes, total, spec);
     return full.subset(partitionOf(source, full, total, spec)[index]);
   }
   requireFile(source.images, "images", source.images_at);
@@ -153,6 +155,9 @@ Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
   return read(source.images_at, [&] {
     return readIdxRows(source.images, source.labels,
                        [&](std::span<const int32_t> labels, int32_t classes) {
+                         if (fingerprint) {
+                           *fingerprint = partitionFingerprint(labels, classes, total, spec);
+                         }
                          try {
                            return partition(labels, classes, total, spec)[index];
                          } catch (const std::exception& e) {

@@ -54,8 +54,9 @@ Dataset loadShard(const Dataset& full, size_t index, size_t total, const Partiti
 // loadShard(loadDataset(source), ...), the same rows in the same order; an IDX file is streamed
 // so that only the shard's rows are ever held (a worker on a small device never holds the rest).
 // A partition that cannot be made (fewer rows than shards) is an error naming the source's file.
-Dataset loadShardOf(const DataSource& source, size_t index, size_t total,
-                    const PartitionSpec& spec);
+// With `fingerprint`, also partitionFingerprint() of the whole data set's labels.
+Dataset loadShardOf(const DataSource& source, size_t index, size_t total, const PartitionSpec& spec,
+                    uint64_t* fingerprint = nullptr);
 // partition(full.labels, full.num_classes, total, spec) of the data loaded from source, with
 // std::runtime_error naming the source's file (and configuration position) on failure.
 std::vector<std::vector<size_t>> partitionOf(const DataSource& source, const Dataset& full,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -82,6 +83,30 @@ std::vector<double> dirichlet(size_t classes, double alpha, Rng& rng) {
 }
 
 }  // namespace
+
+uint64_t partitionFingerprint(std::span<const int32_t> labels, int32_t classes, size_t parts,
+                              const PartitionSpec& spec) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (word >> (8 * i)) & 0xFFu;
+      h *= 1099511628211ULL;
+    }
+  };
+  auto bitsOf = [](double x) {
+    uint64_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits;
+  };
+  mix(labels.size());
+  for (int32_t l : labels) mix(uint64_t(uint32_t(l)));
+  mix(uint64_t(uint32_t(classes)));
+  mix(parts);
+  mix(bitsOf(spec.dirichlet_alpha));
+  mix(bitsOf(spec.volume_ratio));
+  mix(spec.seed);
+  return h == 0 ? 1 : h;
+}
 
 std::vector<double> geometricShares(size_t parts, double ratio) {
   if (parts == 0) throw std::invalid_argument("geometricShares: parts must be >= 1");

@@ -21,6 +21,12 @@ struct PartitionSpec {
 // (64 MiB; e.g. 1024 workers x 4096 classes) are allowed.
 inline constexpr uint64_t kMaxLabelSkewTable = uint64_t{1} << 22;
 
+// What every worker of a run must share to cut disjoint shards from one partition: FNV-1a over
+// the whole data set's labels and class count, the number of shards and the partition spec (not
+// the shard index). Never 0.
+uint64_t partitionFingerprint(std::span<const int32_t> labels, int32_t classes, size_t parts,
+                              const PartitionSpec& spec);
+
 // Shares p_i (sum 1), geometric with p_0/p_{n-1} = ratio, descending.
 std::vector<double> geometricShares(size_t parts, double ratio);
 

@@ -553,6 +553,43 @@ TEST_CASE("a name held by a live worker process is refused to another, kept on a
   CHECK(idOf(h.join("C", "pi", 300, 0), "C") == a);
 }
 
+TEST_CASE("a join cut from another partition than a live worker's is refused, saying both") {
+  Harness h;
+  h.withTimers(2.0, 10.0);
+  auto joinCut = [&](const std::string& peer, const std::string& name, uint64_t fingerprint,
+                     uint32_t index, uint32_t total) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* j = m.envelope.mutable_join();
+    j->set_worker_name(name);
+    j->set_sample_count(100);
+    j->set_partition_fingerprint(fingerprint);
+    j->set_shard_index(index);
+    j->set_shard_total(total);
+    return h.core->onMessage(peer, m, 10, h.now);
+  };
+  const uint32_t a = idOf(joinCut("A", "a", 11, 0, 2), "A");
+  // A second worker that cut its shard with data.shard.total 3: refused, with both shards named.
+  auto out = joinCut("B", "b", 22, 1, 3);
+  REQUIRE(hasError(out, wire::Error::PARTITION_MISMATCH));
+  const std::string text = out[0].message.envelope.error().text();
+  CHECK(text.find("shard 1 of 3") != std::string::npos);
+  CHECK(text.find("'a''s shard 0 of 2") != std::string::npos);
+  CHECK(h.core->rejections().at("partition_mismatch") == 1);
+  CHECK(h.core->aliveWorkers() == 1);
+  // The same partition: admitted. A worker that says none (older, or the simulator's): admitted.
+  CHECK(idOf(joinCut("B", "b", 11, 1, 2), "B") != a);
+  CHECK(idOf(joinCut("C", "c", 0, 0, 0), "C") != a);
+  // A live worker re-joining with another partition is compared with the others, not itself.
+  CHECK(hasError(joinCut("A", "a", 33, 0, 4), wire::Error::PARTITION_MISMATCH));
+  // Once every worker of the old partition is gone, a new one may begin.
+  h.now += 10.5;
+  h.core->onTick();
+  REQUIRE(h.core->aliveWorkers() == 0);
+  CHECK(idOf(joinCut("D", "d", 33, 0, 4), "D") != a);  // idOf fails the test without a welcome
+  CHECK(h.core->aliveWorkers() == 1);
+}
+
 TEST_CASE("a join whose worker could not take the model's welcome is refused, saying why") {
   Harness h;
   const size_t model_bytes = h.core->parameters().size() * sizeof(float);

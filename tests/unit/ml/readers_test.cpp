@@ -3,6 +3,7 @@
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -472,6 +473,65 @@ TEST_CASE(
     }
   }
   CHECK(contains(runtimeErrorOf([&] { loadShardOf(src, 4, 4, iid); }), "out of range"));
+}
+
+TEST_CASE("every shard of one partition says the same fingerprint, another partition another") {
+  // The fingerprint workers compare at the coordinator: the same for every shard index of one
+  // data set, shard count and partition spec, read streamed (IDX) or whole (CSV); different when
+  // any of them differs.
+  ScratchDir dir("fingerprint");
+  const uint32_t n = 120;
+  std::string images = bigEndian32(0x00000803) + bigEndian32(n) + bigEndian32(2) + bigEndian32(2);
+  std::string labels = bigEndian32(0x00000801) + bigEndian32(n);
+  std::string csv = "a,b,c,d,y\n";
+  tern::Rng rng(5);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string row;
+    for (int j = 0; j < 4; ++j) {
+      const int pixel = int(rng() & 0xff);
+      images.push_back(char(pixel));
+      row += std::to_string(pixel) + ",";
+    }
+    const int label = int(rng() % 3);
+    labels.push_back(char(label));
+    csv += row + std::to_string(label) + "\n";
+  }
+  DataSource idx;
+  idx.format = "idx";
+  idx.images = writeGzip(dir.file("img.gz"), images);
+  idx.labels = writeGzip(dir.file("lbl.gz"), labels);
+  DataSource table;
+  table.format = "csv";
+  table.path = dir.file("rows.csv");
+  std::ofstream(table.path) << csv;
+  PartitionSpec skew;
+  skew.dirichlet_alpha = 0.5;
+  skew.seed = 3;
+  const Dataset full = loadDataset(idx);
+  const uint64_t want = partitionFingerprint(full.labels, full.num_classes, 4, skew);
+  CHECK(want != 0);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    uint64_t streamed = 0, whole = 0;
+    loadShardOf(idx, i, 4, skew, &streamed);
+    loadShardOf(table, i, 4, skew, &whole);
+    CHECK(streamed == want);
+    CHECK(whole == want);
+  }
+  // Another shard count, partition spec or data set: another fingerprint.
+  PartitionSpec other_seed = skew, other_alpha = skew, other_ratio = skew;
+  other_seed.seed = 4;
+  other_alpha.dirichlet_alpha = 0.6;
+  other_ratio.volume_ratio = 2.0;
+  CHECK(partitionFingerprint(full.labels, full.num_classes, 3, skew) != want);
+  CHECK(partitionFingerprint(full.labels, full.num_classes, 4, other_seed) != want);
+  CHECK(partitionFingerprint(full.labels, full.num_classes, 4, other_alpha) != want);
+  CHECK(partitionFingerprint(full.labels, full.num_classes, 4, other_ratio) != want);
+  std::vector<int32_t> relabelled = full.labels;
+  relabelled[17] = (relabelled[17] + 1) % 3;
+  CHECK(partitionFingerprint(relabelled, full.num_classes, 4, skew) != want);
+  std::vector<int32_t> fewer(full.labels.begin(), full.labels.end() - 1);
+  CHECK(partitionFingerprint(fewer, full.num_classes, 4, skew) != want);
 }
 
 TEST_CASE("more shards than rows is an error naming the data's file and configuration line") {
