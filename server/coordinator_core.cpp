@@ -830,6 +830,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
     rec.evaluated = true;
   }
   rec.test_accuracy = last_accuracy_;
+  rec.accuracy_measured = accuracy_known_;
   rec.upload_bytes = upload_bytes_;
   rec.download_bytes = download_bytes_;
   rec.full_bytes = full_bytes_;
@@ -854,6 +855,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
       last_accuracy_ = model_->accuracy(params_, *test_);
       accuracy_known_ = true;
       rec.test_accuracy = last_accuracy_;
+      rec.accuracy_measured = accuracy_known_;
       rec.evaluated = true;
     }
     last_record_ = rec;
@@ -1126,12 +1128,15 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
       throw std::runtime_error("checkpoint has an invalid or repeated worker entry (id " +
                                std::to_string(cw.id()) + ")");
     }
-    // A name a join would refuse (control characters, not UTF-8, too long) would reach the logs,
-    // the status table and /metrics as it is.
+    // A name a join would refuse (control characters, too long) would reach the logs, the
+    // status table and /metrics as it is: that worker is forgotten (it joins afresh under a
+    // name it may have), the rest of the run restored.
     if (std::string why = config::workerNameProblem(cw.name()); !why.empty()) {
-      throw std::runtime_error("checkpoint names worker " + std::to_string(cw.id()) + " " +
-                               printable(cw.name()) + ", which a join would refuse: the name " +
-                               why);
+      spdlog::warn(
+          "checkpoint names worker {} {}, which a join would refuse (the name {}): "
+          "forgotten",
+          cw.id(), printable(cw.name()), why);
+      continue;
     }
     for (const auto& [id, other] : core->workers_) {
       if (other.rec.name == cw.name()) {
@@ -1203,6 +1208,7 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
   rec.time_s = c.elapsed_seconds();
   rec.train_loss = c.last_train_loss();
   rec.test_accuracy = c.last_accuracy();
+  rec.accuracy_measured = core->accuracy_known_;
   rec.upload_bytes = c.upload_bytes();
   rec.download_bytes = c.download_bytes();
   rec.full_bytes = c.full_bytes();

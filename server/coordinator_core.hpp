@@ -51,8 +51,10 @@ struct RoundRecord {
   uint64_t round = 0;
   double time_s = 0.0;
   double train_loss = 0.0;
-  double test_accuracy = 0.0;
-  bool evaluated = false;
+  double test_accuracy = 0.0;  // the last evaluation's (0 before the first)
+  bool evaluated = false;      // evaluated at this round's close
+  bool accuracy_measured =
+      false;  // test_accuracy comes from an evaluation, this round's or one before
   uint64_t upload_bytes = 0;
   uint64_t download_bytes = 0;
   uint64_t full_bytes = 0;

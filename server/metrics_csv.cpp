@@ -109,10 +109,11 @@ std::string progressLine(const RoundRecord& r) {
                        w.link.b_seconds_per_packet(), w.link.samples());
   });
   return fmt::format(
-      "round {:>5} t={:7.2f}s loss={:.4f} acc={:.4f} up={} ({:.2f}% of full) "
+      "round {:>5} t={:7.2f}s loss={:.4f} acc={} up={} ({:.2f}% of full) "
       "workers={} caps=[{}] links=[{}]",
-      r.round, r.time_s, r.train_loss, r.test_accuracy, r.upload_bytes, pct, r.participants, caps,
-      links);
+      r.round, r.time_s, r.train_loss,
+      r.accuracy_measured ? fmt::format("{:.4f}", r.test_accuracy) : std::string("-"),
+      r.upload_bytes, pct, r.participants, caps, links);
 }
 
 std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, uint64_t upload_bytes,

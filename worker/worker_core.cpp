@@ -201,9 +201,8 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         ++stats_.rejoins;
         return join();
       }
-      if (e.code() == wire::Error::MESSAGE_LIMIT || e.code() == wire::Error::PARTITION_MISMATCH) {
-        // The model will not fit, or the shard is cut from another partition than the other
-        // workers', however often this worker asks: a configuration to change.
+      if (e.code() == wire::Error::MESSAGE_LIMIT) {
+        // The model will not fit however often this worker asks: a configuration to change.
         fatal_ = "the coordinator refused this worker: " + printable(e.text());
         finished_ = true;
         return {};
@@ -211,6 +210,14 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       if (e.code() == wire::Error::TOO_MANY_WORKERS && !joined_) {
         // A full table frees up as gone workers are forgotten: ask again now and then.
         spdlog::error("the coordinator admits no more workers now: {}", printable(e.text()));
+        retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
+        return {};
+      }
+      if (e.code() == wire::Error::PARTITION_MISMATCH && !joined_) {
+        // The live workers cut their shards from another partition: this worker's configuration
+        // or theirs is wrong (or a change is rolling through the fleet). It is admitted once no
+        // worker of the other partition is live: ask again now and then, saying why each time.
+        spdlog::error("the coordinator refused this worker's shard: {}", printable(e.text()));
         retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
         return {};
       }

@@ -76,17 +76,25 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   if (whole_packets) {
     // Each worker's packets hold the coordinates that fit beside its push's fixed bytes at its
     // own prices.
+    links.per_unit.resize(workers.size());
     for (std::size_t i = 0; i < workers.size(); ++i) {
+      // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted
+      // or the median fallback.
+      links.per_unit[i] = links.per_coordinate[i] / own_packets_per_coordinate[i];
       Budget own = budget;
       own.bytes_per_coordinate = prices[i].per_coordinate;
       own.bytes_per_push = prices[i].per_push;
-      links.packing[i] = wholePackets(own);
-    }
-    links.per_unit.resize(workers.size());
-    // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
-    // the median fallback.
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      links.per_unit[i] = links.per_coordinate[i] / own_packets_per_coordinate[i];
+      Packing packing = wholePackets(own);
+      // Fixed bytes that fill whole packets before the first coordinate's (a push of more than
+      // a packet's fixed bytes) go on every upload whatever its cap: they are fixed time, like
+      // a_i, and the packets the budget buys start at the one the first coordinate is in.
+      const double filled =
+          std::ceil((packing.push_bytes + packing.coordinate_bytes) / packing.packet_bytes) - 1.0;
+      if (filled >= 1.0 && packing.coordinate_bytes <= packing.packet_bytes) {
+        packing.push_bytes -= filled * packing.packet_bytes;
+        links.fixed[i] += filled * links.per_unit[i];
+      }
+      links.packing[i] = packing;
     }
   } else {
     links.per_unit = links.per_coordinate;

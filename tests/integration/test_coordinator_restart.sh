@@ -28,7 +28,12 @@ coordinator_config() {  # FILE CHECKPOINT
           s/^training: .*/training: {batch_size: 128, seed: 3}/' "$1"
 }
 
-final_accuracy() { sed -n 's/^final: .*test_accuracy=\([0-9.]*\).*/\1/p' "$1"; }
+final_accuracy() {  # the final line's accuracy, which these runs (test data) must have measured
+  local acc
+  acc=$(sed -n 's/^final: .*test_accuracy=\([^ ]*\).*/\1/p' "$1")
+  [[ "$acc" =~ ^[0-9]+\.[0-9]+$ ]] || fail "$1: final line's test_accuracy is '$acc', not a number"
+  echo "$acc"
+}
 
 # start_cluster CONFIG CSV NAME PREFIX [FLAG...]: a coordinator (output in NAME.out, NAME.err)
 # and its three workers (PREFIX-w*.out); sets CPID and EP.
@@ -107,6 +112,7 @@ for i in 0 1 2; do
   [ "$got" = "$ref" ] || fail "worker $i replica checksum $got != coordinator $ref"
 done
 ACC=$(final_accuracy "$WORK/after.out")
+[ -n "$ACC" ] || fail "the restarted run printed no final accuracy"
 python3 - "$REF_ACC" "$ACC" "$WORK/before.csv" "$RESUMED_AT" "$KILLED_AT" "$T0" "$T1" "$ROUNDS" "$EVERY" <<'PY'
 import csv, sys
 ref, acc = float(sys.argv[1]), float(sys.argv[2])

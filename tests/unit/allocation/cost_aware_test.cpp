@@ -535,6 +535,33 @@ TEST_CASE(
   CHECK(whole.packing[0].coordinates(3) == (3 * 1448 - 150) / 5);
 }
 
+TEST_CASE("fixed bytes of more than a packet are fixed time, and caps still fit the packets paid") {
+  // A push of 1500 fixed bytes at 4 bytes a coordinate: its first packet holds fixed bytes only,
+  // so every upload takes it whatever the cap (fixed time, like a_i), and the packets the budget
+  // buys are counted from the one the first coordinate is in. On the wire k coordinates take
+  // ceil((1500 + 4 k) / 1448) packets: the fixed one and those the budget paid for.
+  Budget budget;
+  budget.whole_packets = true;
+  budget.bytes_per_push = 1500.0;
+  budget.bytes_per_coordinate = 4.0;
+  budget.seconds_per_round = 0.02;
+  WorkerLoad w = oneMbitLink();
+  w.seconds_per_packet = 0.01;
+  const LinkCosts links = linkCosts({w, w}, budget);
+  CHECK(links.fixed[0] == doctest::Approx(0.010 + 0.01));
+  CHECK(links.packing[0].coordinates(1) == (2 * 1448 - 1500) / 4);
+  const Allocation a = makeAllocator("cost-aware")->allocate({w, w}, 5000, budget);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const uint32_t k = a.caps[i];
+    CAPTURE(k);
+    const double wire_packets = std::ceil((1500.0 + 4.0 * k) / 1448.0);
+    // One packet of the budget each (0.02 s for two), the fixed packet besides, and full.
+    CHECK(wire_packets == 2.0);
+    CHECK(std::ceil((1500.0 + 4.0 * (k + 1)) / 1448.0) == 3.0);
+    CHECK(links.uploadSeconds(i, k) == doctest::Approx(0.010 + 0.01 * wire_packets));
+  }
+}
+
 TEST_CASE(
     "a cap within a round's left seconds: the most whole units that fit, charged as planned") {
   // Whole packets of (1448 - 150) / 5 = 259 coordinates at 11.6 ms each; a 50 ms budget.

@@ -147,3 +147,12 @@ TEST_CASE("the final line says none for an accuracy that was never measured") {
   CHECK(server::finalLine(600, 0.81234, 4990000, 75360000) ==
         "final: rounds=600 test_accuracy=0.8123 upload_bytes=4990000 full_bytes=75360000");
 }
+
+TEST_CASE("a round's progress line says acc=- until an evaluation has measured it") {
+  server::RoundRecord r;
+  r.round = 3;
+  CHECK(server::progressLine(r).find(" acc=- ") != std::string::npos);
+  r.test_accuracy = 0.5;
+  r.accuracy_measured = true;
+  CHECK(server::progressLine(r).find(" acc=0.5000 ") != std::string::npos);
+}

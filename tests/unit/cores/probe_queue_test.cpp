@@ -735,12 +735,6 @@ TEST_CASE("a worker stops, saying why, when no re-join can help") {
     CHECK(rig.core->finished());
     CHECK(rig.core->fatalError() == "the coordinator refused this worker: refused");
   }
-  SUBCASE("the shard is cut from another partition than the live workers'") {
-    Rig rig;
-    rig.core->onMessage(errorIn(wire::PROTOCOL_VERSION, wire::Error::PARTITION_MISMATCH), 0);
-    CHECK(rig.core->finished());
-    CHECK(rig.core->fatalError() == "the coordinator refused this worker: refused");
-  }
 }
 
 TEST_CASE(

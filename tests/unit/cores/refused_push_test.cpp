@@ -486,6 +486,42 @@ TEST_CASE("a worker the coordinator has no room for is not stopped and asks agai
   CHECK(again[0].envelope.has_join());
 }
 
+TEST_CASE("a worker of another partition is not stopped: it asks again and is admitted later") {
+  // Worker 0 cut its shard from one partition, worker 1 from another (say data.shard.total 3
+  // against 2). Worker 1 is refused while worker 0 is live, keeps asking every max(10 s, its
+  // heartbeat period), and is admitted once worker 0 has left (a change rolling through a fleet,
+  // or the wrong configuration mended).
+  Cluster p(2);
+  p.workers[0]->setPartition(11);
+  p.workers[1]->setPartition(22);
+  joinOne(p);
+  std::vector<Message> answers;
+  for (const auto& m : p.workers[1]->start()) {
+    p.workers[1]->onSent(m, m.envelope.ByteSizeLong());
+    REQUIRE(m.envelope.join().partition_fingerprint() == 22);
+    for (auto& o : p.coordinator->onMessage(peerOf(1), m, 10, p.now)) {
+      answers.push_back(o.message);
+    }
+  }
+  REQUIRE(answers.size() == 1);
+  REQUIRE(answers[0].envelope.error().code() == wire::Error::PARTITION_MISMATCH);
+  CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
+  CHECK(p.workers[1]->fatalError().empty());
+  CHECK_FALSE(p.workers[1]->finished());
+  CHECK(p.workers[1]->onTick().empty());
+  // Worker 0 leaves; worker 1's next join is welcomed.
+  toCoordinator(p, p.workers[0]->stop("reconfigured"));
+  p.now += 1000.0;
+  auto again = p.workers[1]->onTick();
+  REQUIRE(again.size() == 1);
+  REQUIRE(again[0].envelope.has_join());
+  bool welcomed = false;
+  for (auto& o : p.coordinator->onMessage(peerOf(1), again[0], 10, p.now)) {
+    welcomed = welcomed || o.message.envelope.has_welcome();
+  }
+  CHECK(welcomed);
+}
+
 TEST_CASE("a full model holding NaN is refused and the replica kept") {
   Cluster p(1);
   const Message welcome = joinOne(p);
