@@ -458,6 +458,28 @@ TEST_CASE("a welcome with a model spec no model can be made from is refused, not
   CHECK(p.workers[0]->joined());
 }
 
+namespace {
+
+// Worker 1 starts: its join (saying `fingerprint` when not 0) is refused with `code`, which it
+// takes without stopping or asking again at once.
+void refusedJoinIsNotFatal(Cluster& p, wire::Error::Code code, uint64_t fingerprint = 0) {
+  std::vector<Message> answers;
+  for (const auto& m : p.workers[1]->start()) {
+    p.workers[1]->onSent(m, m.envelope.ByteSizeLong());
+    if (fingerprint != 0) REQUIRE(m.envelope.join().partition_fingerprint() == fingerprint);
+    for (auto& o : p.coordinator->onMessage(peerOf(1), m, 10, p.now)) {
+      answers.push_back(o.message);
+    }
+  }
+  REQUIRE(answers.size() == 1);
+  REQUIRE(answers[0].envelope.error().code() == code);
+  CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
+  CHECK(p.workers[1]->fatalError().empty());
+  CHECK_FALSE(p.workers[1]->finished());
+}
+
+}  // namespace
+
 TEST_CASE("a worker the coordinator has no room for is not stopped and asks again later") {
   Cluster p(2);
   p.cs.max_workers = 1;
@@ -465,18 +487,7 @@ TEST_CASE("a worker the coordinator has no room for is not stopped and asks agai
                                                             nullptr, 77, [&p] { return p.now; });
   joinOne(p);
   // Worker 1: no room. Not fatal, no join again at once.
-  std::vector<Message> answers;
-  for (const auto& m : p.workers[1]->start()) {
-    p.workers[1]->onSent(m, m.envelope.ByteSizeLong());
-    for (auto& o : p.coordinator->onMessage(peerOf(1), m, 10, p.now)) {
-      answers.push_back(o.message);
-    }
-  }
-  REQUIRE(answers.size() == 1);
-  REQUIRE(answers[0].envelope.error().code() == wire::Error::TOO_MANY_WORKERS);
-  CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
-  CHECK(p.workers[1]->fatalError().empty());
-  CHECK_FALSE(p.workers[1]->finished());
+  refusedJoinIsNotFatal(p, wire::Error::TOO_MANY_WORKERS);
   p.now += 5.0;
   CHECK(p.workers[1]->onTick().empty());
   // After max(10 s, its heartbeat period: 1000 s here) it asks again.
@@ -495,19 +506,7 @@ TEST_CASE("a worker of another partition is not stopped: it asks again and is ad
   p.workers[0]->setPartition(11);
   p.workers[1]->setPartition(22);
   joinOne(p);
-  std::vector<Message> answers;
-  for (const auto& m : p.workers[1]->start()) {
-    p.workers[1]->onSent(m, m.envelope.ByteSizeLong());
-    REQUIRE(m.envelope.join().partition_fingerprint() == 22);
-    for (auto& o : p.coordinator->onMessage(peerOf(1), m, 10, p.now)) {
-      answers.push_back(o.message);
-    }
-  }
-  REQUIRE(answers.size() == 1);
-  REQUIRE(answers[0].envelope.error().code() == wire::Error::PARTITION_MISMATCH);
-  CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
-  CHECK(p.workers[1]->fatalError().empty());
-  CHECK_FALSE(p.workers[1]->finished());
+  refusedJoinIsNotFatal(p, wire::Error::PARTITION_MISMATCH, 22);
   CHECK(p.workers[1]->onTick().empty());
   // Worker 0 leaves; worker 1's next join is welcomed.
   toCoordinator(p, p.workers[0]->stop("reconfigured"));
