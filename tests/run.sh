@@ -29,7 +29,12 @@ if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== unit tests under ASan+UBSan"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON \
     -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=ON >/dev/null
-  cmake --build build-asan -j"$jobs"
+  # The unit suites only (each tests/unit/NAME builds unit_NAME), not the daemons' programs.
+  unit_targets=()
+  for d in tests/unit/*/; do
+    if [ -f "$d/CMakeLists.txt" ]; then unit_targets+=("unit_$(basename "$d")"); fi
+  done
+  cmake --build build-asan -j"$jobs" --target "${unit_targets[@]}"
   # Every unit suite, the cores' included (they need the daemons' libraries).
   # (Listed to a file first: grep -q stopping early would fail the pipe under pipefail.)
   ctest --test-dir build-asan -N -L unit > build-asan/unit-tests.txt
