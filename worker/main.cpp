@@ -287,8 +287,10 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   std::cout << "replica: round=" << core.replicaRound() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
   if (!core.fatalError().empty()) {
+    // Refused for good (another protocol version, a model that cannot train on this shard or
+    // does not fit max_message_bytes): its own status, which the unit does not restart.
     std::cerr << "tern-worker: " << core.fatalError() << '\n';
-    return 1;
+    return 3;
   }
   return 0;
 }

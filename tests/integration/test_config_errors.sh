@@ -119,7 +119,8 @@ set -e
 [ $rc -eq 1 ] && grep -q "no-such-dir/url.tmp: cannot create" "$WORK/out11" ||
   { cat "$WORK/out11"; fail "a URL file in a missing directory: exit $rc"; }
 # A worker whose max_message_bytes cannot take the model's welcome (31,400 bytes of softmax
-# parameters) is told so at its join and stops (exit 1), rather than waiting for ever.
+# parameters) is told so at its join and stops (exit 3: refused for good), rather than waiting for
+# ever.
 rm -f "$WORK/endpoint"
 write_coordinator "$WORK/lim_c.yaml" 5 1
 "$BIN/tern-coordinator" --config "$WORK/lim_c.yaml" > "$WORK/lim_c.out" 2>&1 &
@@ -131,7 +132,7 @@ set +e
 timeout 60 "$BIN/tern-worker" --config "$WORK/lim_w.yaml" > "$WORK/out12" 2>&1; rc=$?
 set -e
 kill "$LCPID" 2>/dev/null || true
-[ $rc -eq 1 ] && grep -q "do not fit this worker's max_message_bytes of 16384" "$WORK/out12" ||
+[ $rc -eq 3 ] && grep -q "do not fit this worker's max_message_bytes of 16384" "$WORK/out12" ||
   { tail "$WORK/out12"; fail "a worker too small for the model's welcome: exit $rc"; }
 set +e
 "$BIN/tern-sim" > "$WORK/out8" 2>&1; rc=$?
