@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "test_support.hpp"
 
@@ -177,6 +179,30 @@ TEST_CASE("the SSE2, AVX2 and portable group tests agree on every lane") {
 #endif
   }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+TEST_CASE("the AVX2 path is taken exactly where the kernel reports AVX2, BMI1 and POPCNT") {
+  // The CPU flags as the kernel lists them, read apart from the code's own cpuid checks: where
+  // they are present the group test above compares the AVX2 path too, not the baseline alone.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  REQUIRE(cpuinfo.good());
+  std::string line, flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = " " + line.substr(line.find(':') + 1) + " ";
+      break;
+    }
+  }
+  REQUIRE_FALSE(flags.empty());
+  auto has = [&](const char* flag) {
+    return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+  };
+  const bool listed = has("avx2") && has("bmi1") && has("popcnt");
+  const std::string runs = listed ? "runs" : "does not run";
+  MESSAGE("AVX2 group test " << runs << " on this CPU");
+  CHECK(detail::haveAvx2() == listed);
+}
+#endif
 
 TEST_CASE("radix selection returns the same key as sorting") {
   tern::Rng rng(4);
