@@ -382,7 +382,13 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       last_reject_log = now;
     }
   }
-  if (!core.finished() && !s.checkpoint.path.empty()) {
+  if (!core.finished() && !s.checkpoint.path.empty() && core.round() == 0) {
+    // Nothing trained (stopped while loading, or waiting for min_workers): a checkpoint would
+    // make the next start a resume, past min_workers and bound to this model.
+    spdlog::info(
+        "stop requested before any round: no checkpoint written; workers wait for a "
+        "restart");
+  } else if (!core.finished() && !s.checkpoint.path.empty()) {
     // With checkpoints a stop is a pause: the workers keep waiting and re-join the restarted
     // coordinator on their own.
     if (saveCheckpoint()) {
@@ -409,8 +415,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   std::cout << server::finalLine(core.round(), core.accuracy(), core.uploadBytes(),
                                  core.fullBytes())
             << std::endl;
-  // The last checkpoint could not be written: a restart would redo rounds, so say so.
-  return checkpoint_failed ? 1 : 0;
+  // The last checkpoint could not be written: a restart would redo rounds, so say so. A finished
+  // run's (3) is not for a restart, which would resume the older checkpoint and wait for
+  // workers that were told training is over.
+  if (!checkpoint_failed) return 0;
+  return core.finished() ? 3 : 1;
 }
 
 }  // namespace

@@ -164,6 +164,9 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
           spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
         }
         retry_delay = 0.5;
+        // libzmq reconnected by itself: a retry left from the failure would tear this
+        // connection down (its queue, and the worker's identity at the coordinator).
+        retry_at = -1.0;
         // The join queued on the failed connection went with it: send it again now rather
         // than after the coordinator's patience runs out.
         if (reconnected && !core.joined()) dispatch(core.start());

@@ -37,6 +37,10 @@ inline TelemetryOptions telemetryOptions(const config::HttpSettings& yaml, const
   t.http_bind = flags.bind.empty() ? yaml.bind : flags.bind;
   t.http_url_file = flags.url_file.empty() ? yaml.url_file : flags.url_file;
   t.stale_after_seconds = yaml.stale_after_seconds;
+  // Said at start-up with the other command-line errors (exit 2), not after the data has loaded.
+  if (t.http_bind.empty() && !t.http_url_file.empty()) {
+    throw config::ConfigError("--http-url-file needs an HTTP address (--http or http.bind)");
+  }
   return t;
 }
 

@@ -118,6 +118,15 @@ set +e
 set -e
 [ $rc -eq 1 ] && grep -q "no-such-dir/url.tmp: cannot create" "$WORK/out11" ||
   { cat "$WORK/out11"; fail "a URL file in a missing directory: exit $rc"; }
+# A URL file without an HTTP address is a command-line error on both daemons (exit 2, at once:
+# before, exit 1 once the data had loaded, which systemd restarts).
+for daemon in "tern-coordinator --config $WORK/ok_c.yaml" "tern-worker --config $WORK/ok_w.yaml"; do
+  set +e
+  timeout 20 $BIN/$daemon --http-url-file "$WORK/url" > "$WORK/out14" 2>&1; rc=$?
+  set -e
+  [ $rc -eq 2 ] && grep -q -- "--http-url-file needs an HTTP address" "$WORK/out14" ||
+    { cat "$WORK/out14"; fail "$daemon: --http-url-file without --http: exit $rc"; }
+done
 # A worker whose max_message_bytes cannot take the model's welcome (31,400 bytes of softmax
 # parameters) is told so at its join and stops (exit 3: refused for good), rather than waiting for
 # ever.

@@ -14,6 +14,20 @@ last=$(tail -n 1 "$WORK/coord.out")
 [ "$last" = "final: rounds=0 test_accuracy=none upload_bytes=0 full_bytes=0" ] ||
   fail "last line: '$last'"
 
+# With checkpoints configured, a stop before any round writes none: a round-0 checkpoint made
+# the next start a resume, which skipped min_workers and bound the run to this model.
+rm -f "$WORK/endpoint"
+write_coordinator "$WORK/ck.yaml" 30 2 "checkpoint: {path: $WORK/ck.ckpt, every: 5}"
+"$BIN/tern-coordinator" --config "$WORK/ck.yaml" > "$WORK/ck.out" 2> "$WORK/ck.err" &
+CPID=$!; PIDS+=($CPID)
+wait_for_file "$WORK/endpoint"
+kill -TERM $CPID
+set +e; wait $CPID; rc=$?; set -e
+[ $rc -eq 0 ] || { cat "$WORK/ck.err"; fail "coordinator with checkpoints stopped before training exited with $rc"; }
+[ ! -e "$WORK/ck.ckpt" ] || fail "a stop before any round wrote a checkpoint"
+grep -q "stop requested before any round: no checkpoint written" "$WORK/ck.out" ||
+  { cat "$WORK/ck.out"; fail "the coordinator did not say why it wrote no checkpoint"; }
+
 # Nobody listens on port 1: the worker loads its shard, then keeps trying to join.
 write_worker "$WORK/w.yaml" tcp://127.0.0.1:1 1
 for delay in 0.2 3; do
