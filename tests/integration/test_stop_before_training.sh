@@ -3,27 +3,28 @@
 # (rounds=0); a worker stopped while its data loads or while it waits for a coordinator exits 0.
 source "$(dirname "$0")/lib.sh"
 
+# stop_unstarted NAME: a coordinator on NAME.yaml (output NAME.out, NAME.err) stopped by SIGTERM
+# once it has bound, before any worker came; it must exit 0.
+stop_unstarted() {
+  rm -f "$WORK/endpoint"
+  "$BIN/tern-coordinator" --config "$WORK/$1.yaml" > "$WORK/$1.out" 2> "$WORK/$1.err" &
+  CPID=$!; PIDS+=($CPID)
+  wait_for_file "$WORK/endpoint"
+  kill -TERM $CPID
+  set +e; wait $CPID; rc=$?; set -e
+  [ $rc -eq 0 ] || { cat "$WORK/$1.err"; fail "coordinator $1 stopped before training exited with $rc"; }
+}
+
 write_coordinator "$WORK/coord.yaml" 30 2
-"$BIN/tern-coordinator" --config "$WORK/coord.yaml" > "$WORK/coord.out" 2> "$WORK/coord.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-kill -TERM $CPID
-set +e; wait $CPID; rc=$?; set -e
-[ $rc -eq 0 ] || { cat "$WORK/coord.err"; fail "coordinator exited with $rc"; }
+stop_unstarted coord
 last=$(tail -n 1 "$WORK/coord.out")
 [ "$last" = "final: rounds=0 test_accuracy=none upload_bytes=0 full_bytes=0" ] ||
   fail "last line: '$last'"
 
 # With checkpoints configured, a stop before any round writes none: a round-0 checkpoint made
 # the next start a resume, which skipped min_workers and bound the run to this model.
-rm -f "$WORK/endpoint"
 write_coordinator "$WORK/ck.yaml" 30 2 "checkpoint: {path: $WORK/ck.ckpt, every: 5}"
-"$BIN/tern-coordinator" --config "$WORK/ck.yaml" > "$WORK/ck.out" 2> "$WORK/ck.err" &
-CPID=$!; PIDS+=($CPID)
-wait_for_file "$WORK/endpoint"
-kill -TERM $CPID
-set +e; wait $CPID; rc=$?; set -e
-[ $rc -eq 0 ] || { cat "$WORK/ck.err"; fail "coordinator with checkpoints stopped before training exited with $rc"; }
+stop_unstarted ck
 [ ! -e "$WORK/ck.ckpt" ] || fail "a stop before any round wrote a checkpoint"
 grep -q "stop requested before any round: no checkpoint written" "$WORK/ck.out" ||
   { cat "$WORK/ck.out"; fail "the coordinator did not say why it wrote no checkpoint"; }
