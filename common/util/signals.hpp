@@ -14,13 +14,17 @@ inline std::atomic<bool>& reloadRequested() {
   return flag;
 }
 
+// A second SIGTERM/SIGINT while the first is being honoured (a long data load, a gradient, a
+// checkpoint's fsync) ends the process at once, as the signal's default would: a stop that
+// Ctrl-C or a supervisor repeats is not lost.
 inline void installSignalHandlers() {
   struct sigaction sa {};
   sa.sa_handler = [](int sig) {
     if (sig == SIGHUP) {
       reloadRequested() = true;
-    } else {
-      stopRequested() = true;
+    } else if (stopRequested().exchange(true)) {
+      std::signal(sig, SIG_DFL);  // async-signal-safe, as raise() is
+      std::raise(sig);
     }
   };
   sigemptyset(&sa.sa_mask);

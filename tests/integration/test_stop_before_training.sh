@@ -69,6 +69,25 @@ if grep -q "worker loading joined" "$WORK/coord.out"; then
 fi
 grep -q "stopped while loading the data: not joining" "$WORK/load.out" ||
   { cat "$WORK/load.out"; fail "the worker did not say it was stopped while loading"; }
+# A second SIGTERM while the first is honoured (the load goes on to its end) ends the worker at
+# once, as SIGTERM's default would.
+"$BIN/tern-worker" --config "$WORK/load.yaml" --name twice > "$WORK/twice.out" 2>&1 &
+TPID=$!; PIDS+=($TPID)
+for _ in $(seq 1 1000); do
+  mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$TPID/status" 2> /dev/null || true)
+  [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && break
+  sleep 0.01
+done
+kill -TERM $TPID
+sleep 0.1
+kill -TERM $TPID 2> /dev/null || true
+T0=$(date +%s.%N)
+set +e; wait $TPID; rc=$?; set -e
+T1=$(date +%s.%N)
+# (A million rows take seconds to load: the second signal comes well before the load ends.)
+[ $rc -eq 143 ] || { cat "$WORK/twice.out"; fail "a second SIGTERM while loading: exit $rc, not 143"; }
+python3 -c "import sys; assert float(sys.argv[2]) - float(sys.argv[1]) < 1.0" "$T0" "$T1" ||
+  fail "a second SIGTERM took more than a second to end the worker"
 # The control: a worker that does join is logged in the words the check above looks for.
 write_worker "$WORK/control.yaml" "$EP" 2
 "$BIN/tern-worker" --config "$WORK/control.yaml" --name control --shard-index 0 \
