@@ -31,6 +31,14 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = path + ".tmp";
+  // A failure after the temporary file exists removes it: on a full disk its partial bytes
+  // would hold the space the other writes (metrics rows, logs) need until the next attempt.
+  auto failRemoving = [&tmp](const std::string& what, const std::string& where) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    fail(what, where);
+  };
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
     if (f.fd < 0) fail("cannot create", tmp);
@@ -39,16 +47,16 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
       ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
       if (n < 0) {
         if (errno == EINTR) continue;
-        fail("write failed", tmp);
+        failRemoving("write failed", tmp);
       }
       done += size_t(n);
     }
-    if (::fsync(f.fd) != 0) fail("fsync failed", tmp);
+    if (::fsync(f.fd) != 0) failRemoving("fsync failed", tmp);
     int fd = f.fd;
     f.fd = -1;
-    if (::close(fd) != 0) fail("close failed", tmp);
+    if (::close(fd) != 0) failRemoving("close failed", tmp);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename failed", path);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) failRemoving("rename failed", path);
   // The rename is durable only once the directory entry is on disk.
   Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (d.fd < 0) fail("cannot open directory", dir.string());
