@@ -268,12 +268,16 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   }
   if (core.awaitingWelcome() && handshake_done) {
     // A join went out and its welcome may be on the way: the coordinator admits this worker
-    // with it, and then must hear that it left. Only the welcome is taken meanwhile.
+    // with it, and then must hear that it left. Only the welcome, or an error refusing the join
+    // (no welcome will come), is taken meanwhile; what the core answers goes out (a welcome it
+    // refuses is answered with a Leave).
     const double give_up = steadySeconds() + kWelcomeGraceSeconds;
     while (core.awaitingWelcome() && steadySeconds() < give_up) {
       if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
       receive([&](const Message& m, size_t bytes) {
-        if (m.envelope.has_welcome()) core.onMessage(m, bytes);
+        if (m.envelope.has_welcome() || m.envelope.has_error()) {
+          dispatch(core.onMessage(m, bytes));
+        }
       });
     }
   }

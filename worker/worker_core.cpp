@@ -94,6 +94,7 @@ bool WorkerCore::errorFeedbackOn() const {
 
 std::vector<Message> WorkerCore::join() {
   joined_ = false;
+  join_refused_ = false;
   join_sent_ = clock_();
   last_heard_ = join_sent_;
   retry_join_at_ = 0.0;
@@ -211,6 +212,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         // A full table frees up as gone workers are forgotten: ask again now and then.
         spdlog::error("the coordinator admits no more workers now: {}", printable(e.text()));
         retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
+        join_refused_ = true;
         return {};
       }
       if (e.code() == wire::Error::PARTITION_MISMATCH && !joined_) {
@@ -219,6 +221,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         // worker of the other partition is live: ask again now and then, saying why each time.
         spdlog::error("the coordinator refused this worker's shard: {}", printable(e.text()));
         retry_join_at_ = clock_() + std::max(10.0, settings_.heartbeat_seconds);
+        join_refused_ = true;
         return {};
       }
       if (e.code() == wire::Error::NAME_TAKEN && !joined_) {
@@ -226,6 +229,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
         spdlog::error("the coordinator refused the name '{}': {}", settings_.name,
                       printable(e.text()));
         retry_join_at_ = clock_() + std::max(1.0, settings_.heartbeat_seconds);
+        join_refused_ = true;
         return {};
       }
       if (e.code() == wire::Error::SHUTTING_DOWN) finished_ = true;

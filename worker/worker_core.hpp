@@ -73,7 +73,9 @@ class WorkerCore {
   bool joined() const { return joined_; }
   // A join has gone out and no welcome has answered it yet: the coordinator may be admitting this
   // worker (a stopping daemon waits a little for the welcome, so that it can leave).
-  bool awaitingWelcome() const { return !joined_ && !finished_ && join_sent_ >= 0.0; }
+  bool awaitingWelcome() const {
+    return !joined_ && !finished_ && !join_refused_ && join_sent_ >= 0.0;
+  }
   // What this worker sends when it stops: a Leave while it is joined, so that the coordinator
   // re-plans at once instead of waiting out its patience; nothing before a welcome or after the
   // finish.
@@ -153,6 +155,7 @@ class WorkerCore {
   double join_sent_ = -1.0;
   uint64_t instance_ = 0;
   uint64_t partition_fingerprint_ = 0;  // 0 = not said
+  bool join_refused_ = false;   // the last join was answered with a refusal: no welcome will come
   uint64_t join_nonce_ = 0;     // of the last join sent; a welcome answering another is stale
   double retry_join_at_ = 0.0;  // after NAME_TAKEN: when to ask again (0 = not waiting)
   WorkerStats stats_;

@@ -24,8 +24,13 @@ grep -q "shard 1 of 3 is cut from another partition than live worker 'w0''s shar
   "$WORK/odd.out" "$WORK/odd.err" || { cat "$WORK/odd.out" "$WORK/odd.err"; fail "the mismatched worker did not say why"; }
 ! grep -q "worker odd joined" "$WORK/coord.out" || fail "the mismatched worker was admitted"
 kill -0 "$OPID" || fail "the mismatched worker stopped: it should wait and ask again"
+# Its join was answered: a stop does not wait out the 3 s grace for a welcome.
+T0=$(date +%s.%N)
 kill -TERM "$OPID"
 wait "$OPID" || fail "the waiting worker exited with $? on SIGTERM"
+T1=$(date +%s.%N)
+python3 -c "import sys; assert float(sys.argv[2]) - float(sys.argv[1]) < 2.0, 'slow stop'" "$T0" "$T1" ||
+  fail "a worker whose join was refused waited for a welcome on its stop"
 PIDS=("${PIDS[@]:0:2}")   # the coordinator and w0: finish_cluster waits for these and w1
 
 start_worker 1 w1

@@ -476,6 +476,8 @@ void refusedJoinIsNotFatal(Cluster& p, wire::Error::Code code, uint64_t fingerpr
   CHECK(p.workers[1]->onMessage(answers[0], 10).empty());
   CHECK(p.workers[1]->fatalError().empty());
   CHECK_FALSE(p.workers[1]->finished());
+  // Answered: a stop now does not wait for a welcome that will not come.
+  CHECK_FALSE(p.workers[1]->awaitingWelcome());
 }
 
 }  // namespace
