@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/ml/detail/random.hpp"
+#include "common/util/checksum.hpp"
 #include "common/util/rng.hpp"
 
 namespace tern::ml {
@@ -86,13 +87,8 @@ std::vector<double> dirichlet(size_t classes, double alpha, Rng& rng) {
 
 uint64_t partitionFingerprint(std::span<const int32_t> labels, int32_t classes, size_t parts,
                               const PartitionSpec& spec) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](uint64_t word) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (word >> (8 * i)) & 0xFFu;
-      h *= 1099511628211ULL;
-    }
-  };
+  uint64_t h = kFnvOffset;
+  auto mix = [&h](uint64_t word) { h = fnv1a(h, word, 8); };
   auto bitsOf = [](double x) {
     uint64_t bits;
     std::memcpy(&bits, &x, sizeof bits);
