@@ -13,20 +13,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "scratch_dir.hpp"
+
 namespace {
 
-// A directory of this case's own, removed after it: ctest runs each case as its own process,
-// side by side, and a directory shared by name was emptied by one case under another.
-struct Scratch {
-  std::string dir;
-  Scratch() {
-    dir = (std::filesystem::temp_directory_path() /
-           ("tern-durable-file-test-" + std::to_string(::getpid())))
-              .string();
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  ~Scratch() { std::filesystem::remove_all(dir); }
+// A directory of this case's own, removed after it.
+struct Scratch : tern::testing::ScratchDir {
+  Scratch() : ScratchDir("durable-file-test") {}
 };
 
 std::string errorOf(void (*f)(const std::string&, const std::string&), const std::string& path) {

@@ -4,15 +4,15 @@
 #include "server/metrics_csv.hpp"
 
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <vector>
+
+#include "scratch_dir.hpp"
 
 using namespace tern;
 
@@ -33,19 +33,9 @@ server::RoundRecord record(uint64_t round) {
 }
 
 std::string scratch(const std::string& name) {
-  // Each test process its own directory (ctest runs the cases as parallel processes), removed
-  // at exit.
-  struct Dir {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("tern-metrics-csv-test-" + std::to_string(::getpid()));
-    Dir() { std::filesystem::create_directories(path); }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  };
-  static const Dir scratch_dir;
-  const auto& dir = scratch_dir.path;
+  // One directory for the whole process, removed at exit.
+  static const tern::testing::ScratchDir scratch_dir("metrics-csv-test");
+  const std::filesystem::path dir = scratch_dir.dir;
   const auto path = (dir / name).string();
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".old");
