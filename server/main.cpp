@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <random>
 
@@ -193,11 +195,27 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
                                                          steadySeconds);
   }
   server::CoordinatorCore& core = *core_ptr;
+  std::unique_ptr<server::MetricsCsv> csv;
+  if (!s.metrics_csv.empty()) {
+    // A resumed run continues its CSV (rows of the rounds it redoes are dropped).
+    if (!resumed && server::MetricsCsv::keepPrevious(s.metrics_csv)) {
+      spdlog::info("metrics CSV {} held an earlier run: kept as {}.old", s.metrics_csv,
+                   s.metrics_csv);
+    }
+    csv = resumed ? std::make_unique<server::MetricsCsv>(s.metrics_csv, core.round())
+                  : std::make_unique<server::MetricsCsv>(s.metrics_csv);
+  }
   // A checkpoint that cannot be written (disk full, directory gone) does not end the run: the
   // last one written stays on disk, training goes on, and the next one falls due as usual.
   bool checkpoint_failed = false;
   auto saveCheckpoint = [&] {
     if (s.checkpoint.path.empty()) return true;
+    // The rows of the rounds before the checkpoint reach the disk first: after a power loss the
+    // resumed run would not redo those rounds, and their rows would be missing for good.
+    if (csv && !csv->sync()) {
+      spdlog::error("metrics CSV {}: cannot sync its rows to disk: {}", s.metrics_csv,
+                    std::strerror(errno));
+    }
     try {
       writeFileAtomically(s.checkpoint.path, core.checkpoint());
       spdlog::debug("checkpoint written at round {}", core.round());
@@ -213,16 +231,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     return !checkpoint_failed;
   };
 
-  std::unique_ptr<server::MetricsCsv> csv;
-  if (!s.metrics_csv.empty()) {
-    // A resumed run continues its CSV (rows of the rounds it redoes are dropped).
-    if (!resumed && server::MetricsCsv::keepPrevious(s.metrics_csv)) {
-      spdlog::info("metrics CSV {} held an earlier run: kept as {}.old", s.metrics_csv,
-                   s.metrics_csv);
-    }
-    csv = resumed ? std::make_unique<server::MetricsCsv>(s.metrics_csv, core.round())
-                  : std::make_unique<server::MetricsCsv>(s.metrics_csv);
-  }
   uint64_t csv_rows_lost = 0;
   bool any_round_closed = false;
   AuthCounters auth;

@@ -1,11 +1,18 @@
 #include "server/metrics_csv.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
+
+#include "common/util/durable_file.hpp"
 
 namespace tern::server {
 namespace {
@@ -22,37 +29,78 @@ std::string joinWorkers(const RoundRecord& r, F f) {
 
 }  // namespace
 
-MetricsCsv::MetricsCsv(const std::string& path) : out_(path) {
-  if (!out_) throw std::runtime_error(path + ": cannot open metrics CSV for writing");
-  out_ << header() << '\n';
+MetricsCsv::MetricsCsv(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw std::runtime_error(path +
+                             ": cannot open metrics CSV for writing: " + std::strerror(errno));
+  }
+  if (!append(header() + '\n')) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(path + ": cannot write the metrics CSV's header: " + why);
+  }
 }
 
 MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
-  std::vector<std::string> kept;
-  bool continues = false;
-  if (std::ifstream in(path); in) {
-    std::string line;
-    continues = std::getline(in, line) && line == header();
-    while (continues && std::getline(in, line)) {
-      // A row's round is its first field; a torn last line (a crash mid-write) has none.
-      uint64_t round = 0;
-      const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), round);
-      if (ec == std::errc() && end != line.data() + line.size() && *end == ',' &&
-          round < resume_round)
-        kept.push_back(line);
-    }
-    if (!continues) {
+  std::string kept = header() + '\n';
+  if (const auto old = readFileIfExists(path); old && !old->empty()) {
+    // Only whole lines count: a torn last line (a crash mid-write) has no newline.
+    std::vector<std::string_view> lines;
+    for (size_t at = 0, nl; (nl = old->find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.emplace_back(old->data() + at, nl - at);
+    if (!lines.empty() && lines.front() == header()) {
+      for (size_t i = 1; i < lines.size(); ++i) {
+        // A row's round is its first field.
+        const std::string_view line = lines[i];
+        uint64_t round = 0;
+        const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), round);
+        if (ec == std::errc() && end != line.data() + line.size() && *end == ',' &&
+            round < resume_round) {
+          kept.append(line);
+          kept += '\n';
+        }
+      }
+    } else {
       std::error_code ec;
       std::filesystem::rename(path, path + ".old", ec);
       if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
     }
   }
-  out_.open(path, std::ios::trunc);
-  if (!out_) throw std::runtime_error(path + ": cannot open metrics CSV for writing");
-  out_ << header() << '\n';
-  for (const auto& line : kept) out_ << line << '\n';
-  out_.flush();
+  writeFileAtomically(path, kept, 0644);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) {
+    throw std::runtime_error(path +
+                             ": cannot open metrics CSV for writing: " + std::strerror(errno));
+  }
 }
+
+MetricsCsv::~MetricsCsv() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool MetricsCsv::append(const std::string& line) {
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // Cut the partial line off (a device without a size, like /dev/full, has nothing to cut).
+      const int saved = errno;
+      if (done > 0 && before >= 0) (void)!::ftruncate(fd_, before);
+      errno = saved;
+      return false;
+    }
+    done += size_t(n);
+  }
+  return true;
+}
+
+bool MetricsCsv::write(const RoundRecord& r) { return append(row(r) + '\n'); }
+
+bool MetricsCsv::sync() { return ::fsync(fd_) == 0; }
 
 std::string MetricsCsv::header() {
   return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"
@@ -80,13 +128,6 @@ std::string MetricsCsv::row(const RoundRecord& r) {
           r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_improvement); }),
       joinWorkers(r, [](const WorkerRecord& w) { return fmt::format("{:.6g}", w.predicted_step); }),
       joinWorkers(r, [](const WorkerRecord& w) { return std::to_string(w.id); }));
-}
-
-bool MetricsCsv::write(const RoundRecord& r) {
-  out_.clear();
-  out_ << row(r) << '\n';
-  out_.flush();
-  return bool(out_);
 }
 
 bool MetricsCsv::keepPrevious(const std::string& path) {

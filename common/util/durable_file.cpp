@@ -26,7 +26,7 @@ struct Fd {
 
 }  // namespace
 
-void writeFileAtomically(const std::string& path, const std::string& bytes) {
+void writeFileAtomically(const std::string& path, const std::string& bytes, unsigned mode) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -40,7 +40,7 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
     fail(what, where);
   };
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))};
     if (f.fd < 0) fail("cannot create", tmp);
     size_t done = 0;
     while (done < bytes.size()) {

@@ -1,16 +1,17 @@
 #pragma once
 // Durable files for the daemons: the coordinator's checkpoint, and the small files readers poll
 // for (the bound endpoint, the HTTP URL). A file is replaced atomically: the bytes go to a
-// temporary file in the same directory (mode 0600), which is fsynced, renamed over the old file,
-// and the directory is fsynced, so after a crash the path holds either the old or the new
+// temporary file in the same directory (mode 0600 by default), which is fsynced, renamed over the
+// old file, and the directory is fsynced, so after a crash the path holds either the old or the new
 // contents, never a torn file, and a reader never sees half of one.
 #include <optional>
 #include <string>
 
 namespace tern {
 
-// Throws std::runtime_error (with the path and errno text) if any step fails.
-void writeFileAtomically(const std::string& path, const std::string& bytes);
+// Throws std::runtime_error (with the path and errno text) if any step fails. `mode` is the new
+// file's permissions (less the umask); owner-only unless a reader of another user needs it.
+void writeFileAtomically(const std::string& path, const std::string& bytes, unsigned mode = 0600);
 // Creates and removes PATH.tmp, the file writeFileAtomically writes first: a checkpoint that
 // could never be written is found at start-up rather than when the first one falls due. Throws
 // std::runtime_error (with the path and errno text) if it cannot.

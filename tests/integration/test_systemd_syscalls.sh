@@ -76,8 +76,10 @@ run_cluster() {
   rm -f "$WORK/endpoint"
   : > "$WORK/notify.log"  # each run's own READY and WATCHDOG lines
   SECURITY="$2" write_coordinator "$WORK/$1/coord.yaml" 100000 2 "checkpoint: {path: $WORK/$1/coord.ckpt, every: 3}
-http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}"
-  strace -ff -qq -o "$WORK/$1/coord.trace" \
+http: {bind: \"127.0.0.1:0\", url_file: $WORK/$1/coord.url}
+metrics_csv: $WORK/$1/coord.csv"
+  # -y names each descriptor's file: the CSV's sync is found among the coordinator's calls.
+  strace -ff -qq -y -o "$WORK/$1/coord.trace" \
     "$BIN/tern-coordinator" --config "$WORK/$1/coord.yaml" > "$WORK/$1/coord.out" 2> "$WORK/$1/coord.err" &
   CPID=$!; PIDS+=($CPID)
   wait_for_file "$WORK/endpoint"
@@ -130,6 +132,31 @@ run_cluster curve \
   "{mode: curve, secret_key_file: $WORK/keys/worker.key, server_public_key_file: $WORK/keys/coordinator.pub}"
 grep -q 'CURVE on: .*1 worker key' "$WORK/curve/coord.out" "$WORK/curve/coord.err" ||
   fail "the second cluster did not say it runs CURVE (see $WORK/curve)"
+
+# Before each checkpoint the metrics rows written so far were synced to disk: a power loss right
+# after a checkpoint must not leave the rounds before it, which a resumed run does not redo,
+# without their rows.
+python3 - "$WORK"/plain/coord.trace.* <<'PY' || fail "a checkpoint was written before the metrics rows were synced"
+import re, sys
+checkpoints = syncs = 0
+for name in sys.argv[1:]:
+    unsynced = False
+    for line in open(name, errors="replace"):
+        if re.match(r'(write|pwrite64|writev)\(\d+<[^>]*/coord\.csv>', line):
+            unsynced = True
+        elif re.match(r'(fsync|fdatasync)\(\d+<[^>]*/coord\.csv>\) += 0', line):
+            unsynced = False
+            syncs += 1
+        elif re.match(r'rename\("[^"]*/coord\.ckpt\.tmp"', line):
+            checkpoints += 1
+            if unsynced:
+                sys.exit("checkpoint %d renamed into place with unsynced rows before it (%s)"
+                         % (checkpoints, name))
+if checkpoints < 2 or syncs < 2:
+    sys.exit("the trace holds %d checkpoints and %d syncs of the CSV: too few to judge"
+             % (checkpoints, syncs))
+print("%d checkpoints, each after the rows before it were synced" % checkpoints)
+PY
 
 UNITS="$SRC/deploy/systemd"
 allowed "$UNITS/tern-coordinator.service" > "$WORK/coord.allowed"

@@ -3,16 +3,15 @@
 #include "common/util/durable_file.hpp"
 
 #include <doctest/doctest.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "file_size_limit.hpp"
 #include "scratch_dir.hpp"
 
 namespace {
@@ -53,7 +52,8 @@ TEST_CASE("a durable file is replaced whole, owner-only, and leaves no temporary
 TEST_CASE("a durable file in a missing directory is refused, naming the file") {
   const Scratch scratch;
   const std::string path = scratch.dir + "/no-such-dir/state";
-  const std::string error = errorOf(tern::writeFileAtomically, path);
+  const std::string error = errorOf(
+      [](const std::string& p, const std::string& b) { tern::writeFileAtomically(p, b); }, path);
   CHECK(error.rfind(path + ".tmp: cannot create: ", 0) == 0);
   CHECK_THROWS_AS(tern::checkWritable(path), std::runtime_error);
 }
@@ -64,20 +64,13 @@ TEST_CASE("a write that fails part way removes its temporary file and keeps the 
   Scratch s;
   const std::string path = s.dir + "/ckpt";
   tern::writeFileAtomically(path, "old");
-  struct rlimit before {};
-  REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
-  auto* const handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = before;
-  small.rlim_cur = 100;
-  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
   std::string error;
   try {
+    const tern::testing::FileSizeLimit limit(100);
     tern::writeFileAtomically(path, std::string(1000, 'x'));
   } catch (const std::runtime_error& e) {
     error = e.what();
   }
-  ::setrlimit(RLIMIT_FSIZE, &before);
-  std::signal(SIGXFSZ, handler);
   CHECK(error.find("write failed") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   CHECK(tern::readFileIfExists(path) == std::optional<std::string>("old"));

@@ -4,7 +4,10 @@
 #include "server/metrics_csv.hpp"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "file_size_limit.hpp"
 #include "scratch_dir.hpp"
 
 using namespace tern;
@@ -42,6 +46,12 @@ std::string scratch(const std::string& name) {
   return path;
 }
 
+mode_t modeOf(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st.st_mode & 0777;
+}
+
 }  // namespace
 
 TEST_CASE("a resumed coordinator continues its metrics CSV without the rounds it redoes") {
@@ -60,6 +70,62 @@ TEST_CASE("a resumed coordinator continues its metrics CSV without the rounds it
   for (uint64_t r = 0; r < 6; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
   CHECK(slurp(path) == expected);
   CHECK_FALSE(std::filesystem::exists(path + ".old"));
+}
+
+TEST_CASE("a resumed coordinator drops a torn last line even of a round it keeps") {
+  // Rows are synced before each checkpoint, so a torn row belongs to a round being redone; one
+  // that claims an earlier round (its first field cut to a prefix) must not stay either.
+  const std::string path = scratch("torn.csv");
+  {
+    server::MetricsCsv csv(path);
+    for (uint64_t r = 0; r < 2; ++r) csv.write(record(r));
+  }
+  std::ofstream(path, std::ios::app) << "2,0.";  // of round 25, torn after its "2"
+  { server::MetricsCsv csv(path, 3); }
+  std::string expected = server::MetricsCsv::header() + "\n";
+  for (uint64_t r = 0; r < 2; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
+  CHECK(slurp(path) == expected);
+}
+
+TEST_CASE("a resumed metrics CSV that cannot be rewritten is left whole, and the start fails") {
+  const std::string path = scratch("full_disk.csv");
+  {
+    server::MetricsCsv csv(path);
+    for (uint64_t r = 0; r < 20; ++r) csv.write(record(r));
+  }
+  const std::string before = slurp(path);
+  REQUIRE(before.size() > 600);
+  {
+    const tern::testing::FileSizeLimit limit(300);  // the kept rows of 10 rounds do not fit
+    CHECK_THROWS_AS(server::MetricsCsv(path, 10), std::runtime_error);
+  }
+  CHECK(slurp(path) == before);
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // With room again the resumed file keeps rounds 0-9, readable as a fresh one is.
+  { server::MetricsCsv csv(path, 10); }
+  std::string expected = server::MetricsCsv::header() + "\n";
+  for (uint64_t r = 0; r < 10; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
+  CHECK(slurp(path) == expected);
+  const std::string fresh = scratch("fresh_mode.csv");
+  { server::MetricsCsv csv(fresh); }
+  CHECK(modeOf(path) == modeOf(fresh));
+}
+
+TEST_CASE("a row that cannot be written is cut off and reported, and the next row tries again") {
+  const std::string path = scratch("part.csv");
+  server::MetricsCsv csv(path);
+  REQUIRE(csv.write(record(0)));
+  const auto size = std::filesystem::file_size(path);
+  {
+    const tern::testing::FileSizeLimit limit(size + 5);  // five bytes of round 1's row fit
+    CHECK_FALSE(csv.write(record(1)));
+    CHECK_FALSE(csv.write(record(1)));
+  }
+  CHECK(std::filesystem::file_size(path) == size);
+  CHECK(csv.write(record(2)));
+  CHECK(csv.sync());
+  CHECK(slurp(path) == server::MetricsCsv::header() + "\n" + server::MetricsCsv::row(record(0)) +
+                           "\n" + server::MetricsCsv::row(record(2)) + "\n");
 }
 
 TEST_CASE(
@@ -95,11 +161,16 @@ TEST_CASE("a run that does not resume keeps an earlier run's metrics CSV as PATH
   CHECK_FALSE(server::MetricsCsv::keepPrevious(path));  // an empty file holds no record
 }
 
-TEST_CASE("a metrics row that cannot be written is reported, and the next row tries again") {
+TEST_CASE("a metrics CSV whose header cannot be written is refused at the start, with why") {
   REQUIRE_MESSAGE(std::filesystem::exists("/dev/full"), "no /dev/full to fail the writes");
-  server::MetricsCsv csv("/dev/full");
-  CHECK_FALSE(csv.write(record(0)));
-  CHECK_FALSE(csv.write(record(1)));
+  std::string error;
+  try {
+    server::MetricsCsv csv("/dev/full");
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  CHECK(error ==
+        std::string("/dev/full: cannot write the metrics CSV's header: ") + std::strerror(ENOSPC));
 }
 
 TEST_CASE("each row names the workers its per-worker columns belong to") {
