@@ -129,6 +129,10 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
                    "protocol version " + std::to_string(env.version()) + " not supported")};
   }
   if (phase_ == Phase::kDone) {
+    // A worker's Leave after the Finish says the Finish reached it.
+    if (env.body_case() == wire::Envelope::kLeave && env.leave().session() == session_) {
+      if (const Worker* w = byPeer(peer); w && finish_unacked_.erase(w->rec.id)) return {};
+    }
     return {reject(peer, wire::Error::SHUTTING_DOWN, "finished", "training has finished")};
   }
   switch (env.body_case()) {
@@ -879,6 +883,7 @@ std::vector<Outgoing> CoordinatorCore::finishAll() {
     // The last step, so every replica ends on the final model.
     if (w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
     out.push_back(send(w, std::move(m)));
+    finish_unacked_.insert(id);
   }
   return out;
 }

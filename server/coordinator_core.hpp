@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,10 @@ class CoordinatorCore {
                                                   const std::string& checkpoint_bytes);
 
   bool finished() const { return phase_ == Phase::kDone; }
+  // Every worker told to finish has answered with its Leave (true when none was told): the
+  // daemon may exit without cutting off a Finish still on its way.
+  bool finishAcknowledged() const { return finish_unacked_.empty(); }
+  size_t finishUnacknowledged() const { return finish_unacked_.size(); }
   uint64_t round() const { return round_; }
   uint64_t session() const { return session_; }
   const std::vector<float>& parameters() const { return params_; }
@@ -245,6 +250,8 @@ class CoordinatorCore {
   ml::SgdOptimizer optimizer_;
 
   Phase phase_ = Phase::kWaiting;
+  // Workers sent a Finish that have not answered it with a Leave yet.
+  std::set<uint32_t> finish_unacked_;
   bool started_ = false;
   // After a restore, training waits for min_workers to re-join (or, once one has, for a grace
   // period) so the first worker back does not run rounds alone.

@@ -408,6 +408,26 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     dispatch(core.stop());
   }
   if (core.checkpointDue()) saveCheckpoint();
+  if (!core.finishAcknowledged()) {
+    // A Finish carries the last round's update, seconds of bytes on a slow downlink, and what of
+    // it is still queued when the process ends is lost (libzmq's linger covers only its own
+    // queue; the kernel resets a connection closed with a peer's bytes unread). Each worker
+    // answers its Finish with a Leave; until all have, or a round's deadline (1 to 20 s: the
+    // unit allows 30 s to stop) has passed, messages are taken and answered.
+    const double wait = std::clamp(s.round_deadline_seconds, 1.0, 20.0);
+    const double until = steadySeconds() + wait;
+    while (!core.finishAcknowledged() && steadySeconds() < until) {
+      tel.tick();
+      serveSecurity();
+      if (channel.waitReadable(std::chrono::milliseconds(50), also_wake_on)) takeMessages();
+    }
+    if (!core.finishAcknowledged()) {
+      spdlog::warn(
+          "{} worker(s) did not confirm within {:g} s that the end of training reached them "
+          "(gone, or a slow link): they may not have the final model",
+          core.finishUnacknowledged(), wait);
+    }
+  }
   publish(core.finished() ? "finished" : "stopped");
   tel.stopping(systemdStatus(coordinatorStatus(core, any_round_closed, "stopping", auth)));
   std::cout << "model: round=" << core.round() << " checksum=" << std::hex

@@ -191,6 +191,9 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
                      env.finish().round());
       }
       finished_ = true;
+      // The coordinator waits for this before it exits: a Finish still on its way (the last
+      // update on a slow downlink) is not cut off by the coordinator's exit.
+      if (joined_) return {leaveMessage(id_, session_, "finished")};
       return {};
     case wire::Envelope::kError: {
       const auto& e = env.error();

@@ -480,7 +480,7 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
       std::runtime_error);
   // A worker name that a join would refuse (a forged log line, a C1 control; protobuf itself
   // refuses a name that is not UTF-8): that worker is forgotten, the run restored.
-  for (const std::string bad : {std::string("b\n[info] forged"), std::string("b\xc2\x85")}) {
+  for (const std::string& bad : {std::string("b\n[info] forged"), std::string("b\xc2\x85")}) {
     const auto restored =
         c.restored(variant([&](wire::Checkpoint& v) { v.mutable_workers(1)->set_name(bad); }), 1);
     REQUIRE(restored->lastRecord().workers.size() == 1);

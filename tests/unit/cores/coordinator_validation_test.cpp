@@ -2,6 +2,7 @@
 // by reason, and leaves the model untouched.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1220,4 +1221,33 @@ TEST_CASE("a join is admitted under any name a worker's configuration accepts, a
   CHECK(tern::printable("\xc3\xbc\xc3\xbc\xc3\xbc", 5) == "\xc3\xbc\xc3\xbc...");
   CHECK_FALSE(config::workerNameProblem("pi\t3").empty());
   CHECK(config::workerNameProblem("pi-3 (kitchen, ünïcode)").empty());
+}
+
+TEST_CASE("a finished coordinator knows when every worker told to finish has answered") {
+  Harness h;
+  h.settings.max_rounds = 1;
+  h.withTimers(100.0, 100.0);
+  CHECK(h.core->finishAcknowledged());  // nobody told anything yet
+  const auto [a, b] = h.joinAB();
+  const size_t d = h.core->parameters().size();
+  h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
+  const auto out = h.core->onMessage("B", h.push(b, 0, ramp(d, 0.0f, 1.0f)), 50, h.now);
+  REQUIRE(h.core->finished());
+  CHECK(std::count_if(out.begin(), out.end(),
+                      [](const Outgoing& o) { return o.message.envelope.has_finish(); }) == 2);
+  CHECK_FALSE(h.core->finishAcknowledged());
+  CHECK(h.core->finishUnacknowledged() == 2);
+  // A Leave of another session, or from a peer that is no worker, does not count and is refused.
+  Message stale = h.leave();
+  stale.envelope.mutable_leave()->set_session(h.session + 1);
+  CHECK(hasError(h.core->onMessage("A", stale, 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(hasError(h.core->onMessage("C", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(h.core->finishUnacknowledged() == 2);
+  CHECK(h.core->onMessage("A", h.leave(), 10, h.now).empty());
+  CHECK(h.core->finishUnacknowledged() == 1);
+  // A second Leave of A's is refused like any message after the end, and counts for nothing.
+  CHECK(hasError(h.core->onMessage("A", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK_FALSE(h.core->finishAcknowledged());
+  CHECK(h.core->onMessage("B", h.leave(), 10, h.now).empty());
+  CHECK(h.core->finishAcknowledged());
 }

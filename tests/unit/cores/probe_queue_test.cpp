@@ -954,3 +954,20 @@ TEST_CASE("a limit just above the whole model's size caps top-k below the index 
     r.deliverAcks();
   }
 }
+
+TEST_CASE("a worker answers the coordinator's Finish with a Leave, so the coordinator may exit") {
+  Rig rig;
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  Message m;
+  m.envelope = makeEnvelope();
+  m.envelope.mutable_finish()->set_round(0);
+  const auto out = rig.core->onMessage(m, 0);
+  CHECK(rig.core->finished());
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].envelope.has_leave());
+  CHECK(out[0].envelope.leave().session() == rig.session);
+  CHECK(out[0].envelope.leave().worker_id() == 1);
+  CHECK(out[0].envelope.leave().reason() == "finished");
+  CHECK(rig.core->stop("stopped by signal").empty());  // said once
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The last round's update reaches a worker on a slow downlink. The coordinator's Finish carries
+# that update, and the coordinator exits once it has sent it: on a link where the update takes
+# seconds, what of it is still queued when the process ends must not be thrown away (the worker
+# would never learn that training ended and would keep asking for a coordinator that is gone, its
+# replica a step behind). The coordinator's side of the veth pair is shaped to 4 Mbit/s and the
+# model is large enough that an update takes about two seconds to cross it; the worker must end
+# on its own with the coordinator's final model.
+source "$(dirname "$0")/lib.sh"
+
+FEATURES=50000   # 500,010 parameters; an update of 40% of them is about 0.9 MB
+ROUNDS=2
+
+prepare_pair
+# The coordinator's egress: 4 Mbit/s, a queue long enough that tbf never drops.
+in_c tc qdisc add dev "$DEV_C" root tbf rate 4mbit burst 3028 limit 4000000
+
+cat > "$WORK/coord.yaml" <<YAML
+bind: tcp://$ADDR_C:0
+endpoint_file: $WORK/endpoint
+min_workers: 1
+max_rounds: $ROUNDS
+round_deadline_seconds: 20
+heartbeat_seconds: 0.5
+worker_patience_seconds: 60
+eval_every: 1000000
+model: {kind: softmax, classes: 10, features: $FEATURES}
+optimizer: {lr: 0.1}
+training: {batch_size: 32, seed: 7}
+allocation: {method: uniform, mean_ratio: 0.4}
+logging: {level: info}
+security: none
+YAML
+cat > "$WORK/worker.yaml" <<YAML
+name: far
+coordinator: ENDPOINT
+data:
+  format: synthetic
+  rows: 200
+  features: $FEATURES
+  classes: 10
+  seed: 7
+  shard: {index: 0, total: 1}
+compression: {name: topk, error_feedback: true}
+heartbeat_seconds: 0.5
+coordinator_patience_seconds: 60
+logging: {level: info}
+security: none
+YAML
+
+in_c "$BIN/tern-coordinator" --config "$WORK/coord.yaml" > "$WORK/coord.out" 2> "$WORK/coord.err" &
+CPID=$!; PIDS+=("$CPID")
+wait_for_file "$WORK/endpoint"
+sed -i "s|ENDPOINT|$(cat "$WORK/endpoint")|" "$WORK/worker.yaml"
+in_w "$BIN/tern-worker" --config "$WORK/worker.yaml" > "$WORK/worker.out" 2> "$WORK/worker.err" &
+WPID=$!; PIDS+=("$WPID")
+
+end=$((SECONDS + 120))
+while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+kill -0 "$CPID" 2> /dev/null && fail "the coordinator did not finish $ROUNDS rounds in 120 s"
+wait "$CPID" || fail "the coordinator exited with $?"
+grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || fail "the coordinator did not finish"
+# The worker ends on its own (its coordinator patience is 60 s: without the Finish it would
+# wait at least that long, then ask for a coordinator that is gone).
+end=$((SECONDS + 40))
+while kill -0 "$WPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+if kill -0 "$WPID" 2> /dev/null; then
+  tail -5 "$WORK/worker.err" >&2
+  fail "the worker did not hear that training finished (no Finish within 40 s of the coordinator's exit)"
+fi
+wait "$WPID" || fail "the worker exited with $?"
+grep -q "coordinator finished training at round $ROUNDS" "$WORK/worker.err" "$WORK/worker.out" ||
+  fail "the worker ended without the coordinator's Finish"
+ref=$(grep '^model:' "$WORK/coord.out" | sed 's/.*checksum=//')
+got=$(grep '^replica:' "$WORK/worker.out" | sed 's/.*checksum=//')
+[ -n "$ref" ] || fail "the coordinator printed no model checksum"
+[ "$got" = "$ref" ] || fail "the worker's replica '$got' is not the coordinator's final model '$ref'"
+grep -q "did not confirm" "$WORK/coord.out" && fail "the coordinator exited before the worker confirmed the end"
+echo "PASS: the last update crossed the 4 Mbit/s downlink before the coordinator exited; replica = model ($ref)"
