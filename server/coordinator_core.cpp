@@ -55,6 +55,11 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
                                  const std::string& reason, const std::string& text) {
   ++rejections_[reason];
   spdlog::debug("rejected message from a peer: {} ({})", reason, text);
+  return errorTo(peer, code, text);
+}
+
+Outgoing CoordinatorCore::errorTo(const std::string& peer, wire::Error::Code code,
+                                  const std::string& text) {
   Outgoing out;
   out.peer = peer;
   out.message.envelope = makeEnvelope();
@@ -129,9 +134,15 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
                    "protocol version " + std::to_string(env.version()) + " not supported")};
   }
   if (phase_ == Phase::kDone) {
-    // A worker's Leave after the Finish says the Finish reached it.
-    if (env.body_case() == wire::Envelope::kLeave && env.leave().session() == session_) {
-      if (const Worker* w = byPeer(peer); w && finish_unacked_.erase(w->rec.id)) return {};
+    if (const Worker* w = byPeer(peer); w && told_to_finish_.count(w->rec.id)) {
+      // A worker's Leave after the Finish says the Finish reached it. What it sent before the
+      // Finish reached it (a heartbeat, a late push) is answered but not counted: the run's
+      // record was closed with the Finish.
+      if (env.body_case() == wire::Envelope::kLeave && env.leave().session() == session_ &&
+          finish_unacked_.erase(w->rec.id)) {
+        return {};
+      }
+      return {errorTo(peer, wire::Error::SHUTTING_DOWN, "training has finished")};
     }
     return {reject(peer, wire::Error::SHUTTING_DOWN, "finished", "training has finished")};
   }
@@ -251,6 +262,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   }
   w->peer = peer;
   w->instance = join.instance();
+  w->acks_finish = join.acks_finish();
   w->samples = join.sample_count();
   w->partition_fingerprint = join.partition_fingerprint();
   w->shard_index = join.shard_index();
@@ -883,7 +895,8 @@ std::vector<Outgoing> CoordinatorCore::finishAll() {
     // The last step, so every replica ends on the final model.
     if (w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
     out.push_back(send(w, std::move(m)));
-    finish_unacked_.insert(id);
+    told_to_finish_.insert(id);
+    if (w.acks_finish) finish_unacked_.insert(id);
   }
   return out;
 }

@@ -110,8 +110,10 @@ class CoordinatorCore {
                                                   const std::string& checkpoint_bytes);
 
   bool finished() const { return phase_ == Phase::kDone; }
-  // Every worker told to finish has answered with its Leave (true when none was told): the
-  // daemon may exit without cutting off a Finish still on its way.
+  // Every worker told to finish that answers a Finish (its join said so) has answered with its
+  // Leave (true when none was told): the daemon may exit without cutting off a Finish still on
+  // its way. Meanwhile their other messages are answered SHUTTING_DOWN and not counted as
+  // rejected (the run's record is closed).
   bool finishAcknowledged() const { return finish_unacked_.empty(); }
   size_t finishUnacknowledged() const { return finish_unacked_.size(); }
   uint64_t round() const { return round_; }
@@ -173,7 +175,8 @@ class CoordinatorCore {
     WorkerRecord rec;
     std::string peer;
     uint64_t samples = 0;
-    uint64_t instance = 0;  // the worker process holding the name (Join.instance; 0 = unknown)
+    uint64_t instance = 0;     // the worker process holding the name (Join.instance; 0 = unknown)
+    bool acks_finish = false;  // answers a Finish with a Leave (Join.acks_finish)
     double last_seen = 0.0;
     double last_sent = 0.0;
     int64_t synced_round = -1;  // the model round this worker's replica holds
@@ -205,6 +208,8 @@ class CoordinatorCore {
                                    double received_at);
   Outgoing reject(const std::string& peer, wire::Error::Code code, const std::string& reason,
                   const std::string& text);
+  // The error message alone, not counted: an answer to a message that is not at fault.
+  Outgoing errorTo(const std::string& peer, wire::Error::Code code, const std::string& text);
   Outgoing send(Worker& w, Message m);
   Worker* byPeer(const std::string& peer);
   void reallocate();
@@ -250,8 +255,8 @@ class CoordinatorCore {
   ml::SgdOptimizer optimizer_;
 
   Phase phase_ = Phase::kWaiting;
-  // Workers sent a Finish that have not answered it with a Leave yet.
-  std::set<uint32_t> finish_unacked_;
+  // Workers sent a Finish, and those of them that said they answer it and have not yet.
+  std::set<uint32_t> told_to_finish_, finish_unacked_;
   bool started_ = false;
   // After a restore, training waits for min_workers to re-join (or, once one has, for a grace
   // period) so the first worker back does not run rounds alone.

@@ -416,6 +416,9 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     // unit allows 30 s to stop) has passed, messages are taken and answered.
     const double wait = std::clamp(s.round_deadline_seconds, 1.0, 20.0);
     const double until = steadySeconds() + wait;
+    spdlog::info("waiting up to {:g} s for {} worker(s) to confirm the end of training", wait,
+                 core.finishUnacknowledged());
+    publish("finishing");
     while (!core.finishAcknowledged() && steadySeconds() < until) {
       tel.tick();
       serveSecurity();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,21 +30,44 @@ std::string joinWorkers(const RoundRecord& r, F f) {
 
 }  // namespace
 
-MetricsCsv::MetricsCsv(const std::string& path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw std::runtime_error(path +
-                             ": cannot open metrics CSV for writing: " + std::strerror(errno));
-  }
-  if (!append(header() + '\n')) {
-    const std::string why = std::strerror(errno);
-    ::close(fd_);
-    fd_ = -1;
-    throw std::runtime_error(path + ": cannot write the metrics CSV's header: " + why);
-  }
+namespace {
+
+[[noreturn]] void failOpening(const std::string& path, const std::string& what) {
+  const int saved = errno;
+  throw std::runtime_error(path + ": " + what + ": " + std::strerror(saved));
 }
 
-MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
+// The directory entry of a file just created survives a power loss once its directory is synced.
+void syncDirectoryOf(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // the rows still go on; sync() reports what matters
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+MetricsCsv::MetricsCsv(const std::string& path) { start(path, O_CREAT | O_TRUNC); }
+
+MetricsCsv::MetricsCsv(const std::string& given, uint64_t resume_round) {
+  namespace fs = std::filesystem;
+  // Through a symbolic link the rows live in its target, which is the file rewritten.
+  std::error_code ec;
+  std::string path = given;
+  if (fs::is_symlink(fs::symlink_status(given, ec))) {
+    path = fs::weakly_canonical(given, ec).string();
+    if (ec) throw std::runtime_error(given + ": cannot follow the link: " + ec.message());
+  }
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A pipe or a device (a reader of the stream): nothing to keep or drop; a header marks
+    // where the resumed run's rows begin.
+    start(path, 0);
+    return;
+  }
   std::string kept = header() + '\n';
   if (const auto old = readFileIfExists(path); old && !old->empty()) {
     // Only whole lines count: a torn last line (a crash mid-write) has no newline.
@@ -63,17 +87,30 @@ MetricsCsv::MetricsCsv(const std::string& path, uint64_t resume_round) {
         }
       }
     } else {
-      std::error_code ec;
       std::filesystem::rename(path, path + ".old", ec);
       if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
     }
   }
-  writeFileAtomically(path, kept, 0644);
+  // The file keeps its permissions (less the umask); a new one gets a fresh file's.
+  writeFileAtomically(path, kept, exists ? unsigned(st.st_mode & 07777) : 0644u);
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw std::runtime_error(path +
-                             ": cannot open metrics CSV for writing: " + std::strerror(errno));
+  if (fd_ < 0) failOpening(path, "cannot open metrics CSV for writing");
+  regular_ = true;
+}
+
+void MetricsCsv::start(const std::string& path, int flags) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | flags, 0644);
+  if (fd_ < 0) failOpening(path, "cannot open metrics CSV for writing");
+  struct stat st {};
+  regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  if (!append(header() + '\n')) {
+    const int saved = errno;
+    ::close(fd_);
+    fd_ = -1;
+    errno = saved;
+    failOpening(path, "cannot write the metrics CSV's header");
   }
+  if (regular_) syncDirectoryOf(path);
 }
 
 MetricsCsv::~MetricsCsv() {
@@ -100,7 +137,7 @@ bool MetricsCsv::append(const std::string& line) {
 
 bool MetricsCsv::write(const RoundRecord& r) { return append(row(r) + '\n'); }
 
-bool MetricsCsv::sync() { return ::fsync(fd_) == 0; }
+bool MetricsCsv::sync() { return !regular_ || ::fsync(fd_) == 0; }
 
 std::string MetricsCsv::header() {
   return "round,time_s,train_loss,test_accuracy,upload_bytes,download_bytes,full_bytes,"

@@ -17,7 +17,8 @@ class MetricsCsv {
   // stay, those of rounds from resume_round on (redone after the restart) are dropped. The kept
   // rows replace the file atomically (a crash or a full disk while they are written leaves the
   // old file whole). A file that is missing, empty or has another header (an older tern) is
-  // started afresh, the old one kept as PATH.old. Throws std::runtime_error when it cannot be
+  // started afresh, the old one kept as PATH.old. A pipe or device is written on, after a header.
+  // A symbolic link's target is the file continued. Throws std::runtime_error when it cannot be
   // read or written.
   MetricsCsv(const std::string& path, uint64_t resume_round);
   ~MetricsCsv();
@@ -29,7 +30,7 @@ class MetricsCsv {
   bool write(const RoundRecord& r);
   // The rows written so far are on disk (fsync): the coordinator calls it before a checkpoint,
   // so that a power loss after the checkpoint cannot leave rounds before it without their rows.
-  // False when the fsync failed.
+  // False when the fsync failed; true at once for a pipe or device.
   bool sync();
   // Before a run that does not resume: a non-empty file at `path` (an earlier run's record) is
   // kept as PATH.old rather than truncated. True when it did so; throws when the rename fails.
@@ -40,8 +41,11 @@ class MetricsCsv {
  private:
   // Appends the line; on failure the file is cut back to where it was. False when it failed.
   bool append(const std::string& line);
-  void openForAppend(const std::string& path);
+  // Opens `path` for appending (with `flags`: O_CREAT | O_TRUNC for a fresh file) and writes
+  // the header.
+  void start(const std::string& path, int flags);
   int fd_ = -1;
+  bool regular_ = false;  // a regular file: syncs reach a disk (a pipe or device has none)
 };
 
 std::string progressLine(const RoundRecord& r);

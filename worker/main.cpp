@@ -284,6 +284,10 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   if (!core.joined()) {
     // A join still queued on a connection being made must not go out after this worker is gone.
     channel.socket().set(zmq::sockopt::linger, 0);
+  } else if (core.finished()) {
+    // The Leave answering the coordinator's Finish, which the coordinator waits for, may queue
+    // behind a late push on a slow uplink: it gets a few seconds (the unit allows 15 to stop).
+    channel.socket().set(zmq::sockopt::linger, 5000);
   }
   dispatch(core.stop("stopped by signal"));
   publish(core.finished() ? "finished" : "stopped");

@@ -110,6 +110,7 @@ std::vector<Message> WorkerCore::join() {
     j->set_shard_index(uint32_t(settings_.shard_index));
     j->set_shard_total(uint32_t(settings_.shard_total));
   }
+  j->set_acks_finish(true);
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {

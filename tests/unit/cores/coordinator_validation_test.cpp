@@ -1228,26 +1228,47 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
   h.settings.max_rounds = 1;
   h.withTimers(100.0, 100.0);
   CHECK(h.core->finishAcknowledged());  // nobody told anything yet
-  const auto [a, b] = h.joinAB();
+  // A and B say they answer a Finish; C is of an older tern that does not, and is not waited for.
+  auto joinSaying = [&](const std::string& peer, const std::string& name, bool acks) {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_join()->set_worker_name(name);
+    m.envelope.mutable_join()->set_sample_count(100);
+    m.envelope.mutable_join()->set_acks_finish(acks);
+    return idOf(h.core->onMessage(peer, m, 10, h.now), peer);
+  };
+  const uint32_t a = joinSaying("A", "a", true), b = joinSaying("B", "b", true);
+  const uint32_t c = joinSaying("C", "c", false);
   const size_t d = h.core->parameters().size();
   h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
-  const auto out = h.core->onMessage("B", h.push(b, 0, ramp(d, 0.0f, 1.0f)), 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, ramp(d, 0.0f, 1.0f)), 50, h.now);
+  const auto out = h.core->onMessage("C", h.push(c, 0, ramp(d, 2.0f, 1.0f)), 50, h.now);
   REQUIRE(h.core->finished());
   CHECK(std::count_if(out.begin(), out.end(),
-                      [](const Outgoing& o) { return o.message.envelope.has_finish(); }) == 2);
+                      [](const Outgoing& o) { return o.message.envelope.has_finish(); }) == 3);
   CHECK_FALSE(h.core->finishAcknowledged());
   CHECK(h.core->finishUnacknowledged() == 2);
-  // A Leave of another session, or from a peer that is no worker, does not count and is refused.
+  const uint64_t rejected = h.core->rejectedTotal();
+  // A Leave of another session, or from a peer that is no worker, does not count as an answer.
   Message stale = h.leave();
   stale.envelope.mutable_leave()->set_session(h.session + 1);
   CHECK(hasError(h.core->onMessage("A", stale, 10, h.now), wire::Error::SHUTTING_DOWN));
-  CHECK(hasError(h.core->onMessage("C", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(hasError(h.core->onMessage("X", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(h.core->rejectedTotal() == rejected + 1);  // only the stranger's is at fault
   CHECK(h.core->finishUnacknowledged() == 2);
+  // A heartbeat that crossed the Finish is answered, not counted: the run's record is closed.
+  Message hb;
+  hb.envelope = makeEnvelope();
+  hb.envelope.mutable_heartbeat()->set_session(h.session);
+  hb.envelope.mutable_heartbeat()->set_worker_id(b);
+  CHECK(hasError(h.core->onMessage("B", hb, 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(h.core->rejectedTotal() == rejected + 1);
   CHECK(h.core->onMessage("A", h.leave(), 10, h.now).empty());
   CHECK(h.core->finishUnacknowledged() == 1);
-  // A second Leave of A's is refused like any message after the end, and counts for nothing.
+  // A second Leave of A's is answered like any message after the end, and counts for nothing.
   CHECK(hasError(h.core->onMessage("A", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
   CHECK_FALSE(h.core->finishAcknowledged());
   CHECK(h.core->onMessage("B", h.leave(), 10, h.now).empty());
   CHECK(h.core->finishAcknowledged());
+  CHECK(h.core->rejectedTotal() == rejected + 1);
 }

@@ -4,7 +4,9 @@
 #include "server/metrics_csv.hpp"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -109,6 +111,46 @@ TEST_CASE("a resumed metrics CSV that cannot be rewritten is left whole, and the
   const std::string fresh = scratch("fresh_mode.csv");
   { server::MetricsCsv csv(fresh); }
   CHECK(modeOf(path) == modeOf(fresh));
+}
+
+TEST_CASE("a resumed metrics CSV behind a link, or with its own permissions, keeps them") {
+  const std::string target = scratch("target.csv"), link = scratch("link.csv");
+  {
+    server::MetricsCsv csv(target);
+    for (uint64_t r = 0; r < 4; ++r) csv.write(record(r));
+  }
+  ::chmod(target.c_str(), 0640);
+  std::filesystem::create_symlink(target, link);
+  {
+    server::MetricsCsv csv(link, 2);
+    csv.write(record(2));
+  }
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(modeOf(target) == 0640);
+  std::string expected = server::MetricsCsv::header() + "\n";
+  for (uint64_t r = 0; r < 3; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
+  CHECK(slurp(target) == expected);
+}
+
+TEST_CASE("a resumed metrics CSV that is a pipe is written on, not replaced by a file") {
+  const std::string fifo = scratch("rows.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  {
+    server::MetricsCsv csv(fifo, 5);
+    CHECK(csv.write(record(5)));
+    CHECK(csv.sync());  // nothing to sync on a pipe, and nothing to report
+  }
+  struct stat st {};
+  REQUIRE(::stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(reader, got.data(), got.size());
+  ::close(reader);
+  REQUIRE(n > 0);
+  got.resize(size_t(n));
+  CHECK(got == server::MetricsCsv::header() + "\n" + server::MetricsCsv::row(record(5)) + "\n");
 }
 
 TEST_CASE("a row that cannot be written is cut off and reported, and the next row tries again") {
