@@ -58,6 +58,17 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
   return errorTo(peer, code, text);
 }
 
+uint64_t CoordinatorCore::largestFrameBytes() {
+  if (largest_frame_bytes_ == 0) {
+    compression::SparseGradient dense;
+    dense.dim = uint32_t(params_.size());
+    dense.values.assign(params_.size(), 1.0f);
+    largest_frame_bytes_ =
+        std::max<uint64_t>(params_.size() * sizeof(float), compression::encodeUpdate(dense).size());
+  }
+  return largest_frame_bytes_;
+}
+
 Outgoing CoordinatorCore::errorTo(const std::string& peer, wire::Error::Code code,
                                   const std::string& text) {
   Outgoing out;
@@ -190,15 +201,15 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   if (std::string why = config::workerNameProblem(join.worker_name()); !why.empty()) {
     return {reject(peer, wire::Error::MALFORMED, "bad_join", "worker name " + why)};
   }
-  // The welcome carries the whole model in one frame: a worker whose socket would drop it says
-  // so now, and hears why, instead of waiting for a welcome that never arrives.
-  const uint64_t model_bytes = uint64_t(params_.size()) * sizeof(float);
-  if (join.max_message_bytes() != 0 && model_bytes > join.max_message_bytes()) {
+  // The welcome carries the whole model in one frame, and a round start or finish after a dense
+  // step the model's floats and the update's header: a worker whose socket would drop them says
+  // so now, and hears why, instead of waiting for frames that never arrive.
+  if (join.max_message_bytes() != 0 && largestFrameBytes() > join.max_message_bytes()) {
     return {reject(peer, wire::Error::MESSAGE_LIMIT, "message_limit",
-                   "the model's " + std::to_string(model_bytes) +
+                   "the model's frames of up to " + std::to_string(largestFrameBytes()) +
                        " bytes do not fit this worker's max_message_bytes of " +
                        std::to_string(join.max_message_bytes()) + ": raise it to at least " +
-                       std::to_string(model_bytes))};
+                       std::to_string(largestFrameBytes()))};
   }
   // A worker that re-joins under the same name keeps its id (restart, network change).
   Worker* w = nullptr;
@@ -245,6 +256,9 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
             std::to_string(int(forgetAfterSeconds())) + " s")};
   }
   if (!w) {
+    // Ids count up and wrap at 2^32 (a long-lived run, or a checkpoint that says so): one a
+    // known worker holds is skipped, never shared.
+    while (workers_.count(next_id_)) ++next_id_;
     uint32_t id = next_id_++;
     w = &workers_[id];
     w->rec.id = id;
@@ -1167,7 +1181,13 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
     w.rec.cap = cw.cap();
     w.rec.threshold = cw.threshold();
     w.rec.share = cw.share();
-    w.rec.link = cw.link();
+    // A link model no link could have (a damaged checkpoint) would price this worker's pushes
+    // until its next one: it starts unfitted instead, as the live path drops one.
+    if (const char* why = invalidLinkModel(cw.link(), settings.max_message_bytes)) {
+      spdlog::warn("checkpoint's link model of worker {} dropped: {}", printable(cw.name()), why);
+    } else {
+      w.rec.link = cw.link();
+    }
     w.rec.upload_bytes = cw.upload_bytes();
     w.rec.download_bytes = cw.download_bytes();
     // Not alive: its ROUTER identity belonged to the previous process. It re-joins by name, and

@@ -208,6 +208,10 @@ class CoordinatorCore {
                                    double received_at);
   Outgoing reject(const std::string& peer, wire::Error::Code code, const std::string& reason,
                   const std::string& text);
+  // The largest frame a worker is sent: the model's floats (a welcome) or a dense update, header
+  // included (a round start or finish). Computed once.
+  uint64_t largestFrameBytes();
+  uint64_t largest_frame_bytes_ = 0;
   // The error message alone, not counted: an answer to a message that is not at fault.
   Outgoing errorTo(const std::string& peer, wire::Error::Code code, const std::string& text);
   Outgoing send(Worker& w, Message m);

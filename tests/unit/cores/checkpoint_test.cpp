@@ -4,6 +4,8 @@
 // worker's side of a restart: one re-join however many of its messages the new session refuses.
 #include <doctest/doctest.h>
 
+#include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
@@ -487,6 +489,46 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
     CHECK(restored->lastRecord().workers[0].name == "a");
     CHECK(restored->parameters() == c.core->parameters());
   }
+  // A link model no link could have is dropped (the worker starts unfitted), the rest restored.
+  for (const double b : {-1.0, std::numeric_limits<double>::quiet_NaN(), 1e9}) {
+    CAPTURE(b);
+    const auto restored = c.restored(variant([&](wire::Checkpoint& v) {
+                                       auto* link = v.mutable_workers(1)->mutable_link();
+                                       link->set_b_seconds_per_packet(b);
+                                       link->set_samples(5);
+                                       link->set_packet_bytes(1448);
+                                     }),
+                                     1);
+    REQUIRE(restored->lastRecord().workers.size() == 2);
+    CHECK(restored->lastRecord().workers[1].link.samples() == 0);
+    CHECK(restored->lastRecord().workers[1].link.b_seconds_per_packet() == 0.0);
+  }
+  const auto fitted = c.restored(variant([&](wire::Checkpoint& v) {
+                                   auto* link = v.mutable_workers(1)->mutable_link();
+                                   link->set_b_seconds_per_packet(0.002);
+                                   link->set_samples(5);
+                                   link->set_packet_bytes(1448);
+                                 }),
+                                 1);
+  CHECK(fitted->lastRecord().workers[1].link.samples() == 5);  // a sound one is kept
+}
+
+TEST_CASE("worker ids wrap at 2^32 without handing out one a known worker holds") {
+  Cluster c;
+  const auto [a, b] = c.joinAB();
+  runRound(*c.core, c.session, "A", a, "B", b, c.now);
+  wire::Checkpoint cp;
+  REQUIRE(cp.ParseFromString(c.core->checkpoint()));
+  cp.set_next_worker_id(std::numeric_limits<uint32_t>::max());
+  auto resumed = c.restored(cp.SerializeAsString(), 9);
+  std::set<uint32_t> ids{a, b};
+  for (const std::string name : {"x", "y", "z"}) {
+    const auto* w =
+        welcomeIn(resumed->onMessage("P" + name, join(name, 10), 10, c.now), "P" + name);
+    REQUIRE(w != nullptr);
+    CHECK(ids.insert(w->worker_id()).second);  // a new id, never a known worker's
+  }
+  CHECK(ids.count(std::numeric_limits<uint32_t>::max()) == 1);
 }
 
 TEST_CASE("a worker answers a burst of unknown-session errors from a restarted coordinator once") {

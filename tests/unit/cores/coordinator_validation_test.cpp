@@ -592,20 +592,36 @@ TEST_CASE("a join cut from another partition than a live worker's is refused, sa
 }
 
 TEST_CASE("a join whose worker could not take the model's welcome is refused, saying why") {
+  // The largest frame a worker is sent, measured: a round start after dense pushes carries a
+  // dense update, the model's floats and the update's header.
+  size_t largest = 0;
+  {
+    Harness run;
+    const auto [a, b] = run.joinAB();
+    const size_t d = run.core->parameters().size();
+    run.core->onMessage("A", run.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, run.now);
+    for (const auto& o : run.core->onMessage("B", run.push(b, 0, ramp(d, 2.0f, 1.0f)), 50, run.now))
+      if (o.message.envelope.has_round_start())
+        largest = std::max(largest, o.message.payload.size());
+  }
   Harness h;
   const size_t model_bytes = h.core->parameters().size() * sizeof(float);
+  REQUIRE(largest > model_bytes);
   Message m;
   m.envelope = makeEnvelope();
   m.envelope.mutable_join()->set_worker_name("small");
   m.envelope.mutable_join()->set_sample_count(10);
-  m.envelope.mutable_join()->set_max_message_bytes(model_bytes - 1);
+  // Room for the model's welcome but not for a dense update: its rounds would be dropped.
+  m.envelope.mutable_join()->set_max_message_bytes(model_bytes);
   auto out = h.core->onMessage("S", m, 10, h.now);
   REQUIRE(hasError(out, wire::Error::MESSAGE_LIMIT));
-  CHECK(out[0].message.envelope.error().text().find(std::to_string(model_bytes)) !=
+  CHECK(out[0].message.envelope.error().text().find("at least " + std::to_string(largest)) !=
         std::string::npos);
   CHECK(h.core->aliveWorkers() == 0);
-  // Room for exactly the model: welcomed.
-  m.envelope.mutable_join()->set_max_message_bytes(model_bytes);
+  m.envelope.mutable_join()->set_max_message_bytes(largest - 1);
+  CHECK(hasError(h.core->onMessage("S", m, 10, h.now), wire::Error::MESSAGE_LIMIT));
+  // Room for exactly the largest frame: welcomed.
+  m.envelope.mutable_join()->set_max_message_bytes(largest);
   CHECK(idOf(h.core->onMessage("S", m, 10, h.now), "S") == 0);
 }
 
