@@ -58,6 +58,23 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
   return errorTo(peer, code, text);
 }
 
+double CoordinatorCore::patienceFor(const Worker& w) const {
+  const double patience = settings_.worker_patience_seconds;
+  const wire::LinkModel& link = w.rec.link;
+  if (phase_ != Phase::kRunning || !w.in_round || w.pending || link.samples() == 0 ||
+      link.packet_bytes() == 0) {
+    return patience;
+  }
+  // Its push, at its own price (the model's floats until one has arrived), on its fitted link.
+  const double bytes =
+      w.push_bytes.known
+          ? w.push_bytes.fixed + w.push_bytes.per_coordinate * double(w.round_cap)
+          : double(largest_frame_bytes_ ? largest_frame_bytes_ : params_.size() * sizeof(float));
+  const double packets = std::ceil(bytes / double(link.packet_bytes()));
+  const double push_seconds = link.a_seconds() + link.b_seconds_per_packet() * packets;
+  return std::max(patience, 2.0 * push_seconds);
+}
+
 uint64_t CoordinatorCore::largestFrameBytes() {
   if (largest_frame_bytes_ == 0) {
     compression::SparseGradient dense;
@@ -935,7 +952,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
   });
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
-    if (now >= w.last_seen + settings_.worker_patience_seconds) {
+    if (now >= w.last_seen + patienceFor(w)) {
       spdlog::warn("worker {} ({}) silent for {:.1f} s: marked gone", id, w.rec.name,
                    now - w.last_seen);
       w.rec.alive = false;
@@ -1006,7 +1023,7 @@ double CoordinatorCore::nextWakeup() const {
   }
   for (const auto& [id, w] : workers_) {
     if (!w.rec.alive) continue;
-    t = std::min(t, w.last_seen + settings_.worker_patience_seconds);
+    t = std::min(t, w.last_seen + patienceFor(w));
     t = std::min(t, w.last_sent + settings_.heartbeat_seconds);
   }
   return t;

@@ -160,6 +160,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       using Kind = transport::HandshakeEvent::Kind;
       if (e.kind == Kind::succeeded) {
         handshake_done = true;
+        core.connectionUp();
         if (auth_refused + handshake_failed > 0) {
           spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
         }

@@ -148,6 +148,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
     return refuse("protocol version mismatch");
   }
   last_heard_ = clock_();
+  silence_factor_ = 1.0;
   switch (env.body_case()) {
     case wire::Envelope::kWelcome:
       return handleWelcome(msg);
@@ -671,9 +672,16 @@ std::vector<Message> WorkerCore::onTick() {
   if (finished_) return {};
   const double now = clock_();
   if (!joined_ && retry_join_at_ > 0.0 && now >= retry_join_at_) return join();
-  if (now >= last_heard_ + settings_.coordinator_patience_seconds) {
+  if (now >= last_heard_ + silenceAllowed()) {
     spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
     ++stats_.rejoins;
+    // Over a connection that came up since the last join the coordinator may be sending a frame
+    // that takes longer than the patience (a large model's welcome or a dense update on a slow
+    // downlink; the re-join's new connection drops what of it had come): the next wait is twice
+    // as long, up to 8 times the patience. A connection that never came up (a cut link, a
+    // blackhole) says nothing of the sort, and the patience stays as it is.
+    silence_factor_ = connected_since_join_ ? std::min(8.0, 2.0 * silence_factor_) : 1.0;
+    connected_since_join_ = false;
     return join();
   }
   if (joined_ && now >= last_sent_ + settings_.heartbeat_seconds) return {sendable(*heartbeat())};
@@ -691,8 +699,12 @@ std::optional<Message> WorkerCore::heartbeat() const {
   return m;
 }
 
+double WorkerCore::silenceAllowed() const {
+  return settings_.coordinator_patience_seconds * silence_factor_;
+}
+
 double WorkerCore::nextWakeup() const {
-  double t = last_heard_ + settings_.coordinator_patience_seconds;
+  double t = last_heard_ + silenceAllowed();
   if (joined_) t = std::min(t, last_sent_ + settings_.heartbeat_seconds);
   if (!joined_ && retry_join_at_ > 0.0) t = std::min(t, retry_join_at_);
   return t;

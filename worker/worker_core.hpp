@@ -71,6 +71,11 @@ class WorkerCore {
   // Why this worker gave up (its shard cannot train the coordinator's model), or "".
   const std::string& fatalError() const { return fatal_; }
   bool joined() const { return joined_; }
+  // The transport's connection to the coordinator completed its handshake.
+  void connectionUp() { connected_since_join_ = true; }
+  // How long the coordinator may stay silent before this worker re-joins: the patience, longer
+  // after silences over a live connection (see onTick).
+  double silenceAllowed() const;
   // A join has gone out and no welcome has answered it yet: the coordinator may be admitting this
   // worker (a stopping daemon waits a little for the welcome, so that it can leave).
   bool awaitingWelcome() const {
@@ -151,6 +156,8 @@ class WorkerCore {
   std::unique_ptr<LevelPolicy> policy_;
   Rng rng_;
   double last_heard_ = 0.0;
+  double silence_factor_ = 1.0;        // silenceAllowed() in units of the patience
+  bool connected_since_join_ = false;  // a handshake completed since the last silent re-join
   double last_sent_ = 0.0;
   double join_sent_ = -1.0;
   uint64_t instance_ = 0;

@@ -1288,3 +1288,51 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
   CHECK(h.core->finishAcknowledged());
   CHECK(h.core->rejectedTotal() == rejected + 1);
 }
+
+TEST_CASE("a worker whose push takes long on its fitted link is not called silent while it sends") {
+  // The heartbeats of a worker on a slow uplink queue behind its push: while the push for the
+  // open round is awaited, its patience is twice the push's time on its link (here 1 + 10 s a
+  // packet, one packet: 22 s) where that is longer than worker_patience_seconds (5 s).
+  for (const bool fitted : {true, false}) {
+    CAPTURE(fitted);
+    Harness h;
+    h.withTimers(100.0, 5.0);
+    const auto [a, b] = h.joinAB();
+    const size_t d = h.core->parameters().size();
+    auto pushWithLink = [&](uint32_t id, uint64_t round) {
+      Message m = h.push(id, round, ramp(d, 1.0f, 1.0f));
+      if (fitted) {
+        auto* link = m.envelope.mutable_push()->mutable_link();
+        link->set_a_seconds(1.0);
+        link->set_b_seconds_per_packet(10.0);
+        link->set_packet_bytes(1448);
+        link->set_samples(8);
+      }
+      return m;
+    };
+    h.core->onMessage("A", pushWithLink(a, 0), 50, h.now);
+    h.core->onMessage("B", pushWithLink(b, 0), 50, h.now);
+    REQUIRE(h.core->round() == 1);
+    const double opened = h.now;
+    // A pushes at once and keeps in touch; B's push is on its way.
+    h.core->onMessage("A", pushWithLink(a, 1), 50, h.now);
+    auto heartbeatOfA = [&] {
+      Message hb;
+      hb.envelope = makeEnvelope();
+      hb.envelope.mutable_heartbeat()->set_session(h.session);
+      hb.envelope.mutable_heartbeat()->set_worker_id(a);
+      h.core->onMessage("A", hb, 10, h.now);
+    };
+    for (double t : {4.0, 8.0, 12.0, 16.0, 20.0, 21.9}) {
+      h.now = opened + t;
+      heartbeatOfA();
+      h.core->onTick();
+      CHECK(h.core->aliveWorkers() == (fitted || t < 5.0 ? 2u : 1u));
+    }
+    // At 22 s it is marked gone.
+    h.now = opened + 22.0;
+    heartbeatOfA();
+    h.core->onTick();
+    CHECK(h.core->aliveWorkers() == 1);
+  }
+}

@@ -980,3 +980,43 @@ TEST_CASE("a worker answers the coordinator's Finish with a Leave, so the coordi
   CHECK(out[0].envelope.leave().reason() == "finished");
   CHECK(rig.core->stop("stopped by signal").empty());  // said once
 }
+
+TEST_CASE("silences over a live connection are waited out longer, up to 8 times the patience") {
+  // Patience 30 s. A join whose connection came up and then heard nothing may have a welcome
+  // of a large model on its way down a slow link: the re-joins come after 30, 60, 120, 240 and
+  // then every 240 s. Without a connection (a cut link) the patience stays 30 s; a message heard
+  // brings it back too.
+  Rig rig;
+  auto rejoinsAt = [&](double t) {
+    rig.now = t;
+    const uint64_t before = rig.core->stats().rejoins;
+    rig.core->onTick();
+    return rig.core->stats().rejoins - before;
+  };
+  double t = 0.0;
+  for (const double wait : {30.0, 60.0, 120.0, 240.0, 240.0}) {
+    CAPTURE(wait);
+    rig.core->connectionUp();
+    CHECK(rig.core->silenceAllowed() == doctest::Approx(wait));
+    CHECK(rig.core->nextWakeup() == doctest::Approx(t + wait));
+    CHECK(rejoinsAt(t + wait - 0.01) == 0);
+    CHECK(rejoinsAt(t + wait) == 1);
+    t += wait;
+  }
+  // No handshake through the last wait: the next one is the patience.
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(240.0));
+  CHECK(rejoinsAt(t + 240.0) == 1);
+  t += 240.0;
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(30.0));
+  CHECK(rejoinsAt(t + 30.0) == 1);
+  t += 30.0;
+  // Longer again over a live connection, and back to the patience once anything is heard.
+  rig.core->connectionUp();
+  CHECK(rejoinsAt(t + 30.0) == 1);
+  t += 30.0;
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(60.0));
+  rig.now = t + 10.0;
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(30.0));
+}
