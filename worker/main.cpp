@@ -299,8 +299,8 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   std::cout << "replica: round=" << core.replicaRound() << " checksum=" << std::hex
             << checksum(core.parameters()) << std::dec << std::endl;
   if (!core.fatalError().empty()) {
-    // Refused for good (another protocol version, a model that cannot train on this shard or
-    // does not fit max_message_bytes): its own status, which the unit does not restart.
+    // Refused for good (another protocol version, a model that does not fit max_message_bytes,
+    // a shard no model can train on): its own status, which the unit does not restart.
     std::cerr << "tern-worker: " << core.fatalError() << '\n';
     return 3;
   }

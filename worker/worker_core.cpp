@@ -260,12 +260,23 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   }
   // A welcome this worker cannot train under is refused, and the coordinator is told so it does
   // not wait for pushes that will never come (it will be welcomed again after a re-join).
-  // A shard that cannot train the model (features, labels) will not change: the worker gives up.
-  auto refuseWelcome = [&](const std::string& why, bool give_up = false) {
+  enum class Then { rejoin, ask_later, give_up };
+  auto refuseWelcome = [&](const std::string& why, Then then = Then::rejoin) {
     refuse(why);
-    if (give_up) {
+    if (then == Then::give_up) {
+      // The shard itself is at fault: no coordinator can change that.
       fatal_ = why;
       finished_ = true;
+    } else if (then == Then::ask_later) {
+      // A model that does not fit this shard (features, labels): the coordinator's configuration
+      // or this worker's data is wrong, and either may be mended without touching the other
+      // (a fleet must not stay down for a typo at the coordinator). Each ask costs a welcome of
+      // the whole model: after 30 s, then twice as long each time, up to 10 minutes.
+      const double wait = std::min(600.0, 30.0 * std::pow(2.0, double(unfit_welcomes_)));
+      ++unfit_welcomes_;
+      spdlog::error("cannot train the coordinator's model: {}; asking again in {:g} s", why, wait);
+      retry_join_at_ = clock_() + wait;
+      join_refused_ = true;
     }
     return std::vector<Message>{leaveMessage(w.worker_id(), w.session(), "cannot train: " + why)};
   };
@@ -278,7 +289,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   if (spec.features != shard_->features()) {
     return refuseWelcome("model expects " + std::to_string(spec.features) +
                              " features, shard has " + std::to_string(shard_->features()),
-                         true);
+                         Then::ask_later);
   }
   if (w.training().batch_size() == 0) return refuseWelcome("training settings have batch size 0");
   if (w.training().local_steps() > config::kMaxLocalSteps) {
@@ -299,7 +310,8 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome(std::string("bad model spec: ") + e.what());
   }
   if (std::string why = ml::labelsUnfit(spec, *shard_); !why.empty()) {
-    return refuseWelcome("the coordinator's model cannot train on this shard: " + why, true);
+    return refuseWelcome("the coordinator's model cannot train on this shard: " + why,
+                         Then::ask_later);
   }
   // The size is checked before anything is allocated for the parameters.
   if (msg.payload.size() != model->numParams() * sizeof(float))
@@ -318,7 +330,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   if (!std::isfinite(smoothness) || !(smoothness > 0.0)) {
     return refuseWelcome("the shard's smoothness bound is " + std::to_string(smoothness) +
                              " (a feature too large for its type?)",
-                         true);
+                         Then::give_up);
   }
   compression::CompressorSpec cspec = settings_.compressor;
   if (w.threshold() > 0.0) cspec.threshold = w.threshold();
@@ -357,7 +369,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
                                std::to_string(peer_max) + " (this model's takes up to " +
                                std::to_string(largest) +
                                " bytes): raise it there, or choose a compressor that sends fewer",
-                           true);
+                           Then::ask_later);
     }
   }
   model_ = std::move(model);
@@ -384,6 +396,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   pushed_round_ = -1;
   sent_.clear();
   joined_ = true;
+  unfit_welcomes_ = 0;
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 
@@ -672,6 +685,8 @@ std::vector<Message> WorkerCore::onTick() {
   if (finished_) return {};
   const double now = clock_();
   if (!joined_ && retry_join_at_ > 0.0 && now >= retry_join_at_) return join();
+  // A refused join asks again when its retry falls due, however long the coordinator is quiet.
+  if (!joined_ && join_refused_ && retry_join_at_ > 0.0) return {};
   if (now >= last_heard_ + silenceAllowed()) {
     spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
     ++stats_.rejoins;
@@ -704,6 +719,7 @@ double WorkerCore::silenceAllowed() const {
 }
 
 double WorkerCore::nextWakeup() const {
+  if (!joined_ && join_refused_ && retry_join_at_ > 0.0) return retry_join_at_;
   double t = last_heard_ + silenceAllowed();
   if (joined_) t = std::min(t, last_sent_ + settings_.heartbeat_seconds);
   if (!joined_ && retry_join_at_ > 0.0) t = std::min(t, retry_join_at_);

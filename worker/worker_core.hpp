@@ -156,6 +156,7 @@ class WorkerCore {
   std::unique_ptr<LevelPolicy> policy_;
   Rng rng_;
   double last_heard_ = 0.0;
+  uint32_t unfit_welcomes_ = 0;        // welcomes in a row whose model does not fit the shard
   double silence_factor_ = 1.0;        // silenceAllowed() in units of the patience
   bool connected_since_join_ = false;  // a handshake completed since the last silent re-join
   double last_sent_ = 0.0;

@@ -64,6 +64,7 @@ struct Rig {
 
   uint32_t features = 3;
   uint64_t peer_max_bytes = 0;  // the welcome's max_message_bytes (0 = not said)
+  std::string refused_because;  // the Leave's reason when the last welcome was refused
   // false: a message holds the link for a + b * packets (the latency a is the link's too);
   // true: its bytes hold the link for b * packets and arrive a later, so a message behind
   // another arrives b * its packets after it (a real path's pipelining).
@@ -116,6 +117,7 @@ struct Rig {
       CHECK(out[0].envelope.has_leave());
       CHECK(out[0].envelope.leave().session() == session);
       CHECK(out[0].envelope.leave().reason().rfind("cannot train: ", 0) == 0);
+      refused_because = out[0].envelope.leave().reason();
     }
   }
 
@@ -395,22 +397,38 @@ TEST_CASE("a welcome with batch size 0 is refused and counted, and the worker st
   CHECK(rig.core->joined());
 }
 
-TEST_CASE("a worker whose shard has a label the model has no output for gives up, saying why") {
+TEST_CASE("a worker whose shard has a label the model has no output for asks again later") {
+  // The coordinator's configuration (classes) or this worker's data is wrong; either may be
+  // mended, and a fleet must not stay down for a typo at the coordinator. Every ask costs a
+  // welcome of the whole model: after 30 s, then 60, 120, ... up to 600 s.
   for (const auto& [kind, classes] : {std::pair<std::string, uint32_t>{"logistic", 2},
                                       std::pair<std::string, uint32_t>{"softmax", 2}}) {
     CAPTURE(kind);
     Rig rig(0, 3);  // labels 0, 1, 2
-    CHECK_FALSE(rig.core->finished());
-    rig.welcome(8, kind, classes);
-    CHECK_FALSE(rig.core->joined());
-    CHECK(rig.core->stats().rejected == 1);
-    CHECK(rig.core->finished());
-    CHECK(rig.core->fatalError().find("label 2 has no output") != std::string::npos);
+    double t = 0.0;
+    for (const double wait : {30.0, 60.0, 120.0, 240.0, 480.0, 600.0, 600.0}) {
+      CAPTURE(wait);
+      rig.now = t;
+      rig.welcome(8, kind, classes);
+      CHECK_FALSE(rig.core->joined());
+      CHECK_FALSE(rig.core->finished());
+      CHECK(rig.core->fatalError().empty());
+      CHECK(rig.refused_because.find("label 2 has no output") != std::string::npos);
+      CHECK(rig.core->nextWakeup() == doctest::Approx(t + wait));
+      rig.now = t + wait - 0.01;  // past its 30 s patience, but a refused join waits its turn
+      CHECK(rig.core->onTick().empty());
+      rig.now = t + wait;
+      const auto ask = rig.core->onTick();
+      REQUIRE(ask.size() == 1);
+      CHECK(ask[0].envelope.has_join());
+      t += wait;
+    }
+    CHECK(rig.core->stats().rejected == 7);
+    // The coordinator's model mended: the next welcome fits and the worker trains.
+    rig.welcome(8, "softmax", 3);
+    CHECK(rig.core->joined());
+    CHECK(rig.core->fatalError().empty());
   }
-  Rig fits(0, 3);
-  fits.welcome(8, "softmax", 3);
-  CHECK(fits.core->joined());
-  CHECK(fits.core->fatalError().empty());
 }
 
 TEST_CASE("a threshold no compressor can use is refused and counted, at the welcome and later") {
@@ -870,11 +888,13 @@ TEST_CASE("pushes and probes fit in the coordinator's largest message, said in i
   bool big = false;
   for (const auto& m : out) big = big || m.payload.size() > 4096;
   CHECK(big);
-  // A compressor that sends every coordinate whatever the level cannot fit: the worker stops,
-  // saying why.
+  // A compressor that sends every coordinate whatever the level cannot fit: the worker says why
+  // and asks again later (the coordinator's limit may be raised).
   auto dense = rig("identity", 4096);
   CHECK_FALSE(dense->core->joined());
-  CHECK(dense->core->fatalError().find("max_message_bytes of 4096") != std::string::npos);
+  CHECK_FALSE(dense->core->finished());
+  CHECK(dense->refused_because.find("max_message_bytes of 4096") != std::string::npos);
+  CHECK(dense->core->nextWakeup() == doctest::Approx(dense->now + 30.0));
   // A threshold push's size follows the data: at threshold 0 every coordinate passes, and the
   // push keeps its largest that fit, counted, the rest staying in the residual. Before, the
   // worker sent the whole model and lost its connection every round.
