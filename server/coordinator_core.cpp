@@ -336,6 +336,8 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   wel->set_round(round_);
   wel->set_data_share(w->rec.share);
   wel->set_max_message_bytes(settings_.max_message_bytes);
+  wel->set_heartbeat_seconds(settings_.heartbeat_seconds);
+  wel->set_worker_patience_seconds(settings_.worker_patience_seconds);
   m.payload = floatsToBytes(params_);
   // The welcome carries model_{round_}: the worker's replica is current.
   w->synced_round = int64_t(round_);

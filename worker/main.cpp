@@ -201,13 +201,14 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     const auto beat = core.heartbeat();
     if (!m.envelope.has_round_start() || !beat) return core.onMessage(m, bytes);
     auto result = std::async(std::launch::async, [&] { return core.onMessage(m, bytes); });
-    double next_beat = steadySeconds() + s.heartbeat_seconds;
+    const double every = core.heartbeatInterval();
+    double next_beat = steadySeconds() + every;
     while (result.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
       if (steadySeconds() >= next_beat) {
         if (!transport::sendMessage(channel, "", *beat)) {
           spdlog::debug("heartbeat during a computation would block");
         }
-        next_beat = steadySeconds() + s.heartbeat_seconds;
+        next_beat = steadySeconds() + every;
       }
       tel.tick();
     }

@@ -60,7 +60,10 @@ WorkerCore::WorkerCore(const config::WorkerSettings& settings,
       shard_(std::move(shard)),
       clock_(std::move(clock)),
       link_(std::make_unique<LinkMonitor>(settings.link, settings.coordinator_patience_seconds)),
-      instance_(instance) {}
+      instance_(instance) {
+  heartbeat_ = settings.heartbeat_seconds;
+  patience_ = settings.coordinator_patience_seconds;
+}
 
 WorkerCore::~WorkerCore() = default;
 
@@ -203,7 +206,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
         // A restarted coordinator refuses, one by one, every message that queued up while it was
         // away; one join answers them all. A join that gets no welcome is retried on silence.
-        if (!joined_ && clock_() - join_sent_ < settings_.coordinator_patience_seconds) return {};
+        if (!joined_ && clock_() - join_sent_ < patience_) return {};
         ++stats_.rejoins;
         return join();
       }
@@ -397,6 +400,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   sent_.clear();
   joined_ = true;
   unfit_welcomes_ = 0;
+  fitTimersTo(w.heartbeat_seconds(), w.worker_patience_seconds());
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 
@@ -699,7 +703,7 @@ std::vector<Message> WorkerCore::onTick() {
     connected_since_join_ = false;
     return join();
   }
-  if (joined_ && now >= last_sent_ + settings_.heartbeat_seconds) return {sendable(*heartbeat())};
+  if (joined_ && now >= last_sent_ + heartbeat_) return {sendable(*heartbeat())};
   return {};
 }
 
@@ -714,14 +718,36 @@ std::optional<Message> WorkerCore::heartbeat() const {
   return m;
 }
 
-double WorkerCore::silenceAllowed() const {
-  return settings_.coordinator_patience_seconds * silence_factor_;
+void WorkerCore::fitTimersTo(double coordinator_heartbeat, double coordinator_patience) {
+  // Each side's settings pass their own ranges, but only together do they work: a worker that
+  // heartbeats less often than the coordinator's patience is marked gone between pushes, and one
+  // whose patience is shorter than the coordinator's heartbeat re-joins (a whole model's welcome)
+  // whenever a round is quiet. Values not said, or not finite and positive, change nothing.
+  heartbeat_ = settings_.heartbeat_seconds;
+  patience_ = settings_.coordinator_patience_seconds;
+  auto said = [](double v) { return std::isfinite(v) && v > 0.0; };
+  if (said(coordinator_patience) && heartbeat_ > coordinator_patience / 3.0) {
+    heartbeat_ = coordinator_patience / 3.0;
+    spdlog::warn(
+        "heartbeat_seconds {:g} is more than a third of the coordinator's worker patience of "
+        "{:g} s: heartbeating every {:g} s",
+        settings_.heartbeat_seconds, coordinator_patience, heartbeat_);
+  }
+  if (said(coordinator_heartbeat) && patience_ < 3.0 * coordinator_heartbeat) {
+    patience_ = 3.0 * coordinator_heartbeat;
+    spdlog::warn(
+        "coordinator_patience_seconds {:g} is less than three of the coordinator's heartbeats "
+        "of {:g} s: waiting {:g} s",
+        settings_.coordinator_patience_seconds, coordinator_heartbeat, patience_);
+  }
 }
+
+double WorkerCore::silenceAllowed() const { return patience_ * silence_factor_; }
 
 double WorkerCore::nextWakeup() const {
   if (!joined_ && join_refused_ && retry_join_at_ > 0.0) return retry_join_at_;
   double t = last_heard_ + silenceAllowed();
-  if (joined_) t = std::min(t, last_sent_ + settings_.heartbeat_seconds);
+  if (joined_) t = std::min(t, last_sent_ + heartbeat_);
   if (!joined_ && retry_join_at_ > 0.0) t = std::min(t, retry_join_at_);
   return t;
 }

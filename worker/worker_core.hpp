@@ -76,6 +76,9 @@ class WorkerCore {
   // How long the coordinator may stay silent before this worker re-joins: the patience, longer
   // after silences over a live connection (see onTick).
   double silenceAllowed() const;
+  // How often this worker heartbeats: its heartbeat_seconds, or a third of the coordinator's
+  // worker patience if that is shorter (said in the welcome).
+  double heartbeatInterval() const { return heartbeat_; }
   // A join has gone out and no welcome has answered it yet: the coordinator may be admitting this
   // worker (a stopping daemon waits a little for the welcome, so that it can leave).
   bool awaitingWelcome() const {
@@ -156,6 +159,10 @@ class WorkerCore {
   std::unique_ptr<LevelPolicy> policy_;
   Rng rng_;
   double last_heard_ = 0.0;
+  // The heartbeat interval and the patience in use: the settings', fitted to the coordinator's
+  // own at each welcome (fitTimersTo).
+  double heartbeat_ = 0.0, patience_ = 0.0;
+  void fitTimersTo(double coordinator_heartbeat, double coordinator_patience);
   uint32_t unfit_welcomes_ = 0;        // welcomes in a row whose model does not fit the shard
   double silence_factor_ = 1.0;        // silenceAllowed() in units of the patience
   bool connected_since_join_ = false;  // a handshake completed since the last silent re-join

@@ -65,6 +65,8 @@ struct Rig {
   uint32_t features = 3;
   uint64_t peer_max_bytes = 0;  // the welcome's max_message_bytes (0 = not said)
   std::string refused_because;  // the Leave's reason when the last welcome was refused
+  // The welcome's heartbeat_seconds and worker_patience_seconds (0 = not said).
+  double coordinator_heartbeat = 0.0, coordinator_patience = 0.0;
   // false: a message holds the link for a + b * packets (the latency a is the link's too);
   // true: its bytes hold the link for b * packets and arrive a later, so a message behind
   // another arrives b * its packets after it (a real path's pipelining).
@@ -106,6 +108,8 @@ struct Rig {
     w->set_threshold(threshold);
     w->set_round(0);
     w->set_max_message_bytes(peer_max_bytes);
+    w->set_heartbeat_seconds(coordinator_heartbeat);
+    w->set_worker_patience_seconds(coordinator_patience);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
     // No probe at the welcome: the train waits for the first push to ride ahead of. A refused
     // welcome is answered with a leave that says why, so the coordinator does not wait for it.
@@ -1039,4 +1043,41 @@ TEST_CASE("silences over a live connection are waited out longer, up to 8 times 
   rig.welcome();
   REQUIRE(rig.core->joined());
   CHECK(rig.core->silenceAllowed() == doctest::Approx(30.0));
+}
+
+TEST_CASE("a worker fits its heartbeat and patience to the coordinator's, said in the welcome") {
+  // Settings that each pass their ranges but not together: heartbeats every 20 s against a
+  // coordinator that marks a worker gone after 10 s of silence, and a patience of 30 s against a
+  // coordinator that heartbeats every 20 s.
+  Rig rig(0, 2, 3, [](config::WorkerSettings& s) { s.heartbeat_seconds = 20.0; });
+  rig.coordinator_heartbeat = 20.0;
+  rig.coordinator_patience = 10.0;
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  CHECK(rig.core->heartbeatInterval() == doctest::Approx(10.0 / 3.0));
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(60.0));
+  // Quiet after the welcome: heartbeats every 10/3 s, no re-join before 60 s.
+  size_t beats = 0;
+  for (double t = 0.1; t < 59.9; t += 0.1) {
+    rig.now = t;
+    for (const auto& m : rig.core->onTick()) {
+      beats += m.envelope.has_heartbeat() ? 1 : 0;
+      rig.core->onSent(m, m.envelope.ByteSizeLong());
+    }
+  }
+  CHECK(beats == 17);  // at 10/3, 20/3, ... 170/3 s
+  CHECK(rig.core->stats().rejoins == 0);
+  rig.now = 60.0;
+  rig.core->onTick();
+  CHECK(rig.core->stats().rejoins == 1);
+  // Values not said, or not usable, leave the settings as they are.
+  for (const double v : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    Rig plain(0, 2, 3, [](config::WorkerSettings& s) { s.heartbeat_seconds = 20.0; });
+    plain.coordinator_heartbeat = v;
+    plain.coordinator_patience = v;
+    plain.welcome();
+    REQUIRE(plain.core->joined());
+    CHECK(plain.core->heartbeatInterval() == 20.0);
+    CHECK(plain.core->silenceAllowed() == 30.0);
+  }
 }

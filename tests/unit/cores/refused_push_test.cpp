@@ -50,7 +50,7 @@ struct Cluster {
     cs.min_workers = uint32_t(n);
     cs.max_rounds = 12;
     cs.round_deadline_seconds = 2.0;
-    cs.worker_patience_seconds = 1000.0;
+    cs.worker_patience_seconds = 3000.0;  // three of the workers' heartbeats
     cs.heartbeat_seconds = 1000.0;
     cs.model.kind = "softmax";
     cs.model.features = 6;
@@ -65,7 +65,7 @@ struct Cluster {
     ws.compressor.name = "topk";
     ws.error_feedback = true;
     ws.error_feedback_auto = false;
-    ws.coordinator_patience_seconds = 1000.0;
+    ws.coordinator_patience_seconds = 3000.0;  // three of the coordinator's heartbeats
     ws.heartbeat_seconds = 1000.0;
     ws.link.measure = false;
     for (size_t i = 0; i < n; ++i) {
@@ -403,7 +403,7 @@ TEST_CASE("joins queued while the link was down are answered once: one push, not
   // patience period: three joins queue up.
   std::vector<Message> joins;
   for (int k = 0; k < 3; ++k) {
-    c.now += 1000.5;
+    c.now += 3000.5;
     auto out = c.workers[1]->onTick();
     REQUIRE(out.size() == 1);
     REQUIRE(out[0].envelope.has_join());
