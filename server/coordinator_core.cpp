@@ -58,23 +58,6 @@ Outgoing CoordinatorCore::reject(const std::string& peer, wire::Error::Code code
   return errorTo(peer, code, text);
 }
 
-double CoordinatorCore::patienceFor(const Worker& w) const {
-  const double patience = settings_.worker_patience_seconds;
-  const wire::LinkModel& link = w.rec.link;
-  if (phase_ != Phase::kRunning || !w.in_round || w.pending || link.samples() == 0 ||
-      link.packet_bytes() == 0) {
-    return patience;
-  }
-  // Its push, at its own price (the model's floats until one has arrived), on its fitted link.
-  const double bytes =
-      w.push_bytes.known
-          ? w.push_bytes.fixed + w.push_bytes.per_coordinate * double(w.round_cap)
-          : double(largest_frame_bytes_ ? largest_frame_bytes_ : params_.size() * sizeof(float));
-  const double packets = std::ceil(bytes / double(link.packet_bytes()));
-  const double push_seconds = link.a_seconds() + link.b_seconds_per_packet() * packets;
-  return std::max(patience, 2.0 * push_seconds);
-}
-
 uint64_t CoordinatorCore::largestFrameBytes() {
   if (largest_frame_bytes_ == 0) {
     compression::SparseGradient dense;
@@ -140,6 +123,24 @@ double fittedSecondsPerPacket(const wire::LinkModel& l) {
 }
 
 }  // namespace
+
+double CoordinatorCore::patienceFor(const Worker& w) const {
+  const double patience = settings_.worker_patience_seconds;
+  const wire::LinkModel& link = w.rec.link;
+  const double b = fittedSecondsPerPacket(link);
+  if (phase_ != Phase::kRunning || !w.in_round || w.pending || b <= 0.0 ||
+      link.packet_bytes() == 0) {
+    return patience;
+  }
+  // Its push at its cap, priced by its own pushes, else by everyone's, else as the model's floats,
+  // on its fitted link. Never past the round's deadline: a push later than that is late anyway.
+  const PushBytes& price = w.push_bytes.known ? w.push_bytes : push_bytes_;
+  const double bytes = price.known ? price.fixed + price.per_coordinate * double(w.round_cap)
+                                   : double(params_.size() * sizeof(float));
+  const double packets = std::ceil(bytes / double(link.packet_bytes()));
+  const double push_seconds = std::max(0.0, link.a_seconds()) + b * packets;
+  return std::max(patience, std::min(2.0 * push_seconds, settings_.round_deadline_seconds));
+}
 
 Outgoing CoordinatorCore::send(Worker& w, Message m) {
   w.last_sent = clock_();

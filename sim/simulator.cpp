@@ -154,6 +154,13 @@ struct Simulator::Impl {
             throw std::runtime_error("sim-worker-" + std::to_string(e.worker) +
                                      " gave up: " + workers[e.worker]->fatalError());
           }
+          // A daemon would ask again later, for a mended coordinator; the simulated one is
+          // configured once, so nothing would change.
+          if (!workers[e.worker]->unfitWelcome().empty()) {
+            throw std::runtime_error(
+                "sim-worker-" + std::to_string(e.worker) +
+                " cannot train the coordinator's model: " + workers[e.worker]->unfitWelcome());
+          }
           break;
         case EventKind::kWorkerTick:
           if (e.generation == worker_tick_gen[e.worker]) {

@@ -277,6 +277,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       // the whole model: after 30 s, then twice as long each time, up to 10 minutes.
       const double wait = std::min(600.0, 30.0 * std::pow(2.0, double(unfit_welcomes_)));
       ++unfit_welcomes_;
+      unfit_welcome_ = why;
       spdlog::error("cannot train the coordinator's model: {}; asking again in {:g} s", why, wait);
       retry_join_at_ = clock_() + wait;
       join_refused_ = true;
@@ -400,6 +401,9 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   sent_.clear();
   joined_ = true;
   unfit_welcomes_ = 0;
+  unfit_welcome_.clear();
+  // Silences from now on are judged by connections made after this welcome's.
+  connected_since_join_ = false;
   fitTimersTo(w.heartbeat_seconds(), w.worker_patience_seconds());
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
@@ -689,8 +693,9 @@ std::vector<Message> WorkerCore::onTick() {
   if (finished_) return {};
   const double now = clock_();
   if (!joined_ && retry_join_at_ > 0.0 && now >= retry_join_at_) return join();
-  // A refused join asks again when its retry falls due, however long the coordinator is quiet.
-  if (!joined_ && join_refused_ && retry_join_at_ > 0.0) return {};
+  // A join refused as unfit asks again when its retry falls due, however long the coordinator is
+  // quiet (other refusals retry within the patience anyway).
+  if (!joined_ && join_refused_ && retry_join_at_ > 0.0 && !unfit_welcome_.empty()) return {};
   if (now >= last_heard_ + silenceAllowed()) {
     spdlog::warn("coordinator silent for {:.1f} s: re-joining", now - last_heard_);
     ++stats_.rejoins;
@@ -727,7 +732,8 @@ void WorkerCore::fitTimersTo(double coordinator_heartbeat, double coordinator_pa
   patience_ = settings_.coordinator_patience_seconds;
   auto said = [](double v) { return std::isfinite(v) && v > 0.0; };
   if (said(coordinator_patience) && heartbeat_ > coordinator_patience / 3.0) {
-    heartbeat_ = coordinator_patience / 3.0;
+    // Not more often than every 10 ms, unless the settings ask for that.
+    heartbeat_ = std::max(coordinator_patience / 3.0, std::min(heartbeat_, 0.01));
     spdlog::warn(
         "heartbeat_seconds {:g} is more than a third of the coordinator's worker patience of "
         "{:g} s: heartbeating every {:g} s",
@@ -744,8 +750,19 @@ void WorkerCore::fitTimersTo(double coordinator_heartbeat, double coordinator_pa
 
 double WorkerCore::silenceAllowed() const { return patience_ * silence_factor_; }
 
+void WorkerCore::connectionUp() {
+  connected_since_join_ = true;
+  if (!joined_ && join_refused_ && retry_join_at_ > 0.0) {
+    // Within a second, spread by this process's instance so that a fleet refused together does
+    // not ask (each for a whole model's welcome) at once.
+    retry_join_at_ = std::min(retry_join_at_, clock_() + double(instance_ % 1000) / 1000.0);
+  }
+}
+
 double WorkerCore::nextWakeup() const {
-  if (!joined_ && join_refused_ && retry_join_at_ > 0.0) return retry_join_at_;
+  if (!joined_ && join_refused_ && retry_join_at_ > 0.0 && !unfit_welcome_.empty()) {
+    return retry_join_at_;
+  }
   double t = last_heard_ + silenceAllowed();
   if (joined_) t = std::min(t, last_sent_ + heartbeat_);
   if (!joined_ && retry_join_at_ > 0.0) t = std::min(t, retry_join_at_);

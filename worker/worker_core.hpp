@@ -71,8 +71,13 @@ class WorkerCore {
   // Why this worker gave up (its shard cannot train the coordinator's model), or "".
   const std::string& fatalError() const { return fatal_; }
   bool joined() const { return joined_; }
-  // The transport's connection to the coordinator completed its handshake.
-  void connectionUp() { connected_since_join_ = true; }
+  // The transport's connection to the coordinator completed its handshake. A join refused
+  // earlier (a model that did not fit, no room, another partition) is asked again within a
+  // second: a new connection is likely a restarted, perhaps mended, coordinator.
+  void connectionUp();
+  // Why the last welcome was refused as one this shard cannot train under (empty if it was not):
+  // the worker asks again later.
+  const std::string& unfitWelcome() const { return unfit_welcome_; }
   // How long the coordinator may stay silent before this worker re-joins: the patience, longer
   // after silences over a live connection (see onTick).
   double silenceAllowed() const;
@@ -164,6 +169,7 @@ class WorkerCore {
   double heartbeat_ = 0.0, patience_ = 0.0;
   void fitTimersTo(double coordinator_heartbeat, double coordinator_patience);
   uint32_t unfit_welcomes_ = 0;        // welcomes in a row whose model does not fit the shard
+  std::string unfit_welcome_;          // why the last of them did not
   double silence_factor_ = 1.0;        // silenceAllowed() in units of the patience
   bool connected_since_join_ = false;  // a handshake completed since the last silent re-join
   double last_sent_ = 0.0;

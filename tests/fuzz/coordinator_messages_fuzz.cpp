@@ -122,6 +122,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto params_before = f.core->parameters();
     const uint64_t round_before = f.core->round();
     const uint64_t rejected_before = f.core->rejectedTotal();
+    const bool finished_before = f.core->finished();
+    const size_t unacked_before = f.core->finishUnacknowledged();
     std::vector<Outgoing> out;
     switch (op % 6) {
       case 0: {  // Raw frames, exactly as received from the socket.
@@ -213,7 +215,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(f.core->round() >= round_before);
     if (f.core->round() == round_before) require(f.core->parameters() == params_before);
     require(f.core->rejectedTotal() >= rejected_before);
-    if (f.core->finished()) break;
+    // After the end (the workers' answers to the Finish still coming in) nothing moves the model
+    // or reopens the run, and the answers awaited only ever fall.
+    if (finished_before) {
+      require(f.core->finished());
+      require(f.core->round() == round_before);
+      require(f.core->parameters() == params_before);
+      require(f.core->finishUnacknowledged() <= unacked_before);
+    }
   }
   return 0;
 }

@@ -428,6 +428,15 @@ TEST_CASE("a worker whose shard has a label the model has no output for asks aga
       t += wait;
     }
     CHECK(rig.core->stats().rejected == 7);
+    // A new connection (a restarted coordinator, perhaps mended) is asked at once, not in 600 s.
+    rig.welcome(8, kind, classes);
+    CHECK(rig.core->nextWakeup() == doctest::Approx(t + 600.0));
+    rig.core->connectionUp();
+    CHECK(rig.core->nextWakeup() ==
+          doctest::Approx(t));  // within a second: this one's instance is 0
+    const auto asked = rig.core->onTick();
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0].envelope.has_join());
     // The coordinator's model mended: the next welcome fits and the worker trains.
     rig.welcome(8, "softmax", 3);
     CHECK(rig.core->joined());
@@ -1042,6 +1051,11 @@ TEST_CASE("silences over a live connection are waited out longer, up to 8 times 
   rig.now = t + 10.0;
   rig.welcome();
   REQUIRE(rig.core->joined());
+  CHECK(rig.core->silenceAllowed() == doctest::Approx(30.0));
+  // The connection the worker joined over says nothing of a later silence (a cut, a blackhole):
+  // without a handshake since the welcome the re-join after it keeps the patience.
+  t = rig.now;
+  CHECK(rejoinsAt(t + 30.0) == 1);
   CHECK(rig.core->silenceAllowed() == doctest::Approx(30.0));
 }
 

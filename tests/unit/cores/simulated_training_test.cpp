@@ -256,3 +256,19 @@ TEST_CASE("the simulated time ends when the last update reaches the last worker"
   CHECK(t.result.virtual_seconds >= t.rows.back().time_s);
   CHECK(t.result.virtual_seconds <= t.rows.back().time_s + 0.5);
 }
+
+TEST_CASE("a simulated worker that cannot train the coordinator's model ends the run, saying why") {
+  // An identity push of the 84 parameters does not fit a 200-byte max_message_bytes: a daemon
+  // would ask again later for a mended coordinator; a simulation configured once would wait for
+  // ever.
+  auto s = smallRun("identity", 10);
+  s.coordinator.max_message_bytes = 200;
+  std::string error;
+  try {
+    runSim(s);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  CHECK(error.find("cannot train the coordinator's model") != std::string::npos);
+  CHECK(error.find("max_message_bytes of 200") != std::string::npos);
+}
