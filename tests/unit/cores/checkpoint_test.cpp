@@ -523,8 +523,8 @@ TEST_CASE("worker ids wrap at 2^32 without handing out one a known worker holds"
   auto resumed = c.restored(cp.SerializeAsString(), 9);
   std::set<uint32_t> ids{a, b};
   for (const std::string name : {"x", "y", "z"}) {
-    const auto* w =
-        welcomeIn(resumed->onMessage("P" + name, join(name, 10), 10, c.now), "P" + name);
+    const auto out = resumed->onMessage("P" + name, join(name, 10), 10, c.now);
+    const auto* w = welcomeIn(out, "P" + name);  // points into out
     REQUIRE(w != nullptr);
     CHECK(ids.insert(w->worker_id()).second);  // a new id, never a known worker's
   }
