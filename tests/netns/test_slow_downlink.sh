@@ -51,11 +51,15 @@ logging: {level: info}
 security: none
 YAML
 
-in_c "$BIN/tern-coordinator" --config "$WORK/coord.yaml" > "$WORK/coord.out" 2> "$WORK/coord.err" &
+# `ip netns exec` directly (it execs the daemon), not through in_c: $! must be the daemon
+# itself for the cleanup's kill to reach it.
+ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$WORK/coord.yaml" \
+  > "$WORK/coord.out" 2> "$WORK/coord.err" &
 CPID=$!; PIDS+=("$CPID")
 wait_for_file "$WORK/endpoint"
 sed -i "s|ENDPOINT|$(cat "$WORK/endpoint")|" "$WORK/worker.yaml"
-in_w "$BIN/tern-worker" --config "$WORK/worker.yaml" > "$WORK/worker.out" 2> "$WORK/worker.err" &
+ip netns exec "$NS_W" "$BIN/tern-worker" --config "$WORK/worker.yaml" \
+  > "$WORK/worker.out" 2> "$WORK/worker.err" &
 WPID=$!; PIDS+=("$WPID")
 
 end=$((SECONDS + 120))
