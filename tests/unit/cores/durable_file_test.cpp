@@ -11,13 +11,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "../ml/test_support.hpp"
 #include "file_size_limit.hpp"
-#include "scratch_dir.hpp"
 
 namespace {
 
 // A directory of this case's own, removed after it.
-struct Scratch : tern::testing::ScratchDir {
+struct Scratch : tern::ml::testing::ScratchDir {
   Scratch() : ScratchDir("durable-file-test") {}
 };
 
@@ -34,8 +34,7 @@ std::string errorOf(void (*f)(const std::string&, const std::string&), const std
 
 TEST_CASE("a durable file is replaced whole, owner-only, and leaves no temporary behind") {
   const Scratch scratch;
-  const std::string& dir = scratch.dir;
-  const std::string path = dir + "/state";
+  const std::string path = scratch.file("state");
   CHECK_FALSE(tern::readFileIfExists(path).has_value());
   tern::writeFileAtomically(path, "first");
   tern::writeFileAtomically(path, std::string("second\0with a zero", 18));
@@ -51,7 +50,7 @@ TEST_CASE("a durable file is replaced whole, owner-only, and leaves no temporary
 
 TEST_CASE("a durable file in a missing directory is refused, naming the file") {
   const Scratch scratch;
-  const std::string path = scratch.dir + "/no-such-dir/state";
+  const std::string path = scratch.file("no-such-dir/state");
   const std::string error = errorOf(
       [](const std::string& p, const std::string& b) { tern::writeFileAtomically(p, b); }, path);
   CHECK(error.rfind(path + ".tmp: cannot create: ", 0) == 0);
@@ -62,7 +61,7 @@ TEST_CASE("a write that fails part way removes its temporary file and keeps the 
   // A file-size limit of 100 bytes (SIGXFSZ ignored) makes the write fail with EFBIG part way,
   // as a full disk would: the partial temporary must not stay to hold the space.
   Scratch s;
-  const std::string path = s.dir + "/ckpt";
+  const std::string path = s.file("ckpt");
   tern::writeFileAtomically(path, "old");
   std::string error;
   try {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "../ml/test_support.hpp"
 #include "file_size_limit.hpp"
-#include "scratch_dir.hpp"
 
 using namespace tern;
 
@@ -40,9 +40,8 @@ server::RoundRecord record(uint64_t round) {
 
 std::string scratch(const std::string& name) {
   // One directory for the whole process, removed at exit.
-  static const tern::testing::ScratchDir scratch_dir("metrics-csv-test");
-  const std::filesystem::path dir = scratch_dir.dir;
-  const auto path = (dir / name).string();
+  static const tern::ml::testing::ScratchDir scratch_dir("metrics-csv-test");
+  const std::string path = scratch_dir.file(name);
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".old");
   return path;
