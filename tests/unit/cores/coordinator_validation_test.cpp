@@ -61,6 +61,15 @@ struct Harness {
   // Joins workers a (100 samples, peer A) and b (300 samples, peer B); returns their ids.
   std::pair<uint32_t, uint32_t> joinAB();
 
+  // Worker `id`'s heartbeat in this session.
+  Message heartbeat(uint32_t id) const {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_heartbeat()->set_session(session);
+    m.envelope.mutable_heartbeat()->set_worker_id(id);
+    return m;
+  }
+
   Message leave() const {
     Message m;
     m.envelope = makeEnvelope();
@@ -230,9 +239,7 @@ TEST_CASE("a round closes at its deadline without a silent worker, which is late
   // A keeps talking (heartbeats), B stays silent past its patience.
   for (double t = 3.0; t <= 6.0; t += 1.0) {
     h.now = t;
-    Message hb;
-    hb.envelope = makeEnvelope();
-    hb.envelope.mutable_heartbeat()->set_session(h.session);
+    const Message hb = h.heartbeat(0);
     h.core->onMessage("A", hb, 10, h.now);
     h.core->onTick();
   }
@@ -416,10 +423,7 @@ TEST_CASE("an acknowledged push of a worker that leaves or is marked gone counts
     } else {
       // B stays in touch; A is silent past its patience and is marked gone.
       h.now = 4.0;
-      Message hb;
-      hb.envelope = makeEnvelope();
-      hb.envelope.mutable_heartbeat()->set_session(h.session);
-      hb.envelope.mutable_heartbeat()->set_worker_id(b);
+      const Message hb = h.heartbeat(b);
       h.core->onMessage("B", hb, 10, h.now);
       h.now = 6.0;
       h.core->onTick();
@@ -635,10 +639,7 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
     const std::string peer = std::string("X").append(number);
     idOf(h.join(peer, std::string("x").append(number), 10), peer);
   }
-  Message hb;
-  hb.envelope = makeEnvelope();
-  hb.envelope.mutable_heartbeat()->set_session(h.session);
-  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  const Message hb = h.heartbeat(a);
   auto beat = [&] { h.core->onMessage("A", hb, 10, h.now); };
   h.now += 4.0;
   beat();
@@ -688,10 +689,7 @@ TEST_CASE("past max_workers known workers a new name is refused until one is for
   CHECK(idOf(h.join("A2", "a", 100), "A2") == a);
   // Once b and c have been silent past the horizon (600 s) they are forgotten, and a new name
   // gets in.
-  Message hb;
-  hb.envelope = makeEnvelope();
-  hb.envelope.mutable_heartbeat()->set_session(h.session);
-  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  const Message hb = h.heartbeat(a);
   for (int t = 0; t < 70; ++t) {
     h.now += 10.0;
     h.core->onMessage("A2", hb, 10, h.now);
@@ -708,10 +706,7 @@ TEST_CASE("a worker gone right after its push is forgotten too, once its round h
   const size_t d = h.core->parameters().size();
   // b pushes and falls silent (a fast worker, then unplugged) while the round waits for a.
   h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 0.5f)), 50, h.now);
-  Message hb;
-  hb.envelope = makeEnvelope();
-  hb.envelope.mutable_heartbeat()->set_session(h.session);
-  hb.envelope.mutable_heartbeat()->set_worker_id(a);
+  const Message hb = h.heartbeat(a);
   h.now += 4.0;
   h.core->onMessage("A", hb, 10, h.now);
   h.core->onTick();  // b marked gone, its push still in the round
@@ -1026,10 +1021,7 @@ TEST_CASE("the caps of members that leave without pushing go to a worker sitting
     s.h.withTimers(1.0, 5.0);
     std::tie(s.a, s.b) = s.h.joinAB();
     s.c = idOf(s.h.join("C", "c", 200), "C");
-    Message hb;
-    hb.envelope = makeEnvelope();
-    hb.envelope.mutable_heartbeat()->set_session(s.h.session);
-    hb.envelope.mutable_heartbeat()->set_worker_id(s.c);
+    const Message hb = s.h.heartbeat(s.c);
     std::map<std::string, uint32_t> caps;
     for (int t = 0; t < 12 && caps.empty(); ++t) {
       s.h.now += 1.0;
@@ -1273,10 +1265,7 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
   CHECK(h.core->rejectedTotal() == rejected + 1);  // only the stranger's is at fault
   CHECK(h.core->finishUnacknowledged() == 2);
   // A heartbeat that crossed the Finish is answered, not counted: the run's record is closed.
-  Message hb;
-  hb.envelope = makeEnvelope();
-  hb.envelope.mutable_heartbeat()->set_session(h.session);
-  hb.envelope.mutable_heartbeat()->set_worker_id(b);
+  const Message hb = h.heartbeat(b);
   CHECK(hasError(h.core->onMessage("B", hb, 10, h.now), wire::Error::SHUTTING_DOWN));
   CHECK(h.core->rejectedTotal() == rejected + 1);
   CHECK(h.core->onMessage("A", h.leave(), 10, h.now).empty());
@@ -1317,10 +1306,7 @@ TEST_CASE("a worker whose push takes long on its fitted link is not called silen
     // A pushes at once and keeps in touch; B's push is on its way.
     h.core->onMessage("A", pushWithLink(a, 1), 50, h.now);
     auto heartbeatOfA = [&] {
-      Message hb;
-      hb.envelope = makeEnvelope();
-      hb.envelope.mutable_heartbeat()->set_session(h.session);
-      hb.envelope.mutable_heartbeat()->set_worker_id(a);
+      const Message hb = h.heartbeat(a);
       h.core->onMessage("A", hb, 10, h.now);
     };
     for (double t : {4.0, 8.0, 12.0, 16.0, 20.0, 21.9}) {
