@@ -144,7 +144,12 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   google::protobuf::SetLogHandler(nullptr);
   std::shared_ptr<const ml::Dataset> test;
   if (!s.test_data.format.empty()) {
-    test = std::make_shared<ml::Dataset>(ml::loadDataset(s.test_data));
+    test = std::make_shared<ml::Dataset>(
+        exitIfStoppedDuring([&] { return ml::loadDataset(s.test_data); },
+                            [] {
+                              spdlog::info("stopped while loading the test data: exiting");
+                              spdlog::default_logger()->flush();
+                            }));
     if (s.model.features == 0) s.model.features = uint32_t(test->features());
     // Here, not at the first evaluation, which would end a run already under way.
     ml::requireFitsModel("test_data", s.test_data, *test, s.model);

@@ -100,14 +100,23 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
   uint64_t partition = 0;
-  auto shard = std::make_shared<ml::Dataset>(
-      ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition, &partition));
+  auto shard = std::make_shared<ml::Dataset>(exitIfStoppedDuring(
+      [&] {
+        return ml::loadShardOf(s.data, s.shard_index, s.shard_total, s.partition, &partition);
+      },
+      [] {
+        spdlog::info("stopped while loading the data: not joining");
+        spdlog::default_logger()->flush();
+      }));
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
   std::random_device rd;
   const uint64_t instance = ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0: "not given"
   worker::WorkerCore core(s, shard, steadySeconds, instance);
   core.setPartition(partition);
+  // A stop during a long gradient ends it between chunks or local steps: the Leave goes out
+  // within the unit's TimeoutStopSec, not after the computation.
+  core.setStopCheck([] { return stopRequested().load(); });
 
   zmq::context_t ctx(1);
   transport::ChannelOptions opts;

@@ -526,6 +526,7 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
   }
   Push push = makePush(rs.round(), again);
+  if (push.stopped) return {};
   // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.
   if (!push.computed) return {std::move(push.message)};
   std::vector<Message> out = nextProbe();
@@ -534,7 +535,16 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   return out;
 }
 
-void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, double& loss,
+bool WorkerCore::batchGradient(std::span<const float> at, std::span<const size_t> rows,
+                               std::vector<float>& grad, double& loss) {
+  auto mean = ml::chunkedLossAndGradient(*model_, at, *shard_, rows, kGradientChunkRows, batch_,
+                                         chunk_grad_, grad, stop_check_);
+  if (!mean) return false;
+  loss = *mean;
+  return true;
+}
+
+bool WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, double& loss,
                                  uint64_t& used) {
   const size_t n = shard_->rows();
   const size_t batch = std::min<size_t>(training_.batch_size(), n);
@@ -548,10 +558,8 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   grad.assign(params_.size(), 0.0f);
   const uint32_t steps = std::max<uint32_t>(1, training_.local_steps());
   if (steps == 1) {
-    shard_->gatherInto(draw(), batch_);
-    loss = model_->lossAndGradient(params_, batch_, {}, grad);
     used = batch;
-    return;
+    return batchGradient(params_, draw(), grad, loss);
   }
   // Local SGD: the pushed "gradient" is the model delta divided by the local step size, so the
   // coordinator's learning rate keeps its meaning.
@@ -559,8 +567,10 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   std::vector<float> g(params_.size());
   loss = 0.0;
   for (uint32_t s = 0; s < steps; ++s) {
-    shard_->gatherInto(draw(), batch_);
-    loss += model_->lossAndGradient(local, batch_, {}, g);
+    if (s > 0 && stop_check_ && stop_check_()) return false;
+    double step_loss = 0.0;
+    if (!batchGradient(local, draw(), g, step_loss)) return false;
+    loss += step_loss;
     for (size_t j = 0; j < local.size(); ++j) local[j] -= float(training_.local_lr()) * g[j];
   }
   loss /= steps;
@@ -568,6 +578,7 @@ void WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   for (size_t j = 0; j < local.size(); ++j) {
     grad[j] = float((params_[j] - local[j]) / training_.local_lr());
   }
+  return true;
 }
 
 WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
@@ -575,7 +586,11 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   std::vector<float> grad;
   double loss = 0.0;
   uint64_t used = 0;
-  computeGradient(round, grad, loss, used);
+  if (!computeGradient(round, grad, loss, used)) {
+    // The daemon is stopping: nothing goes out for this round, and its Leave follows.
+    spdlog::info("round {}: the gradient was left unfinished: stopping", round);
+    return Push{{}, false, true};
+  }
   Message m = pushFor(round);
   auto* p = m.envelope.mutable_push();
   p->set_samples_used(used);

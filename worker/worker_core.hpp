@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct WorkerStats {
   double data_share = 0.0;  // p_i, as the coordinator last said
 };
 
+// The most rows one model evaluation of a gradient takes: a larger batch is computed in chunks
+// of this many (WorkerCore::batchGradient).
+inline constexpr size_t kGradientChunkRows = 4096;
+
 class WorkerCore {
  public:
   // `instance` identifies this worker process to the coordinator (random per process in the
@@ -56,6 +61,11 @@ class WorkerCore {
   // The partition the shard was cut from (ml::partitionFingerprint), said in every join so that
   // the coordinator refuses a worker whose shard settings differ from its fellows'. Before start().
   void setPartition(uint64_t fingerprint) { partition_fingerprint_ = fingerprint; }
+  // Asked between the chunks and local steps of a gradient: true leaves the round's gradient
+  // unfinished and sends nothing for it (the daemon is stopping and leaves next), so that a stop
+  // during a long computation is not held back until it ends. The daemon's stop flag; none in
+  // the simulator. It may be called from the thread computing the gradient.
+  void setStopCheck(std::function<bool()> stop_check) { stop_check_ = std::move(stop_check); }
   std::vector<Message> start();
   std::vector<Message> onMessage(const Message& msg, size_t wire_bytes);
   // The daemon handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
@@ -114,6 +124,8 @@ class WorkerCore {
     // false: the gradient could not be computed or compressed (not finite); the message says
     // so with a non-finite loss and no payload, and the residual is as it was.
     bool computed = true;
+    // true: the stop check said stop while the gradient was computed; there is no message.
+    bool stopped = false;
   };
   Push makePush(uint64_t round, bool again);
   // An empty push (probe or gradient) for `round`, addressed from this worker's session.
@@ -123,7 +135,13 @@ class WorkerCore {
   Message sendable(Message m);
   // A Leave for the worker id and session given, saying why.
   Message leaveMessage(uint32_t id, uint64_t session, const std::string& reason);
-  void computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
+  // false: the stop check said stop before the gradient was complete (grad is then partial).
+  bool computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
+  // The mean loss and gradient of `rows` at `at`, in chunks of kGradientChunkRows rows (a stop
+  // is seen between them, and one chunk's rows and activations are held at a time); false when
+  // the stop check said stop.
+  bool batchGradient(std::span<const float> at, std::span<const size_t> rows,
+                     std::vector<float>& grad, double& loss);
   std::vector<Message> refuse(const std::string& why);
   bool errorFeedbackOn() const;
   // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
@@ -133,7 +151,9 @@ class WorkerCore {
 
   config::WorkerSettings settings_;
   std::shared_ptr<const ml::Dataset> shard_;
-  ml::Dataset batch_;  // the minibatch, gathered into the same storage every round
+  ml::Dataset batch_;  // the minibatch (or a chunk of it), gathered into the same storage
+  std::vector<float> chunk_grad_;  // one chunk's gradient, for batches of several chunks
+  std::function<bool()> stop_check_;
   Clock clock_;
   std::unique_ptr<LinkMonitor> link_;
 

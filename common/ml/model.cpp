@@ -147,4 +147,30 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
                               "' (softmax | logistic | mlp)");
 }
 
+std::optional<double> chunkedLossAndGradient(const Model& model, std::span<const float> params,
+                                             const Dataset& data, std::span<const size_t> rows,
+                                             size_t chunk_rows, Dataset& scratch,
+                                             std::vector<float>& chunk_grad, std::span<float> grad,
+                                             const std::function<bool()>& stop) {
+  if (rows.empty()) throw std::invalid_argument("chunkedLossAndGradient: no rows");
+  if (chunk_rows == 0) throw std::invalid_argument("chunkedLossAndGradient: chunk_rows is 0");
+  if (rows.size() <= chunk_rows) {
+    data.gatherInto(rows, scratch);
+    return model.lossAndGradient(params, scratch, {}, grad);
+  }
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  chunk_grad.resize(grad.size());
+  double loss = 0.0;
+  for (size_t begin = 0; begin < rows.size(); begin += chunk_rows) {
+    if (begin > 0 && stop && stop()) return std::nullopt;
+    const auto chunk = rows.subspan(begin, std::min(chunk_rows, rows.size() - begin));
+    data.gatherInto(chunk, scratch);
+    // The L2 term's weights sum to 1, as the rows' do.
+    const double weight = double(chunk.size()) / double(rows.size());
+    loss += weight * model.lossAndGradient(params, scratch, {}, chunk_grad);
+    for (size_t j = 0; j < grad.size(); ++j) grad[j] += float(weight) * chunk_grad[j];
+  }
+  return loss;
+}
+
 }  // namespace tern::ml

@@ -10,10 +10,12 @@
 // 0.5 * max_i ||[x_i,1]||^2 + l2 (its Hessian in the logits is at most 1/2); mlp: none.
 // Dense and sparse datasets both work for every model; sparse features are never densified.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/ml/dataset.hpp"
 #include "common/util/rng.hpp"
@@ -61,5 +63,16 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec);
 // Why `data` cannot train or test a model of `spec` (a label the model has no output for; a
 // logistic model takes labels 0 and 1 only), or "" when it can.
 std::string labelsUnfit(const ModelSpec& spec, const Dataset& data);
+
+// Model::lossAndGradient over `rows` of `data` (not empty), in chunks of at most chunk_rows rows
+// gathered into `scratch` (chunk_grad holds one chunk's gradient): the mean of the chunks' means
+// weighted by their rows, so that only one chunk's rows and activations are held at a time. A
+// batch of one chunk is one call, exactly. Before each chunk after the first, `stop` (if given)
+// is asked; nullopt when it said stop (grad is then partial).
+std::optional<double> chunkedLossAndGradient(const Model& model, std::span<const float> params,
+                                             const Dataset& data, std::span<const size_t> rows,
+                                             size_t chunk_rows, Dataset& scratch,
+                                             std::vector<float>& chunk_grad, std::span<float> grad,
+                                             const std::function<bool()>& stop = {});
 
 }  // namespace tern::ml

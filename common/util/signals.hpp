@@ -1,7 +1,13 @@
 #pragma once
 // SIGTERM/SIGINT (stop) and SIGHUP (reload) as flags the daemons' event loops poll.
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <utility>
 
 namespace tern {
 
@@ -31,6 +37,24 @@ inline void installSignalHandlers() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+}
+
+// work() on a second thread while this one watches the stop flag; its result (or its exception).
+// A stop before it is done runs on_stop (which says why), flushes stdio and ends the process at
+// once with status 0: for start-up work that holds nothing but memory and files opened for
+// reading (loading the data), which would otherwise hold the stop back until it ends, past a
+// supervisor's stop timeout (systemd then kills the daemon and marks the stop failed).
+template <class Work>
+auto exitIfStoppedDuring(Work&& work, const std::function<void()>& on_stop) {
+  auto result = std::async(std::launch::async, std::forward<Work>(work));
+  while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (stopRequested()) {
+      on_stop();
+      std::fflush(nullptr);
+      std::_Exit(0);
+    }
+  }
+  return result.get();
 }
 
 }  // namespace tern

@@ -56,6 +56,14 @@ security: ${SECURITY:-none}
 YAML
 }
 
+# wait_for_line FILE PATTERN WHAT: until grep finds PATTERN in FILE (60 s at most, then FILE is
+# shown and the test fails with WHAT).
+wait_for_line() {
+  for _ in $(seq 1 600); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  cat "$1" || true
+  fail "$3"
+}
+
 wait_for_file() {
   for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
   fail "timed out waiting for $1"

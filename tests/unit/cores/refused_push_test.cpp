@@ -6,6 +6,7 @@
 // other by the test, the clock is the test's.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -46,7 +47,8 @@ struct Cluster {
   std::function<bool(size_t worker, const Message&)> hold;
   std::vector<std::pair<size_t, Message>> held;
 
-  explicit Cluster(size_t n) {
+  explicit Cluster(size_t n,
+                   const std::function<void(config::CoordinatorSettings&)>& configure = {}) {
     cs.min_workers = uint32_t(n);
     cs.max_rounds = 12;
     cs.round_deadline_seconds = 2.0;
@@ -59,6 +61,7 @@ struct Cluster {
     cs.training.batch_size = 16;
     cs.training.seed = 7;
     cs.allocation.budget.mean_ratio = 0.25;
+    if (configure) configure(cs);
     coordinator = std::make_unique<server::CoordinatorCore>(cs, ml::makeModel(cs.model), nullptr,
                                                             77, [this] { return now; });
     config::WorkerSettings ws;
@@ -562,4 +565,65 @@ TEST_CASE("an update that would overflow the replica is refused, the replica unc
   CHECK(p.workers[0]->stats().rejected == refused + 1);
   CHECK(p.workers[0]->replicaRound() == r + 1);
   CHECK(p.workers[0]->parameters() == before);
+}
+
+namespace {
+
+// Two workers with four local steps each; worker 1's stop check answers `stop` and counts the
+// times it is asked, and every gradient push is recorded (worker, round). Started.
+struct StopRun {
+  static void localSteps(config::CoordinatorSettings& cs) {
+    cs.training.local_steps = 4;
+    cs.training.local_lr = 0.1;
+  }
+  Cluster c{2, localSteps};
+  std::vector<std::pair<size_t, uint64_t>> pushes;
+  size_t asked = 0;
+  explicit StopRun(bool stop) {
+    c.hold = [this](size_t i, const Message& m) {
+      pushes.emplace_back(i, m.envelope.push().round());
+      return false;
+    };
+    c.workers[1]->setStopCheck([this, stop] {
+      ++asked;
+      return stop;
+    });
+    c.start();
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a worker stopped while it computes its gradient sends nothing for the round, and its leave "
+    "closes the round without it") {
+  SUBCASE("not stopped: asked between the local steps, and the push goes out") {
+    StopRun r(false);
+    // Every round closed on both pushes, the clock never moved past a deadline.
+    CHECK(r.c.coordinator->finished());
+    const auto computed = size_t(
+        std::count_if(r.pushes.begin(), r.pushes.end(), [](auto& p) { return p.first == 1; }));
+    CHECK(computed == r.c.cs.max_rounds);
+    // Three gaps between four local steps, in each gradient worker 1 computed.
+    CHECK(r.asked == 3 * computed);
+  }
+  SUBCASE("stopped: no push, a leave, and the round closes at once with the other worker") {
+    StopRun r(true);
+    // Asked once, after the first local step, and nothing went out for round 0.
+    CHECK(r.asked == 1);
+    CHECK(r.c.coordinator->round() == 0);
+    REQUIRE(r.pushes.size() == 1);
+    CHECK(r.pushes[0].first == 0);
+    const auto leave = r.c.workers[1]->stop("stopped by signal");
+    REQUIRE(leave.size() == 1);
+    CHECK(leave[0].envelope.has_leave());
+    const double before = r.c.now;
+    r.c.pump(1, leave);
+    // No deadline passed: round 0 closed on the leave, and worker 0 alone ran the rest.
+    CHECK(r.c.now == before);
+    CHECK(r.c.coordinator->finished());
+    CHECK(r.c.coordinator->aliveWorkers() == 1);
+    CHECK(r.c.coordinator->lastRecord().participants == 1);
+    CHECK(checksum(r.c.workers[0]->parameters()) == checksum(r.c.coordinator->parameters()));
+  }
 }

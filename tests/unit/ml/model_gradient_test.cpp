@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -195,4 +196,70 @@ TEST_CASE("paramsOf counts what a built model holds, and specs beyond the limits
   // Exactly kMaxParams is allowed (building the model allocates no parameters).
   CHECK(paramsOf(spec("softmax", (1u << 20) - 1, 1u << 10, 0.0)) == kMaxParams);
   CHECK_NOTHROW(makeModel(spec("softmax", (1u << 20) - 1, 1u << 10, 0.0)));
+}
+
+TEST_CASE(
+    "a gradient in chunks is the gradient of the whole batch, and a stop ends it between chunks") {
+  const Dataset dense = syntheticDense(40, 6, 3, 21);
+  const Dataset sparse = syntheticSparse(40, 12, 4, 22);
+  // Unordered rows with repeats, more than any chunk below.
+  std::vector<size_t> rows;
+  for (size_t i = 0; i < 37; ++i) rows.push_back((i * 7 + 3) % 40);
+  struct Case {
+    const char* name;
+    const Dataset* data;
+    ModelSpec spec;
+  };
+  for (const Case& c : {Case{"softmax dense", &dense, spec("softmax", 6, 3, 0.05)},
+                        Case{"logistic sparse", &sparse, spec("logistic", 12, 2, 0.1)},
+                        Case{"mlp dense", &dense, spec("mlp", 6, 3, 0.02)}}) {
+    CAPTURE(c.name);
+    Dataset data = *c.data;
+    if (c.spec.kind == "logistic")
+      for (auto& y : data.labels) y = y % 2;
+    const auto model = makeModel(c.spec);
+    const auto params = gaussianParams(model->numParams(), 0.4, 3);
+    std::vector<float> whole(model->numParams());
+    const double whole_loss = model->lossAndGradient(params, data, rows, whole);
+    for (size_t chunk : {size_t(1), size_t(5), size_t(16), size_t(36), rows.size()}) {
+      CAPTURE(chunk);
+      Dataset scratch;
+      std::vector<float> chunk_grad, grad(model->numParams(), 7.0f);
+      const auto loss =
+          chunkedLossAndGradient(*model, params, data, rows, chunk, scratch, chunk_grad, grad);
+      REQUIRE(loss);
+      CHECK(*loss == doctest::Approx(whole_loss).epsilon(1e-6));
+      for (size_t j = 0; j < grad.size(); ++j) {
+        CAPTURE(j);
+        CHECK(grad[j] == doctest::Approx(whole[j]).epsilon(1e-5).scale(1e-3));
+      }
+      // One chunk is the model's own call, bit for bit.
+      if (chunk >= rows.size()) {
+        CHECK(*loss == whole_loss);
+        CHECK(grad == whole);
+      }
+    }
+    // Asked before every chunk but the first; a stop at the third ask ends it there.
+    Dataset scratch;
+    std::vector<float> chunk_grad, grad(model->numParams());
+    size_t asked = 0;
+    CHECK(chunkedLossAndGradient(*model, params, data, rows, 5, scratch, chunk_grad, grad,
+                                 [&] { return ++asked == 3; }) == std::nullopt);
+    CHECK(asked == 3);
+    asked = 0;
+    CHECK(chunkedLossAndGradient(*model, params, data, rows, 5, scratch, chunk_grad, grad, [&] {
+      ++asked;
+      return false;
+    }));
+    CHECK(asked == (rows.size() + 4) / 5 - 1);
+  }
+  Dataset scratch;
+  std::vector<float> chunk_grad, grad(4);
+  const auto model = makeModel(spec("softmax", 6, 3, 0.0));
+  grad.resize(model->numParams());
+  const auto params = gaussianParams(model->numParams(), 0.4, 3);
+  CHECK_THROWS_AS(chunkedLossAndGradient(*model, params, dense, {}, 5, scratch, chunk_grad, grad),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(chunkedLossAndGradient(*model, params, dense, rows, 0, scratch, chunk_grad, grad),
+                  std::invalid_argument);
 }
