@@ -227,7 +227,9 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   // the watchdog.
   auto receive = [&](const std::function<void(const Message&, size_t)>& take) {
     size_t taken = 0;
-    while (taken++ < transport::kMaxMessagesPerTurn) {
+    // After a stop nothing more is taken: a round start would cost a computation (or its first
+    // chunk) and a push just before the Leave.
+    while (taken++ < transport::kMaxMessagesPerTurn && !stopRequested()) {
       auto frames = channel.receive();
       if (!frames) break;
       auto parsed = transport::parseFrames(*frames);

@@ -521,12 +521,10 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   // refused and never applied.
   const bool again =
       int64_t(rs.round()) == pushed_round_ && msg.payload.empty() && !rs.full_model();
-  if (again) {
-    ++stats_.repushes;
-    spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
-  }
+  if (again) spdlog::warn("coordinator asks for round {} again: its push was refused", rs.round());
   Push push = makePush(rs.round(), again);
   if (push.stopped) return {};
+  if (again) ++stats_.repushes;
   // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.
   if (!push.computed) return {std::move(push.message)};
   std::vector<Message> out = nextProbe();
@@ -535,10 +533,16 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   return out;
 }
 
+size_t gradientChunkRows(size_t params) {
+  return std::clamp(kGradientChunkWork / std::max<size_t>(params, 1), kGradientChunkMinRows,
+                    kGradientChunkMaxRows);
+}
+
 bool WorkerCore::batchGradient(std::span<const float> at, std::span<const size_t> rows,
                                std::vector<float>& grad, double& loss) {
-  auto mean = ml::chunkedLossAndGradient(*model_, at, *shard_, rows, kGradientChunkRows, batch_,
-                                         chunk_grad_, grad, stop_check_);
+  auto mean =
+      ml::chunkedLossAndGradient(*model_, at, *shard_, rows, gradientChunkRows(params_.size()),
+                                 batch_, chunk_grad_, grad, stop_check_);
   if (!mean) return false;
   loss = *mean;
   return true;
@@ -556,6 +560,8 @@ bool WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
     return rows;
   };
   grad.assign(params_.size(), 0.0f);
+  // A stop that came while the round start was on its way.
+  if (stop_check_ && stop_check_()) return false;
   const uint32_t steps = std::max<uint32_t>(1, training_.local_steps());
   if (steps == 1) {
     used = batch;

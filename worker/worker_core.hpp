@@ -46,9 +46,13 @@ struct WorkerStats {
   double data_share = 0.0;  // p_i, as the coordinator last said
 };
 
-// The most rows one model evaluation of a gradient takes: a larger batch is computed in chunks
-// of this many (WorkerCore::batchGradient).
-inline constexpr size_t kGradientChunkRows = 4096;
+// How many rows one model evaluation of a gradient takes at most (WorkerCore::batchGradient): a
+// larger batch is computed in chunks, each about kGradientChunkWork rows x parameters (a few
+// GFLOP for the dense models: about a second on a small board), of 256 to 4,096 rows.
+inline constexpr size_t kGradientChunkWork = size_t{1} << 28;
+inline constexpr size_t kGradientChunkMinRows = 256;
+inline constexpr size_t kGradientChunkMaxRows = 4096;
+size_t gradientChunkRows(size_t params);
 
 class WorkerCore {
  public:
@@ -61,10 +65,10 @@ class WorkerCore {
   // The partition the shard was cut from (ml::partitionFingerprint), said in every join so that
   // the coordinator refuses a worker whose shard settings differ from its fellows'. Before start().
   void setPartition(uint64_t fingerprint) { partition_fingerprint_ = fingerprint; }
-  // Asked between the chunks and local steps of a gradient: true leaves the round's gradient
-  // unfinished and sends nothing for it (the daemon is stopping and leaves next), so that a stop
-  // during a long computation is not held back until it ends. The daemon's stop flag; none in
-  // the simulator. It may be called from the thread computing the gradient.
+  // Asked before a gradient and between its chunks and local steps: true leaves the round's
+  // gradient unfinished and sends nothing for it (the daemon is stopping and leaves next), so that
+  // a stop during a long computation is not held back until it ends. The daemon's stop flag; none
+  // in the simulator. It may be called from the thread computing the gradient.
   void setStopCheck(std::function<bool()> stop_check) { stop_check_ = std::move(stop_check); }
   std::vector<Message> start();
   std::vector<Message> onMessage(const Message& msg, size_t wire_bytes);
@@ -137,7 +141,7 @@ class WorkerCore {
   Message leaveMessage(uint32_t id, uint64_t session, const std::string& reason);
   // false: the stop check said stop before the gradient was complete (grad is then partial).
   bool computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
-  // The mean loss and gradient of `rows` at `at`, in chunks of kGradientChunkRows rows (a stop
+  // The mean loss and gradient of `rows` at `at`, in chunks of gradientChunkRows() rows (a stop
   // is seen between them, and one chunk's rows and activations are held at a time); false when
   // the stop check said stop.
   bool batchGradient(std::span<const float> at, std::span<const size_t> rows,

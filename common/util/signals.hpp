@@ -20,9 +20,9 @@ inline std::atomic<bool>& reloadRequested() {
   return flag;
 }
 
-// A second SIGTERM/SIGINT while the first is being honoured (a long data load, a gradient, a
-// checkpoint's fsync) ends the process at once, as the signal's default would: a stop that
-// Ctrl-C or a supervisor repeats is not lost.
+// A second SIGTERM/SIGINT while the first is being honoured (a checkpoint's fsync, a Leave's
+// linger, the wait for a welcome) ends the process at once, as the signal's default would: a stop
+// that Ctrl-C or a supervisor repeats is not lost.
 inline void installSignalHandlers() {
   struct sigaction sa {};
   sa.sa_handler = [](int sig) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SIGTERM before any round: the coordinator exits 0 and its last line is the summary of nothing
 # (rounds=0); a worker stopped while its data loads or while it waits for a coordinator exits 0,
-# and a daemon stopped while its data loads stops at once.
+# and a daemon stopped while its data loads stops at once (a coordinator then prints no final line).
 source "$(dirname "$0")/lib.sh"
 
 # stop_unstarted NAME: a coordinator on NAME.yaml (output NAME.out, NAME.err) stopped by SIGTERM

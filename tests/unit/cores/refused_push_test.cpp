@@ -604,12 +604,13 @@ TEST_CASE(
     const auto computed = size_t(
         std::count_if(r.pushes.begin(), r.pushes.end(), [](auto& p) { return p.first == 1; }));
     CHECK(computed == r.c.cs.max_rounds);
-    // Three gaps between four local steps, in each gradient worker 1 computed.
-    CHECK(r.asked == 3 * computed);
+    // Before the first of four local steps and in the three gaps between them, in each gradient
+    // worker 1 computed (a batch of 16 rows is one chunk).
+    CHECK(r.asked == 4 * computed);
   }
   SUBCASE("stopped: no push, a leave, and the round closes at once with the other worker") {
     StopRun r(true);
-    // Asked once, after the first local step, and nothing went out for round 0.
+    // Asked once, before the first local step, and nothing went out for round 0.
     CHECK(r.asked == 1);
     CHECK(r.c.coordinator->round() == 0);
     REQUIRE(r.pushes.size() == 1);
