@@ -875,7 +875,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   ++rounds_since_alloc_;
   bool last = round_ >= settings_.max_rounds;
   if (test_ && (round_ % settings_.eval_every == 0 || last)) {
-    last_accuracy_ = model_->accuracy(params_, *test_);
+    last_accuracy_ = evaluate();
     accuracy_known_ = true;
     rec.evaluated = true;
   }
@@ -902,7 +902,7 @@ std::vector<Outgoing> CoordinatorCore::closeRound() {
   if (last || reached) {
     // The final row is complete: evaluate if the schedule skipped this round.
     if (test_ && !rec.evaluated) {
-      last_accuracy_ = model_->accuracy(params_, *test_);
+      last_accuracy_ = evaluate();
       accuracy_known_ = true;
       rec.test_accuracy = last_accuracy_;
       rec.accuracy_measured = accuracy_known_;
@@ -933,6 +933,11 @@ std::vector<Outgoing> CoordinatorCore::finishAll() {
     if (w.acks_finish) finish_unacked_.insert(id);
   }
   return out;
+}
+
+double CoordinatorCore::evaluate() {
+  const size_t rows = eval_chunk_rows_ > 0 ? eval_chunk_rows_ : ml::chunkRows(params_.size());
+  return ml::chunkedAccuracy(*model_, params_, *test_, rows, eval_chunk_, between_chunks_);
 }
 
 std::vector<Outgoing> CoordinatorCore::stop() {

@@ -88,6 +88,13 @@ class CoordinatorCore {
   double nextWakeup() const;
   // Ends training now (signal): every worker is told to finish.
   std::vector<Outgoing> stop();
+  // Runs between two chunks of rows of a test-set evaluation (ml::chunkedAccuracy), which on a
+  // large test set and a small board can take longer than the daemon's watchdog allows: the
+  // daemon pings it there. chunk_rows 0 = ml::chunkRows of the model.
+  void setBetweenChunks(std::function<void()> between, size_t chunk_rows = 0) {
+    between_chunks_ = std::move(between);
+    eval_chunk_rows_ = chunk_rows;
+  }
 
   // Checkpoints (the daemon does the file I/O). checkpoint() serializes the state at the start of
   // the round being collected: model, optimizer velocity, round, membership, allocation, counters,
@@ -258,6 +265,10 @@ class CoordinatorCore {
   config::CoordinatorSettings settings_;
   std::unique_ptr<ml::Model> model_;
   std::shared_ptr<const ml::Dataset> test_;
+  ml::Dataset eval_chunk_;  // the rows of the test set being evaluated
+  std::function<void()> between_chunks_;
+  size_t eval_chunk_rows_ = 0;
+  double evaluate();
   uint64_t session_;
   Clock clock_;
   std::unique_ptr<allocation::Allocator> allocator_;

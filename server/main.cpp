@@ -241,6 +241,9 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   AuthCounters auth;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
                                  coordinatorStatus(core, any_round_closed, "starting", auth));
+  // An evaluation of a large test set on a small board can outlast WatchdogSec: the watchdog is
+  // pinged between its chunks.
+  core.setBetweenChunks([&tel] { tel.tick(); });
   auto publish = [&](const std::string& state) {
     auto st = coordinatorStatus(core, any_round_closed, state, auth);
     tel.publish(st, systemdStatus(st));

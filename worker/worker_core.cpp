@@ -533,16 +533,10 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   return out;
 }
 
-size_t gradientChunkRows(size_t params) {
-  return std::clamp(kGradientChunkWork / std::max<size_t>(params, 1), kGradientChunkMinRows,
-                    kGradientChunkMaxRows);
-}
-
 bool WorkerCore::batchGradient(std::span<const float> at, std::span<const size_t> rows,
                                std::vector<float>& grad, double& loss) {
-  auto mean =
-      ml::chunkedLossAndGradient(*model_, at, *shard_, rows, gradientChunkRows(params_.size()),
-                                 batch_, chunk_grad_, grad, stop_check_);
+  auto mean = ml::chunkedLossAndGradient(*model_, at, *shard_, rows, ml::chunkRows(params_.size()),
+                                         batch_, chunk_grad_, grad, stop_check_);
   if (!mean) return false;
   loss = *mean;
   return true;

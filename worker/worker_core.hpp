@@ -46,14 +46,6 @@ struct WorkerStats {
   double data_share = 0.0;  // p_i, as the coordinator last said
 };
 
-// How many rows one model evaluation of a gradient takes at most (WorkerCore::batchGradient): a
-// larger batch is computed in chunks, each about kGradientChunkWork rows x parameters (a few
-// GFLOP for the dense models: about a second on a small board), of 256 to 4,096 rows.
-inline constexpr size_t kGradientChunkWork = size_t{1} << 28;
-inline constexpr size_t kGradientChunkMinRows = 256;
-inline constexpr size_t kGradientChunkMaxRows = 4096;
-size_t gradientChunkRows(size_t params);
-
 class WorkerCore {
  public:
   // `instance` identifies this worker process to the coordinator (random per process in the
@@ -141,7 +133,7 @@ class WorkerCore {
   Message leaveMessage(uint32_t id, uint64_t session, const std::string& reason);
   // false: the stop check said stop before the gradient was complete (grad is then partial).
   bool computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
-  // The mean loss and gradient of `rows` at `at`, in chunks of gradientChunkRows() rows (a stop
+  // The mean loss and gradient of `rows` at `at`, in chunks of ml::chunkRows() rows (a stop
   // is seen between them, and one chunk's rows and activations are held at a time); false when
   // the stop check said stop.
   bool batchGradient(std::span<const float> at, std::span<const size_t> rows,

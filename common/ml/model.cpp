@@ -147,6 +147,29 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
                               "' (softmax | logistic | mlp)");
 }
 
+size_t chunkRows(size_t params) {
+  return std::clamp(kChunkWork / std::max<size_t>(params, 1), kChunkMinRows, kChunkMaxRows);
+}
+
+double chunkedAccuracy(const Model& model, std::span<const float> params, const Dataset& data,
+                       size_t chunk_rows, Dataset& scratch, const std::function<void()>& between) {
+  if (chunk_rows == 0) throw std::invalid_argument("chunkedAccuracy: chunk_rows is 0");
+  const size_t n = data.rows();
+  if (n <= chunk_rows) return model.accuracy(params, data);
+  std::vector<size_t> rows;
+  double correct = 0.0;
+  for (size_t begin = 0; begin < n; begin += chunk_rows) {
+    if (begin > 0 && between) between();
+    const size_t count = std::min(chunk_rows, n - begin);
+    rows.resize(count);
+    for (size_t i = 0; i < count; ++i) rows[i] = begin + i;
+    data.gatherInto(rows, scratch);
+    // A fraction of `count` rows: a whole number of them.
+    correct += std::round(model.accuracy(params, scratch) * double(count));
+  }
+  return correct / double(n);
+}
+
 std::optional<double> chunkedLossAndGradient(const Model& model, std::span<const float> params,
                                              const Dataset& data, std::span<const size_t> rows,
                                              size_t chunk_rows, Dataset& scratch,

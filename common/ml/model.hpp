@@ -64,6 +64,20 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec);
 // logistic model takes labels 0 and 1 only), or "" when it can.
 std::string labelsUnfit(const ModelSpec& spec, const Dataset& data);
 
+// How many rows one model evaluation over a large batch takes at a time: about kChunkWork rows x
+// parameters (a few GFLOP for the dense models: about a second on a small board), 256 to 4,096.
+inline constexpr size_t kChunkWork = size_t{1} << 28;
+inline constexpr size_t kChunkMinRows = 256;
+inline constexpr size_t kChunkMaxRows = 4096;
+size_t chunkRows(size_t params);
+
+// Model::accuracy over every row of `data`, in chunks of at most chunk_rows rows gathered into
+// `scratch`: the same fraction, holding one chunk's rows and activations at a time; `between`
+// (if given) runs between two chunks (a daemon pings its watchdog there).
+double chunkedAccuracy(const Model& model, std::span<const float> params, const Dataset& data,
+                       size_t chunk_rows, Dataset& scratch,
+                       const std::function<void()>& between = {});
+
 // Model::lossAndGradient over `rows` of `data` (not empty), in chunks of at most chunk_rows rows
 // gathered into `scratch` (chunk_grad holds one chunk's gradient): the mean of the chunks' means
 // weighted by their rows, so that only one chunk's rows and activations are held at a time. A

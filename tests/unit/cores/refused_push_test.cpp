@@ -628,3 +628,22 @@ TEST_CASE(
     CHECK(checksum(r.c.workers[0]->parameters()) == checksum(r.c.coordinator->parameters()));
   }
 }
+
+TEST_CASE(
+    "the coordinator evaluates its test set in chunks, running the daemon's hook between them") {
+  Cluster c(1);
+  c.cs.eval_every = 5;
+  auto test = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 6, 3, 99));
+  c.coordinator = std::make_unique<server::CoordinatorCore>(c.cs, ml::makeModel(c.cs.model), test,
+                                                            77, [&c] { return c.now; });
+  size_t pauses = 0;
+  c.coordinator->setBetweenChunks([&] { ++pauses; }, 8);
+  c.run();
+  REQUIRE(c.coordinator->finished());
+  // Rounds 5, 10 and the last (12): seven chunks of 8 rows each, six pauses.
+  CHECK(pauses == 3 * 6);
+  // The last evaluation is the final model's accuracy on the whole set.
+  const auto model = ml::makeModel(c.cs.model);
+  REQUIRE(c.coordinator->accuracy());
+  CHECK(*c.coordinator->accuracy() == model->accuracy(c.coordinator->parameters(), *test));
+}

@@ -263,3 +263,24 @@ TEST_CASE(
   CHECK_THROWS_AS(chunkedLossAndGradient(*model, params, dense, rows, 0, scratch, chunk_grad, grad),
                   std::invalid_argument);
 }
+
+TEST_CASE("an accuracy in chunks is the accuracy of the whole set, with a pause between chunks") {
+  const Dataset data = syntheticDense(53, 6, 3, 23);
+  const auto model = makeModel(spec("mlp", 6, 3, 0.0));
+  const auto params = gaussianParams(model->numParams(), 0.8, 4);
+  const double whole = model->accuracy(params, data);
+  REQUIRE(whole > 0.0);
+  REQUIRE(whole < 1.0);
+  for (size_t chunk : {size_t(1), size_t(7), size_t(52), size_t(53), size_t(100)}) {
+    CAPTURE(chunk);
+    Dataset scratch;
+    size_t pauses = 0;
+    CHECK(chunkedAccuracy(*model, params, data, chunk, scratch, [&] { ++pauses; }) == whole);
+    CHECK(pauses == (data.rows() + chunk - 1) / chunk - 1);
+  }
+  // Chunks of about 2^28 rows x parameters, 256 to 4,096 rows.
+  CHECK(chunkRows(7850) == 4096);
+  CHECK(chunkRows(101770) == (size_t{1} << 28) / 101770);
+  CHECK(chunkRows(size_t{1} << 24) == 256);
+  CHECK(chunkRows(0) == 4096);
+}
