@@ -128,9 +128,13 @@ double CoordinatorCore::patienceFor(const Worker& w) const {
   const double patience = settings_.worker_patience_seconds;
   const wire::LinkModel& link = w.rec.link;
   const double b = fittedSecondsPerPacket(link);
-  if (phase_ != Phase::kRunning || !w.in_round || w.pending || b <= 0.0 ||
-      link.packet_bytes() == 0) {
-    return patience;
+  if (phase_ != Phase::kRunning || !w.in_round || w.pending) return patience;
+  if (b <= 0.0 || link.packet_bytes() == 0) {
+    // No fitted link yet (its first pushes): how long the push takes is unknown, and marking the
+    // worker gone while it sends refuses the push and sends it round again, at the same cap and
+    // with no measurement gained, for as long as the push takes longer than the patience. The
+    // round waits for the push up to its deadline: so does the worker's patience.
+    return std::max(patience, settings_.round_deadline_seconds);
   }
   // Its push at its cap, priced by its own pushes, else by everyone's, else as the model's floats,
   // on its fitted link. Never past the round's deadline: a push later than that is late anyway.
@@ -609,7 +613,12 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
   const auto& push = msg.envelope.push();
   Worker* w = byPeer(peer);
   if (!w || push.session() != session_) {
-    return {reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session")};
+    // Named as a push's, so that the worker times it (the refusal leaves as it arrives).
+    Outgoing refused =
+        reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session");
+    refused.message.envelope.mutable_error()->set_round(push.round());
+    refused.message.envelope.mutable_error()->set_about_push(!push.probe());
+    return {std::move(refused)};
   }
   if (push.worker_id() != w->rec.id) {
     return {reject(peer, wire::Error::MALFORMED, "wrong_worker_id", "worker id does not match")};

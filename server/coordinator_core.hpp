@@ -217,8 +217,8 @@ class CoordinatorCore {
                   const std::string& text);
   // How long a worker may stay silent before it is marked gone: worker_patience_seconds, or,
   // while its push for the open round is awaited, twice what its fitted link takes to carry
-  // that push (up to the round's deadline) if longer: the worker's heartbeats queue behind a
-  // push on a slow uplink.
+  // that push (up to the round's deadline) if longer, and the round's deadline before its link
+  // is fitted: the worker's heartbeats queue behind a push on a slow uplink.
   double patienceFor(const Worker& w) const;
   // The largest frame a worker is sent: the model's floats (a welcome) or a dense update, header
   // included (a round start or finish). Computed once.

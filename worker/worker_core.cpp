@@ -203,6 +203,10 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
     case wire::Envelope::kError: {
       const auto& e = env.error();
       spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
+      // A push is refused as it arrives (late, a bad payload, from a worker marked gone): its
+      // refusal times it as an ack would. A slow push refused every time (a link slower than
+      // the coordinator's patience) is how the link gets measured at all.
+      if (e.about_push()) link_->acked(LinkMonitor::pushKey(e.round()), 0.0, clock_());
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
         // A restarted coordinator refuses, one by one, every message that queued up while it was
         // away; one join answers them all. A join that gets no welcome is retried on silence.

@@ -93,3 +93,40 @@ wait_for_file() {
   for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
   fail "timed out waiting for $1"
 }
+
+# write_synthetic_worker NAME FEATURES COORDINATOR_PATIENCE: $WORK/worker.yaml, a worker NAME on
+# 200 synthetic rows of FEATURES features and 10 classes (top-T with error feedback), its
+# coordinator given as ENDPOINT (start_daemons fills it in).
+write_synthetic_worker() {
+  cat > "$WORK/worker.yaml" <<YAML
+name: $1
+coordinator: ENDPOINT
+data:
+  format: synthetic
+  rows: 200
+  features: $2
+  classes: 10
+  seed: 7
+  shard: {index: 0, total: 1}
+compression: {name: topk, error_feedback: true}
+heartbeat_seconds: 0.5
+coordinator_patience_seconds: $3
+logging: {level: info}
+security: none
+YAML
+}
+
+# start_daemons [COORDINATOR ARGS...]: the coordinator on $WORK/coord.yaml in "c" and, once it has
+# bound, the worker on $WORK/worker.yaml in "w" (output in $WORK/{coord,worker}.{out,err}); sets
+# CPID and WPID. `ip netns exec` runs each directly (it execs the daemon), not through in_c or
+# in_w: $! must be the daemon itself for the cleanup's kill to reach it.
+start_daemons() {
+  ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$WORK/coord.yaml" "$@" \
+    > "$WORK/coord.out" 2> "$WORK/coord.err" &
+  CPID=$!; PIDS+=("$CPID")
+  wait_for_file "$WORK/endpoint"
+  sed -i "s|ENDPOINT|$(cat "$WORK/endpoint")|" "$WORK/worker.yaml"
+  ip netns exec "$NS_W" "$BIN/tern-worker" --config "$WORK/worker.yaml" \
+    > "$WORK/worker.out" 2> "$WORK/worker.err" &
+  WPID=$!; PIDS+=("$WPID")
+}

@@ -34,33 +34,8 @@ allocation: {method: uniform, mean_ratio: 0.4}
 logging: {level: info}
 security: none
 YAML
-cat > "$WORK/worker.yaml" <<YAML
-name: far
-coordinator: ENDPOINT
-data:
-  format: synthetic
-  rows: 200
-  features: $FEATURES
-  classes: 10
-  seed: 7
-  shard: {index: 0, total: 1}
-compression: {name: topk, error_feedback: true}
-heartbeat_seconds: 0.5
-coordinator_patience_seconds: 2.5
-logging: {level: info}
-security: none
-YAML
-
-# `ip netns exec` directly (it execs the daemon), not through in_c: $! must be the daemon
-# itself for the cleanup's kill to reach it.
-ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$WORK/coord.yaml" \
-  > "$WORK/coord.out" 2> "$WORK/coord.err" &
-CPID=$!; PIDS+=("$CPID")
-wait_for_file "$WORK/endpoint"
-sed -i "s|ENDPOINT|$(cat "$WORK/endpoint")|" "$WORK/worker.yaml"
-ip netns exec "$NS_W" "$BIN/tern-worker" --config "$WORK/worker.yaml" \
-  > "$WORK/worker.out" 2> "$WORK/worker.err" &
-WPID=$!; PIDS+=("$WPID")
+write_synthetic_worker far "$FEATURES" 2.5
+start_daemons
 
 end=$((SECONDS + 120))
 while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done

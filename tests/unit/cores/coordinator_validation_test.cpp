@@ -1278,14 +1278,15 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
   CHECK(h.core->rejectedTotal() == rejected + 1);
 }
 
-TEST_CASE("a worker whose push takes long on its fitted link is not called silent while it sends") {
+TEST_CASE("a worker whose push takes long on its link is not called silent while it sends") {
   // The heartbeats of a worker on a slow uplink queue behind its push: while the push for the
-  // open round is awaited, its patience is twice the push's time on its link (here 1 + 10 s a
-  // packet, one packet: 22 s) where that is longer than worker_patience_seconds (5 s).
+  // open round is awaited, its patience is twice the push's time on its fitted link (here 1 + 10
+  // s a packet, one packet: 22 s) where that is longer than worker_patience_seconds (5 s), and
+  // the round's deadline (30 s) while no link is fitted (a push's time is not known then).
   for (const bool fitted : {true, false}) {
     CAPTURE(fitted);
     Harness h;
-    h.withTimers(100.0, 5.0);
+    h.withTimers(30.0, 5.0);
     const auto [a, b] = h.joinAB();
     const size_t d = h.core->parameters().size();
     auto pushWithLink = [&](uint32_t id, uint64_t round) {
@@ -1309,16 +1310,54 @@ TEST_CASE("a worker whose push takes long on its fitted link is not called silen
       const Message hb = h.heartbeat(a);
       h.core->onMessage("A", hb, 10, h.now);
     };
-    for (double t : {4.0, 8.0, 12.0, 16.0, 20.0, 21.9}) {
+    for (double t : {4.0, 8.0, 12.0, 16.0, 20.0, 21.9, 22.0, 29.9}) {
       h.now = opened + t;
       heartbeatOfA();
       h.core->onTick();
-      CHECK(h.core->aliveWorkers() == (fitted || t < 5.0 ? 2u : 1u));
+      CAPTURE(t);
+      CHECK(h.core->aliveWorkers() == (!fitted || t < 22.0 ? 2u : 1u));
     }
-    // At 22 s it is marked gone.
-    h.now = opened + 22.0;
+    // At the deadline the unfitted one is marked gone too.
+    h.now = opened + 30.0;
     heartbeatOfA();
     h.core->onTick();
     CHECK(h.core->aliveWorkers() == 1);
+  }
+  // Not awaited (its push is in), the patience is worker_patience_seconds, fitted or not.
+  Harness h;
+  h.withTimers(30.0, 5.0);
+  const auto [a, b] = h.joinAB();
+  const size_t d = h.core->parameters().size();
+  h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
+  h.core->onMessage("B", h.push(b, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  const double opened = h.now;
+  // B's push is in, then B falls silent; A keeps in touch while its push is on its way.
+  h.core->onMessage("B", h.push(b, 1, ramp(d, 1.0f, 1.0f)), 50, h.now);
+  h.now = opened + 4.9;
+  h.core->onMessage("A", h.heartbeat(a), 10, h.now);
+  h.core->onTick();
+  CHECK(h.core->aliveWorkers() == 2);
+  h.now = opened + 5.0;
+  h.core->onMessage("A", h.heartbeat(a), 10, h.now);
+  h.core->onTick();
+  CHECK(h.core->aliveWorkers() == 1);
+}
+
+TEST_CASE("a push from no known worker is refused naming its round, so that the sender times it") {
+  Harness h;
+  const uint32_t a = h.joinAB().first;
+  const size_t d = h.core->parameters().size();
+  Message push = h.push(a, 3, ramp(d, 1.0f, 1.0f));
+  push.envelope.mutable_push()->set_session(h.session + 1);  // a session this core never had
+  for (const bool probe : {false, true}) {
+    CAPTURE(probe);
+    push.envelope.mutable_push()->set_probe(probe);
+    const auto out = h.core->onMessage("A", push, 50, h.now);
+    REQUIRE(out.size() == 1);
+    REQUIRE(hasError(out, wire::Error::UNKNOWN_SESSION));
+    const auto& e = out[0].message.envelope.error();
+    CHECK(e.round() == 3);
+    CHECK(e.about_push() == !probe);  // a probe's refusal takes nothing back
   }
 }

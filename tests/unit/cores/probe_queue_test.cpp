@@ -1095,3 +1095,36 @@ TEST_CASE("a worker fits its heartbeat and patience to the coordinator's, said i
     CHECK(plain.core->silenceAllowed() == 30.0);
   }
 }
+
+TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be") {
+  for (const bool about_push : {true, false}) {
+    CAPTURE(about_push);
+    Rig rig;
+    rig.welcome();
+    // Past the calibration train, to a round whose push goes out alone (one behind a probe is
+    // not timed, acked or refused).
+    uint64_t r = 0;
+    std::vector<Message> out;
+    for (;; ++r) {
+      REQUIRE(r < 40);
+      out = rig.roundStart(r);
+      if (out.size() == 1 && isPush(out[0])) break;
+      rig.send(out);
+      rig.deliverAcks();
+    }
+    rig.send(out);
+    REQUIRE(rig.in_flight.size() == 1);
+    const uint64_t before = rig.core->link().samples();
+    // Refused where its ack would have come (late for its round).
+    rig.now = rig.in_flight[0].acked_at;
+    Message refusal;
+    refusal.envelope = makeEnvelope();
+    auto* e = refusal.envelope.mutable_error();
+    e->set_code(wire::Error::BAD_ROUND);
+    e->set_text("late");
+    e->set_round(r);
+    e->set_about_push(about_push);
+    rig.core->onMessage(refusal, 0);
+    CHECK(rig.core->link().samples() == before + (about_push ? 1 : 0));
+  }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A worker behind a slow uplink whose pushes take longer than the coordinator's patience from
+# the first round on: its uplink is shaped to 600 kbit/s and each push (a quarter of a 200,010-
+# parameter model) takes about 3 s, against 1 s of patience. Its heartbeats queue behind each
+# push, so the coordinator hears nothing while it sends. Before any link fit the coordinator used
+# to mark it gone after 1 s, refuse its push as from an unknown session, and welcome it again,
+# at the same cap and with nothing measured: the same push, refused again, for ever (no round
+# closed). While no link is fitted, a worker whose push is awaited now has until the round's
+# deadline (15 s), and every round closes with its push.
+source "$(dirname "$0")/lib.sh"
+
+FEATURES=20000  # 200,010 parameters
+ROUNDS=4
+PATIENCE=1
+
+prepare_pair
+shape_worker add 600kbit
+
+cat > "$WORK/coord.yaml" <<YAML
+bind: tcp://$ADDR_C:0
+endpoint_file: $WORK/endpoint
+min_workers: 1
+max_rounds: $ROUNDS
+round_deadline_seconds: 15
+heartbeat_seconds: 0.25
+worker_patience_seconds: $PATIENCE
+eval_every: 1000000
+model: {kind: softmax, classes: 10, features: $FEATURES}
+optimizer: {lr: 0.1}
+training: {batch_size: 32, seed: 7}
+allocation: {method: uniform, mean_ratio: 0.25}
+logging: {level: info}
+security: none
+YAML
+write_synthetic_worker slow "$FEATURES" 30
+start_daemons --metrics-csv "$WORK/metrics.csv"
+
+end=$((SECONDS + 90))
+while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+if kill -0 "$CPID" 2> /dev/null; then
+  grep -E "marked gone|re-joined" "$WORK/coord.out" | tail -4 >&2 || true
+  fail "the coordinator did not finish $ROUNDS rounds in 90 s"
+fi
+wait "$CPID" || fail "the coordinator exited with $?"
+grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || fail "the coordinator did not finish"
+! grep -q "marked gone" "$WORK/coord.out" || fail "the sending worker was marked gone"
+python3 - "$WORK/metrics.csv" "$PATIENCE" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+patience = float(sys.argv[2])
+assert all(int(r["participants"]) == 1 for r in rows), "a round closed without the worker's push"
+t = [0.0] + [float(r["time_s"]) for r in rows]
+gaps = [b - a for a, b in zip(t, t[1:])]
+# The scenario is real only if the pushes outlast the patience.
+assert min(gaps) > 2 * patience, f"rounds of {gaps} s: pushes not longer than the patience"
+print("rounds of " + ", ".join(f"{g:.1f}" for g in gaps) + f" s against {patience} s of patience")
+PY
+wait "$WPID" || fail "the worker exited with $?"
+echo "PASS: a worker whose first pushes outlast the patience is waited for, every round with its push"
