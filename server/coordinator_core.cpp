@@ -303,6 +303,16 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   w->partition_fingerprint = join.partition_fingerprint();
   w->shard_index = join.shard_index();
   w->shard_total = join.shard_total();
+  if (join.has_link()) {
+    // What the worker measured before (re-joining), planned with from here on; a model no link
+    // could have is dropped and counted, as from a push (the last good one stays).
+    if (const char* why = invalidLinkModel(join.link(), settings_.max_message_bytes)) {
+      ++rejections_["bad_link_model"];
+      spdlog::warn("worker {}: link model in its join dropped: {}", join.worker_name(), why);
+    } else {
+      w->rec.link = join.link();
+    }
+  }
   for (const auto& [id, other] : workers_) {
     if (&other != w && other.rec.alive && w->partition_fingerprint != 0 &&
         other.partition_fingerprint == w->partition_fingerprint &&

@@ -114,6 +114,8 @@ std::vector<Message> WorkerCore::join() {
     j->set_shard_total(uint32_t(settings_.shard_total));
   }
   j->set_acks_finish(true);
+  // What this process has measured of its link (the fit survives a re-join).
+  if (link_->samples() > 0) *j->mutable_link() = link_->toWire();
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
@@ -1359,5 +1360,50 @@ TEST_CASE("a push from no known worker is refused naming its round, so that the 
     const auto& e = out[0].message.envelope.error();
     CHECK(e.round() == 3);
     CHECK(e.about_push() == !probe);  // a probe's refusal takes nothing back
+  }
+}
+
+TEST_CASE("a link model in a join prices the first push's patience, and a bad one is dropped") {
+  // B re-joins (a worker that measured its link before): 1 + 10 s a packet, one packet, so its
+  // first push may take 22 s; without a link in the join it has the round's deadline (30 s).
+  auto fitted = [] {
+    wire::LinkModel link;
+    link.set_a_seconds(1.0);
+    link.set_b_seconds_per_packet(10.0);
+    link.set_packet_bytes(1448);
+    link.set_samples(8);
+    return link;
+  };
+  struct Case {
+    const char* name;
+    std::optional<wire::LinkModel> link;
+    double gone_at;
+    uint64_t dropped;
+  };
+  wire::LinkModel bad = fitted();
+  bad.set_b_seconds_per_packet(-1.0);
+  for (const Case& c : {Case{"fitted", fitted(), 22.0, 0}, Case{"none", std::nullopt, 30.0, 0},
+                        Case{"not a link", bad, 30.0, 1}}) {
+    CAPTURE(c.name);
+    Harness h;
+    h.withTimers(30.0, 5.0);
+    const uint32_t a = idOf(h.join("A", "a", 100), "A");
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_join()->set_worker_name("b");
+    m.envelope.mutable_join()->set_sample_count(300);
+    if (c.link) *m.envelope.mutable_join()->mutable_link() = *c.link;
+    idOf(h.core->onMessage("B", m, 10, h.now), "B");
+    CHECK(h.core->rejectedTotal() == c.dropped);
+    const size_t d = h.core->parameters().size();
+    h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
+    const double opened = h.now;
+    for (double t : {4.0, 21.9, 22.0, 29.9, 30.0}) {
+      h.now = opened + t;
+      h.core->onMessage("A", h.heartbeat(a), 10, h.now);
+      h.core->onTick();
+      CAPTURE(t);
+      CHECK(h.core->aliveWorkers() == (t < c.gone_at ? 2u : 1u));
+    }
   }
 }

@@ -1128,3 +1128,23 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
     CHECK(rig.core->link().samples() == before + (about_push ? 1 : 0));
   }
 }
+
+TEST_CASE("a re-join carries the link this worker has measured, a first join none") {
+  Rig rig;
+  const auto first = rig.core->start();
+  REQUIRE(first.size() == 1);
+  REQUIRE(first[0].envelope.has_join());
+  CHECK_FALSE(first[0].envelope.join().has_link());
+  rig.welcome();
+  for (uint64_t r = 0; r < 12; ++r) rig.round(r);
+  REQUIRE(rig.core->link().fit().valid);
+  const auto out = rig.newSession();  // a restarted coordinator: the worker joins it
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].envelope.has_join());
+  const auto& j = out[0].envelope.join();
+  REQUIRE(j.has_link());
+  CHECK(j.link().samples() == rig.core->link().samples());
+  CHECK(j.link().b_seconds_per_packet() == doctest::Approx(rig.core->link().fit().b));
+  // The rig's link: 4 ms a packet.
+  CHECK(std::abs(j.link().b_seconds_per_packet() / rig.b - 1.0) < 0.05);
+}
