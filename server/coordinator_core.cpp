@@ -130,11 +130,15 @@ double CoordinatorCore::patienceFor(const Worker& w) const {
   const double b = fittedSecondsPerPacket(link);
   if (phase_ != Phase::kRunning || !w.in_round || w.pending) return patience;
   if (b <= 0.0 || link.packet_bytes() == 0) {
-    // No fitted link yet (its first pushes): how long the push takes is unknown, and marking the
-    // worker gone while it sends refuses the push and sends it round again, at the same cap and
-    // with no measurement gained, for as long as the push takes longer than the patience. The
-    // round waits for the push up to its deadline: so does the worker's patience.
-    return std::max(patience, settings_.round_deadline_seconds);
+    // No fitted link (its first pushes, or a worker that does not measure): marking the worker
+    // gone while it sends refuses the push and sends it round again, at the same cap and with
+    // nothing measured, for as long as the push takes longer than the patience. Before this
+    // process's first push the round's deadline (the round waits that long for it anyway); then
+    // twice what its last push took from the round start to its arrival (its computation
+    // included), up to the deadline.
+    const double deadline = settings_.round_deadline_seconds;
+    if (w.observed_push_seconds <= 0.0) return std::max(patience, deadline);
+    return std::max(patience, std::min(2.0 * w.observed_push_seconds, deadline));
   }
   // Its push at its cap, priced by its own pushes, else by everyone's, else as the model's floats,
   // on its fitted link. Never past the round's deadline: a push later than that is late anyway.
@@ -144,6 +148,11 @@ double CoordinatorCore::patienceFor(const Worker& w) const {
   const double packets = std::ceil(bytes / double(link.packet_bytes()));
   const double push_seconds = std::max(0.0, link.a_seconds()) + b * packets;
   return std::max(patience, std::min(2.0 * push_seconds, settings_.round_deadline_seconds));
+}
+
+Outgoing CoordinatorCore::sendRoundStart(Worker& w) {
+  w.round_sent_at = clock_();
+  return send(w, roundStartFor(w));
 }
 
 Outgoing CoordinatorCore::send(Worker& w, Message m) {
@@ -295,6 +304,8 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
     // last one's pushes cost is no measure of this one's.
     w->push_bytes = {};
     w->round_push.reset();
+    w->rec.link = {};
+    w->observed_push_seconds = 0.0;
   }
   w->peer = peer;
   w->instance = join.instance();
@@ -375,7 +386,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
                std::make_move_iterator(starts.end()));
   } else if (phase_ == Phase::kRunning && admitToRound(*w)) {
     // Joins the round in progress: it gets the round start now (its model is current).
-    out.push_back(send(*w, roundStartFor(*w)));
+    out.push_back(sendRoundStart(*w));
   }
   return out;
 }
@@ -388,7 +399,7 @@ std::vector<Outgoing> CoordinatorCore::admitSittingOut() {
   if (phase_ != Phase::kRunning) return out;
   for (auto& [id, w] : workers_) {
     if (!w.rec.alive || w.in_round || w.rec.pushed) continue;
-    if (admitToRound(w)) out.push_back(send(w, roundStartFor(w)));
+    if (admitToRound(w)) out.push_back(sendRoundStart(w));
   }
   return out;
 }
@@ -612,7 +623,7 @@ std::vector<Outgoing> CoordinatorCore::startRound() {
       w.in_round = true;
       w.round_cap = w.rec.cap;
     }
-    out.push_back(send(w, roundStartFor(w)));
+    out.push_back(sendRoundStart(w));
     w.synced_round = int64_t(round_);
   }
   return out;
@@ -719,6 +730,8 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
                              double(coordinate_bytes), double(w->pending->nonZeros())};
   w->loss = push.local_loss();
   w->rec.pushed = true;
+  if (w->round_sent_at >= 0.0)
+    w->observed_push_seconds = std::max(0.0, received_at - w->round_sent_at);
   recordReport(*w, push);
   w->rec.upload_bytes += wire_bytes;
   upload_bytes_ += wire_bytes;
@@ -1033,7 +1046,7 @@ std::vector<Outgoing> CoordinatorCore::onTick() {
       ++reasked_;
       spdlog::warn("round {}: asking worker {} ({}) again after its push was refused", round_, id,
                    w.rec.name);
-      out.push_back(send(w, roundStartFor(w)));
+      out.push_back(sendRoundStart(w));
     }
     if (aliveWorkers() == 0) phase_ = Phase::kWaiting;
   }

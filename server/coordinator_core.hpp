@@ -208,6 +208,10 @@ class CoordinatorCore {
     // gets what the round's budget leaves, or sits it out and starts with the next round.
     bool in_round = false;
     uint32_t round_cap = 0;
+    // When its last round start was sent, and how long after one its last accepted push arrived
+    // (0 = none yet from this process): its patience before its link is fitted (patienceFor).
+    double round_sent_at = -1.0;  // -1 = never
+    double observed_push_seconds = 0.0;
   };
 
   std::vector<Outgoing> handleJoin(const std::string& peer, const wire::Join& join);
@@ -217,9 +221,12 @@ class CoordinatorCore {
                   const std::string& text);
   // How long a worker may stay silent before it is marked gone: worker_patience_seconds, or,
   // while its push for the open round is awaited, twice what its fitted link takes to carry
-  // that push (up to the round's deadline) if longer, and the round's deadline before its link
-  // is fitted: the worker's heartbeats queue behind a push on a slow uplink.
+  // that push (up to the round's deadline) if longer; before its link is fitted, the round's
+  // deadline until its first push, then twice what that push took to arrive (up to the
+  // deadline): the worker's heartbeats queue behind a push on a slow uplink.
   double patienceFor(const Worker& w) const;
+  // Sends w its round start, noting when (Worker::round_sent_at).
+  Outgoing sendRoundStart(Worker& w);
   // The largest frame a worker is sent: the model's floats (a welcome) or a dense update, header
   // included (a round start or finish). Computed once.
   uint64_t largestFrameBytes();

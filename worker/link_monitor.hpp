@@ -46,10 +46,10 @@ class LinkMonitor {
   void issued(uint64_t key, double now);
   // It was handed to the socket now, wire_bytes long on the TCP stream.
   void sent(uint64_t key, size_t wire_bytes, double now);
-  // An ack arrived; returns the transmission time when it matched a send that can be timed.
-  // The coordinator answers in order, so anything sent before the acked message and still
-  // unacknowledged was refused or lost: it is dropped without a sample, and so is any message
-  // that queued behind it (its start is unknown).
+  // An ack (or a refusal sent as the message arrived) came; returns the transmission time when
+  // it matched a send that can be timed. The coordinator answers in order, so anything sent
+  // before the answered message and still unanswered was lost or refused unseen: it is dropped
+  // without a sample, and so is any message that queued behind it (its start is unknown).
   std::optional<double> acked(uint64_t key, double hold_seconds, double now);
 
   // Queues the calibration train (once per join).

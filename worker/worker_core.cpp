@@ -205,10 +205,12 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
     case wire::Envelope::kError: {
       const auto& e = env.error();
       spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
-      // A push is refused as it arrives (late, a bad payload, from a worker marked gone): its
-      // refusal times it as an ack would. A slow push refused every time (a link slower than
-      // the coordinator's patience) is how the link gets measured at all.
-      if (e.about_push()) link_->acked(LinkMonitor::pushKey(e.round()), 0.0, clock_());
+      // A push refused as late or from a worker marked gone is refused as it arrives: the
+      // refusal times it as an ack would (a slow push refused every time is how its link gets
+      // measured at all). A bad payload's refusal may wait for the round's close: not timed.
+      if (e.about_push() &&
+          (e.code() == wire::Error::BAD_ROUND || e.code() == wire::Error::UNKNOWN_SESSION))
+        link_->acked(LinkMonitor::pushKey(e.round()), 0.0, clock_());
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
         // A restarted coordinator refuses, one by one, every message that queued up while it was
         // away; one join answers them all. A join that gets no welcome is retried on silence.

@@ -6,11 +6,12 @@
 # to mark it gone after 1 s, refuse its push as from an unknown session, and welcome it again,
 # at the same cap and with nothing measured: the same push, refused again, for ever (no round
 # closed). While no link is fitted, a worker whose push is awaited now has until the round's
-# deadline (15 s), and every round closes with its push.
+# deadline (15 s) for its first push, then twice what that took, and every round closes with
+# its push, before the fit and after it.
 source "$(dirname "$0")/lib.sh"
 
 FEATURES=20000  # 200,010 parameters
-ROUNDS=4
+ROUNDS=12  # past the calibration train: the link is fitted for the last rounds
 PATIENCE=1
 
 prepare_pair
@@ -35,11 +36,11 @@ YAML
 write_synthetic_worker slow "$FEATURES" 30
 start_daemons --metrics-csv "$WORK/metrics.csv"
 
-end=$((SECONDS + 90))
+end=$((SECONDS + 150))
 while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
 if kill -0 "$CPID" 2> /dev/null; then
   grep -E "marked gone|re-joined" "$WORK/coord.out" | tail -4 >&2 || true
-  fail "the coordinator did not finish $ROUNDS rounds in 90 s"
+  fail "the coordinator did not finish $ROUNDS rounds in 150 s"
 fi
 wait "$CPID" || fail "the coordinator exited with $?"
 grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || fail "the coordinator did not finish"
@@ -55,5 +56,8 @@ gaps = [b - a for a, b in zip(t, t[1:])]
 assert min(gaps) > 2 * patience, f"rounds of {gaps} s: pushes not longer than the patience"
 print("rounds of " + ", ".join(f"{g:.1f}" for g in gaps) + f" s against {patience} s of patience")
 PY
+# The last rounds ran on a fitted link: past the calibration train's 8 samples.
+samples=$(grep -E "round +$((ROUNDS - 1)) " "$WORK/coord.out" | grep -o "pkt(n=[0-9]*" | grep -o "[0-9]*$" || true)
+[ "${samples:-0}" -ge 8 ] || fail "the link was not fitted by the last round (n=${samples:-none})"
 wait "$WPID" || fail "the worker exited with $?"
 echo "PASS: a worker whose first pushes outlast the patience is waited for, every round with its push"

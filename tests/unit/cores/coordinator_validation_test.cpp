@@ -1282,8 +1282,9 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
 TEST_CASE("a worker whose push takes long on its link is not called silent while it sends") {
   // The heartbeats of a worker on a slow uplink queue behind its push: while the push for the
   // open round is awaited, its patience is twice the push's time on its fitted link (here 1 + 10
-  // s a packet, one packet: 22 s) where that is longer than worker_patience_seconds (5 s), and
-  // the round's deadline (30 s) while no link is fitted (a push's time is not known then).
+  // s a packet, one packet: 22 s) where that is longer than worker_patience_seconds (5 s). While
+  // no link is fitted, twice what its last push took to arrive after its round start (here 6 s:
+  // 12 s). (Before its first push, the round's deadline: below, with a link in the join.)
   for (const bool fitted : {true, false}) {
     CAPTURE(fitted);
     Harness h;
@@ -1301,28 +1302,22 @@ TEST_CASE("a worker whose push takes long on its link is not called silent while
       }
       return m;
     };
+    // Round 0's pushes arrive 6 s after its start.
+    h.now += 6.0;
     h.core->onMessage("A", pushWithLink(a, 0), 50, h.now);
     h.core->onMessage("B", pushWithLink(b, 0), 50, h.now);
     REQUIRE(h.core->round() == 1);
     const double opened = h.now;
     // A pushes at once and keeps in touch; B's push is on its way.
     h.core->onMessage("A", pushWithLink(a, 1), 50, h.now);
-    auto heartbeatOfA = [&] {
-      const Message hb = h.heartbeat(a);
-      h.core->onMessage("A", hb, 10, h.now);
-    };
-    for (double t : {4.0, 8.0, 12.0, 16.0, 20.0, 21.9, 22.0, 29.9}) {
+    const double gone_at = fitted ? 22.0 : 12.0;
+    for (double t : {4.0, 8.0, 11.9, 12.0, 16.0, 20.0, 21.9, 22.0}) {
       h.now = opened + t;
-      heartbeatOfA();
+      h.core->onMessage("A", h.heartbeat(a), 10, h.now);
       h.core->onTick();
       CAPTURE(t);
-      CHECK(h.core->aliveWorkers() == (!fitted || t < 22.0 ? 2u : 1u));
+      CHECK(h.core->aliveWorkers() == (t < gone_at ? 2u : 1u));
     }
-    // At the deadline the unfitted one is marked gone too.
-    h.now = opened + 30.0;
-    heartbeatOfA();
-    h.core->onTick();
-    CHECK(h.core->aliveWorkers() == 1);
   }
   // Not awaited (its push is in), the patience is worker_patience_seconds, fitted or not.
   Harness h;
@@ -1365,7 +1360,8 @@ TEST_CASE("a push from no known worker is refused naming its round, so that the 
 
 TEST_CASE("a link model in a join prices the first push's patience, and a bad one is dropped") {
   // B re-joins (a worker that measured its link before): 1 + 10 s a packet, one packet, so its
-  // first push may take 22 s; without a link in the join it has the round's deadline (30 s).
+  // first push may take 22 s; without a link in the join (or with only an earlier process's)
+  // it has the round's deadline (30 s).
   auto fitted = [] {
     wire::LinkModel link;
     link.set_a_seconds(1.0);
@@ -1377,13 +1373,16 @@ TEST_CASE("a link model in a join prices the first push's patience, and a bad on
   struct Case {
     const char* name;
     std::optional<wire::LinkModel> link;
+    bool new_process;  // another process under B's name joins next, saying no link
     double gone_at;
     uint64_t dropped;
   };
   wire::LinkModel bad = fitted();
   bad.set_b_seconds_per_packet(-1.0);
-  for (const Case& c : {Case{"fitted", fitted(), 22.0, 0}, Case{"none", std::nullopt, 30.0, 0},
-                        Case{"not a link", bad, 30.0, 1}}) {
+  for (const Case& c :
+       {Case{"fitted", fitted(), false, 22.0, 0}, Case{"none", std::nullopt, false, 30.0, 0},
+        Case{"not a link", bad, false, 30.0, 1},
+        Case{"the old process's link", fitted(), true, 30.0, 0}}) {
     CAPTURE(c.name);
     Harness h;
     h.withTimers(30.0, 5.0);
@@ -1392,8 +1391,14 @@ TEST_CASE("a link model in a join prices the first push's patience, and a bad on
     m.envelope = makeEnvelope();
     m.envelope.mutable_join()->set_worker_name("b");
     m.envelope.mutable_join()->set_sample_count(300);
+    m.envelope.mutable_join()->set_instance(1);
     if (c.link) *m.envelope.mutable_join()->mutable_link() = *c.link;
     idOf(h.core->onMessage("B", m, 10, h.now), "B");
+    if (c.new_process) {
+      m.envelope.mutable_join()->set_instance(2);
+      m.envelope.mutable_join()->clear_link();
+      idOf(h.core->onMessage("B", m, 10, h.now), "B");
+    }
     CHECK(h.core->rejectedTotal() == c.dropped);
     const size_t d = h.core->parameters().size();
     h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);

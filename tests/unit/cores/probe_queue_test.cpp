@@ -1097,8 +1097,18 @@ TEST_CASE("a worker fits its heartbeat and patience to the coordinator's, said i
 }
 
 TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be") {
-  for (const bool about_push : {true, false}) {
-    CAPTURE(about_push);
+  struct Case {
+    wire::Error::Code code;
+    bool about_push;
+    bool timed;
+  };
+  // Late and unknown-session refusals leave as the push arrives; a bad payload's may wait for
+  // the round's close (its work is not link time).
+  for (const Case& c :
+       {Case{wire::Error::BAD_ROUND, true, true}, Case{wire::Error::UNKNOWN_SESSION, true, true},
+        Case{wire::Error::BAD_ROUND, false, false}, Case{wire::Error::BAD_PAYLOAD, true, false}}) {
+    CAPTURE(int(c.code));
+    CAPTURE(c.about_push);
     Rig rig;
     rig.welcome();
     // Past the calibration train, to a round whose push goes out alone (one behind a probe is
@@ -1115,17 +1125,17 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
     rig.send(out);
     REQUIRE(rig.in_flight.size() == 1);
     const uint64_t before = rig.core->link().samples();
-    // Refused where its ack would have come (late for its round).
+    // Refused where its ack would have come.
     rig.now = rig.in_flight[0].acked_at;
     Message refusal;
     refusal.envelope = makeEnvelope();
     auto* e = refusal.envelope.mutable_error();
-    e->set_code(wire::Error::BAD_ROUND);
+    e->set_code(c.code);
     e->set_text("late");
     e->set_round(r);
-    e->set_about_push(about_push);
+    e->set_about_push(c.about_push);
     rig.core->onMessage(refusal, 0);
-    CHECK(rig.core->link().samples() == before + (about_push ? 1 : 0));
+    CHECK(rig.core->link().samples() == before + (c.timed ? 1 : 0));
   }
 }
 
