@@ -541,14 +541,14 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   return out;
 }
 
-bool WorkerCore::batchGradient(std::span<const float> at, std::span<const size_t> rows,
-                               std::vector<float>& grad, double& loss) {
-  auto mean = ml::chunkedLossAndGradient(*model_, at, *shard_, rows, ml::chunkRows(params_.size()),
-                                         batch_, chunk_grad_, grad, stop_check_);
-  if (!mean) return false;
-  loss = *mean;
-  return true;
+std::optional<double> WorkerCore::batchGradient(std::span<const float> at,
+                                                std::span<const size_t> rows,
+                                                std::vector<float>& grad) {
+  return ml::chunkedLossAndGradient(*model_, at, *shard_, rows, ml::chunkRows(params_.size()),
+                                    batch_, chunk_grad_, grad, stop_check_);
 }
+
+bool WorkerCore::stopping() const { return stop_check_ && stop_check_(); }
 
 bool WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, double& loss,
                                  uint64_t& used) {
@@ -563,11 +563,13 @@ bool WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   };
   grad.assign(params_.size(), 0.0f);
   // A stop that came while the round start was on its way.
-  if (stop_check_ && stop_check_()) return false;
+  if (stopping()) return false;
   const uint32_t steps = std::max<uint32_t>(1, training_.local_steps());
   if (steps == 1) {
     used = batch;
-    return batchGradient(params_, draw(), grad, loss);
+    const auto mean = batchGradient(params_, draw(), grad);
+    if (mean) loss = *mean;
+    return mean.has_value();
   }
   // Local SGD: the pushed "gradient" is the model delta divided by the local step size, so the
   // coordinator's learning rate keeps its meaning.
@@ -575,10 +577,10 @@ bool WorkerCore::computeGradient(uint64_t round, std::vector<float>& grad, doubl
   std::vector<float> g(params_.size());
   loss = 0.0;
   for (uint32_t s = 0; s < steps; ++s) {
-    if (s > 0 && stop_check_ && stop_check_()) return false;
-    double step_loss = 0.0;
-    if (!batchGradient(local, draw(), g, step_loss)) return false;
-    loss += step_loss;
+    if (s > 0 && stopping()) return false;
+    const auto step_loss = batchGradient(local, draw(), g);
+    if (!step_loss) return false;
+    loss += *step_loss;
     for (size_t j = 0; j < local.size(); ++j) local[j] -= float(training_.local_lr()) * g[j];
   }
   loss /= steps;

@@ -133,11 +133,13 @@ class WorkerCore {
   Message leaveMessage(uint32_t id, uint64_t session, const std::string& reason);
   // false: the stop check said stop before the gradient was complete (grad is then partial).
   bool computeGradient(uint64_t round, std::vector<float>& grad, double& loss, uint64_t& used);
-  // The mean loss and gradient of `rows` at `at`, in chunks of ml::chunkRows() rows (a stop
-  // is seen between them, and one chunk's rows and activations are held at a time); false when
-  // the stop check said stop.
-  bool batchGradient(std::span<const float> at, std::span<const size_t> rows,
-                     std::vector<float>& grad, double& loss);
+  // The mean loss of `rows` at `at` (its gradient in grad), in chunks of ml::chunkRows() rows (a
+  // stop is seen between them, and one chunk's rows and activations are held at a time); nullopt
+  // when the stop check said stop.
+  std::optional<double> batchGradient(std::span<const float> at, std::span<const size_t> rows,
+                                      std::vector<float>& grad);
+  // The stop check said stop (false without one).
+  bool stopping() const;
   std::vector<Message> refuse(const std::string& why);
   bool errorFeedbackOn() const;
   // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
