@@ -176,7 +176,11 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
                    "protocol version " + std::to_string(env.version()) + " not supported")};
   }
   if (phase_ == Phase::kDone) {
-    if (const Worker* w = byPeer(peer); w && told_to_finish_.count(w->rec.id)) {
+    // Told to finish: a live worker, or one marked gone (told too, not waited for).
+    const Worker* w = byPeer(peer);
+    for (auto it = workers_.begin(); !w && it != workers_.end(); ++it)
+      if (it->second.peer == peer && told_to_finish_.count(it->first)) w = &it->second;
+    if (w && told_to_finish_.count(w->rec.id)) {
       // A worker's Leave after the Finish says the Finish reached it. What it sent before the
       // Finish reached it (a heartbeat, a late push) is answered but not counted: the run's
       // record was closed with the Finish.
@@ -953,16 +957,18 @@ std::vector<Outgoing> CoordinatorCore::finishAll() {
   phase_ = Phase::kDone;
   std::vector<Outgoing> out;
   for (auto& [id, w] : workers_) {
-    if (!w.rec.alive) continue;
+    // A worker marked gone but not forgotten may still be there (a push slower than its
+    // patience, a link back up): told too, or it would ask a coordinator that is gone for ever.
+    // It is not waited for, and gets no last step (its replica is not the model's).
     Message m;
     m.envelope = makeEnvelope();
     m.envelope.mutable_finish()->set_round(round_);
     if (accuracy_known_) m.envelope.mutable_finish()->set_test_accuracy(last_accuracy_);
     // The last step, so every replica ends on the final model.
-    if (w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
+    if (w.rec.alive && w.synced_round + 1 == int64_t(round_)) m.payload = last_update_;
     out.push_back(send(w, std::move(m)));
     told_to_finish_.insert(id);
-    if (w.acks_finish) finish_unacked_.insert(id);
+    if (w.rec.alive && w.acks_finish) finish_unacked_.insert(id);
   }
   return out;
 }

@@ -1412,3 +1412,46 @@ TEST_CASE("a link model in a join prices the first push's patience, and a bad on
     }
   }
 }
+
+TEST_CASE("a worker marked gone is told that training finished too, without the last step") {
+  Harness h;
+  h.settings.max_rounds = 1;
+  h.withTimers(30.0, 5.0);
+  auto joinSaying = [&](const std::string& peer, const std::string& name) {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_join()->set_worker_name(name);
+    m.envelope.mutable_join()->set_sample_count(100);
+    m.envelope.mutable_join()->set_acks_finish(true);
+    return idOf(h.core->onMessage(peer, m, 10, h.now), peer);
+  };
+  const uint32_t a = joinSaying("A", "a");
+  joinSaying("B", "b");
+  // B falls silent with its push awaited (its first: the round's deadline) and is marked gone.
+  h.now = 29.0;
+  h.core->onMessage("A", h.heartbeat(a), 10, h.now);
+  h.core->onTick();
+  REQUIRE(h.core->aliveWorkers() == 2);
+  h.now = 30.0;
+  h.core->onMessage("A", h.heartbeat(a), 10, h.now);
+  h.core->onTick();
+  REQUIRE(h.core->aliveWorkers() == 1);
+  REQUIRE_FALSE(h.core->finished());
+  const size_t d = h.core->parameters().size();
+  const auto out = h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
+  REQUIRE(h.core->finished());
+  std::map<std::string, const Message*> finish;
+  for (const auto& o : out)
+    if (o.message.envelope.has_finish()) finish[o.peer] = &o.message;
+  REQUIRE(finish.size() == 2);
+  CHECK_FALSE(finish.at("A")->payload.empty());  // the last step
+  CHECK(finish.at("B")->payload.empty());        // its replica is not the model's
+  // Only A is waited for; B's answer, should it come, is answered without counting against it.
+  CHECK(h.core->finishUnacknowledged() == 1);
+  const uint64_t rejected = h.core->rejectedTotal();
+  CHECK(hasError(h.core->onMessage("B", h.leave(), 10, h.now), wire::Error::SHUTTING_DOWN));
+  CHECK(h.core->rejectedTotal() == rejected);
+  CHECK(h.core->finishUnacknowledged() == 1);
+  CHECK(h.core->onMessage("A", h.leave(), 10, h.now).empty());
+  CHECK(h.core->finishAcknowledged());
+}
