@@ -61,6 +61,9 @@ struct Harness {
 
   // Joins workers a (100 samples, peer A) and b (300 samples, peer B); returns their ids.
   std::pair<uint32_t, uint32_t> joinAB();
+  // Joins worker `name` (100 samples) from `peer`, saying whether it answers a Finish with a
+  // Leave; returns its id.
+  uint32_t joinAnsweringFinish(const std::string& peer, const std::string& name, bool acks = true);
 
   // Worker `id`'s heartbeat in this session.
   Message heartbeat(uint32_t id) const {
@@ -88,6 +91,15 @@ uint32_t idOf(const std::vector<Outgoing>& out, const std::string& peer) {
   }
   FAIL("no welcome for " << peer);
   return 0;
+}
+
+uint32_t Harness::joinAnsweringFinish(const std::string& peer, const std::string& name, bool acks) {
+  Message m;
+  m.envelope = makeEnvelope();
+  m.envelope.mutable_join()->set_worker_name(name);
+  m.envelope.mutable_join()->set_sample_count(100);
+  m.envelope.mutable_join()->set_acks_finish(acks);
+  return idOf(core->onMessage(peer, m, 10, now), peer);
 }
 
 std::pair<uint32_t, uint32_t> Harness::joinAB() {
@@ -1238,16 +1250,8 @@ TEST_CASE("a finished coordinator knows when every worker told to finish has ans
   h.withTimers(100.0, 100.0);
   CHECK(h.core->finishAcknowledged());  // nobody told anything yet
   // A and B say they answer a Finish; C is of an older tern that does not, and is not waited for.
-  auto joinSaying = [&](const std::string& peer, const std::string& name, bool acks) {
-    Message m;
-    m.envelope = makeEnvelope();
-    m.envelope.mutable_join()->set_worker_name(name);
-    m.envelope.mutable_join()->set_sample_count(100);
-    m.envelope.mutable_join()->set_acks_finish(acks);
-    return idOf(h.core->onMessage(peer, m, 10, h.now), peer);
-  };
-  const uint32_t a = joinSaying("A", "a", true), b = joinSaying("B", "b", true);
-  const uint32_t c = joinSaying("C", "c", false);
+  const uint32_t a = h.joinAnsweringFinish("A", "a"), b = h.joinAnsweringFinish("B", "b");
+  const uint32_t c = h.joinAnsweringFinish("C", "c", false);
   const size_t d = h.core->parameters().size();
   h.core->onMessage("A", h.push(a, 0, ramp(d, 1.0f, 1.0f)), 50, h.now);
   h.core->onMessage("B", h.push(b, 0, ramp(d, 0.0f, 1.0f)), 50, h.now);
@@ -1417,16 +1421,8 @@ TEST_CASE("a worker marked gone is told that training finished too, without the 
   Harness h;
   h.settings.max_rounds = 1;
   h.withTimers(30.0, 5.0);
-  auto joinSaying = [&](const std::string& peer, const std::string& name) {
-    Message m;
-    m.envelope = makeEnvelope();
-    m.envelope.mutable_join()->set_worker_name(name);
-    m.envelope.mutable_join()->set_sample_count(100);
-    m.envelope.mutable_join()->set_acks_finish(true);
-    return idOf(h.core->onMessage(peer, m, 10, h.now), peer);
-  };
-  const uint32_t a = joinSaying("A", "a");
-  joinSaying("B", "b");
+  const uint32_t a = h.joinAnsweringFinish("A", "a");
+  h.joinAnsweringFinish("B", "b");
   // B falls silent with its push awaited (its first: the round's deadline) and is marked gone.
   h.now = 29.0;
   h.core->onMessage("A", h.heartbeat(a), 10, h.now);
