@@ -368,6 +368,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   wel->set_max_message_bytes(settings_.max_message_bytes);
   wel->set_heartbeat_seconds(settings_.heartbeat_seconds);
   wel->set_worker_patience_seconds(settings_.worker_patience_seconds);
+  wel->set_round_deadline_seconds(settings_.round_deadline_seconds);
   m.payload = floatsToBytes(params_);
   // The welcome carries model_{round_}: the worker's replica is current.
   w->synced_round = int64_t(round_);
@@ -591,6 +592,8 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
   rs->set_data_share(w.rec.share);
   rs->set_learning_rate(optimizer_.learningRate(round_));
   rs->set_session(session_);
+  if (phase_ == Phase::kRunning)
+    rs->set_deadline_seconds_left(std::max(0.0, round_deadline_ - clock_()));
   if (w.synced_round == int64_t(round_)) {
     // Already current: nothing to apply.
   } else if (w.synced_round + 1 == int64_t(round_) && !last_update_.empty()) {

@@ -27,9 +27,7 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
   if (settings_.cost_model == "payload")
     return std::make_unique<costmodel::PayloadCostModel>(overhead_bytes);
   if (settings_.cost_model == "measured") {
-    if (link.valid && std::isfinite(link.a) && std::isfinite(link.b) && link.packet_bytes > 0)
-      last_fit_ = link;
-    if (last_fit_) {
+    if (usableFit(link)) {
       // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
       // to nothing, which the model must still accept.
       return std::make_unique<costmodel::PacketCostModel>(std::max(last_fit_->a, 0.0),
@@ -40,6 +38,12 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
   // Packet model with configured constants; also "measured" until the first valid fit.
   return std::make_unique<costmodel::PacketCostModel>(settings_.c_fixed, settings_.c_packet,
                                                       packet_bytes_, overhead_bytes);
+}
+
+std::optional<costmodel::LinkFit> LevelPolicy::usableFit(const costmodel::LinkFit& link) {
+  if (link.valid && std::isfinite(link.a) && std::isfinite(link.b) && link.packet_bytes > 0)
+    last_fit_ = link;
+  return last_fit_;
 }
 
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,

@@ -24,6 +24,9 @@ class LevelPolicy {
                                 const compression::Compressor& compressor,
                                 const costmodel::LinkFit& link, size_t overhead_bytes = 0,
                                 double step = tuning::kBestStep);
+  // The fit to price a push with: `link` when it is usable, else the last usable one (nullopt
+  // before any).
+  std::optional<costmodel::LinkFit> usableFit(const costmodel::LinkFit& link);
   // Takes over the last usable fit of the policy this one replaces (a re-join).
   void keepFitOf(const LevelPolicy& previous) { last_fit_ = previous.last_fit_; }
 

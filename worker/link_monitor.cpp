@@ -129,7 +129,15 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
 void LinkMonitor::queueCalibration() {
   if (!settings_.measure || calibrated_) return;
   calibrated_ = true;
-  for (size_t bytes : estimator_.calibrationPlan()) queue_.push_back(bytes);
+  // A train cut short by a re-join goes on from the probe it had reached, then comes round to the
+  // ones it sent before. Restarted from its first probe, a worker that re-joins before its train
+  // reaches the larger sizes (its pushes, slower than the coordinator's patience, refused each
+  // time) only ever timed the smallest, and never told a from b.
+  // The train goes to the front of the queue, ahead of any exploration probe (train_queued_
+  // counts it there).
+  const std::vector<size_t> plan = estimator_.calibrationPlan();
+  for (size_t i = plan.size(); i-- > 0;) queue_.push_front(plan[(train_next_ + i) % plan.size()]);
+  train_queued_ += plan.size();
 }
 
 void LinkMonitor::queueExploration(double now) {
@@ -139,20 +147,32 @@ void LinkMonitor::queueExploration(double now) {
   if (auto probe = estimator_.probeToSend(now)) queue_.push_back(*probe);
 }
 
-std::optional<size_t> LinkMonitor::nextProbe(double now) {
+std::optional<size_t> LinkMonitor::peekProbe(double now) {
   expire(now);
   if (queue_.empty() || !pending_.empty()) return std::nullopt;
-  const size_t bytes = queue_.front();
+  return queue_.front();
+}
+
+std::optional<size_t> LinkMonitor::nextProbe(double now) {
+  const std::optional<size_t> next = peekProbe(now);
+  if (!next) return std::nullopt;
+  const size_t bytes = *next;
   queue_.pop_front();
+  if (train_queued_ > 0) {  // the train is queued ahead of any exploration probe
+    --train_queued_;
+    ++train_next_;
+  }
   return bytes;
 }
 
 void LinkMonitor::reset() {
   pending_.clear();
   queue_.clear();
+  train_queued_ = 0;
   last_done_.reset();
   // The fit survives a re-join (the link is the same; a changed one is followed as any change
-  // is). A train cut short by the re-join, before the fit could tell a from b, is sent again;
+  // is). A train cut short by the re-join, before the fit could tell a from b, goes on at the
+  // next (see queueCalibration);
   // after that, a flapping connection does not pay for the whole train at every re-join.
   calibrated_ = calibrated_ && estimator_.fit().valid;
 }

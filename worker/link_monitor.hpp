@@ -52,12 +52,14 @@ class LinkMonitor {
   // without a sample, and so is any message that queued behind it (its start is unknown).
   std::optional<double> acked(uint64_t key, double hold_seconds, double now);
 
-  // Queues the calibration train (once per join).
+  // Queues the calibration train (at the first join, and at a re-join before the fit was made).
   void queueCalibration();
   // Queues an exploration probe if the estimator asks for one now (charged to its budget).
   void queueExploration(double now);
   // The next queued probe size (bytes on the wire) when nothing is unacknowledged; pops it.
   std::optional<size_t> nextProbe(double now);
+  // The size nextProbe would pop now, without popping it.
+  std::optional<size_t> peekProbe(double now);
   bool awaitingAck() const { return !pending_.empty(); }
   size_t queuedProbes() const { return queue_.size(); }
   // Sends given up without an ack (timed out or passed over by a later ack).
@@ -98,6 +100,8 @@ class LinkMonitor {
   uint64_t probe_id_ = 0;
   uint64_t unacknowledged_ = 0;
   bool calibrated_ = false;
+  size_t train_next_ = 0;    // the train's probes handed out since the first join
+  size_t train_queued_ = 0;  // of them, still at the front of queue_
   bool paused_ = false;
 };
 

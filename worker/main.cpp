@@ -53,6 +53,8 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker
                  {"pushes_taken_back", stats.taken_back},
                  {"non_finite_gradients", stats.non_finite_gradients},
                  {"pushes_trimmed_to_max_message", stats.trimmed},
+                 {"pushes_trimmed_to_deadline", stats.deadline_trimmed},
+                 {"pushes_past_deadline", stats.deadline_late},
                  {"rejoins", stats.rejoins},
                  {"stale_welcomes", stats.stale_welcomes},
                  {"repushes", stats.repushes},

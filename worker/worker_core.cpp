@@ -413,6 +413,10 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   // Silences from now on are judged by connections made after this welcome's.
   connected_since_join_ = false;
   fitTimersTo(w.heartbeat_seconds(), w.worker_patience_seconds());
+  // A deadline that is no deadline (not finite, negative) is taken as not said.
+  round_deadline_ = std::isfinite(w.round_deadline_seconds()) && w.round_deadline_seconds() > 0.0
+                        ? w.round_deadline_seconds()
+                        : 0.0;
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 
@@ -471,6 +475,13 @@ bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& erro
 
 std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   const auto& rs = msg.envelope.round_start();
+  round_started_at_ = clock_();
+  // What the coordinator said is left of the round's deadline (a worker admitted mid-round has
+  // less than the whole); not said or not a time: the welcome's deadline.
+  round_deadline_left_ =
+      std::isfinite(rs.deadline_seconds_left()) && rs.deadline_seconds_left() > 0.0
+          ? rs.deadline_seconds_left()
+          : 0.0;
   if (rs.full_model()) {
     std::vector<float> model(params_.size());
     if (!bytesToFloats(msg.payload, model)) return refuse("full model has the wrong size");
@@ -535,7 +546,10 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   if (again) ++stats_.repushes;
   // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.
   if (!push.computed) return {std::move(push.message)};
-  std::vector<Message> out = nextProbe();
+  // A probe goes ahead only if the push's deadline budget counted it (one that became sendable
+  // since, as an ack timed out, waits: the push behind it would be late).
+  std::vector<Message> out;
+  if (push.probe_ok) out = nextProbe();
   link_->issued(LinkMonitor::pushKey(rs.round()), clock_());
   out.push_back(std::move(push.message));
   return out;
@@ -642,11 +656,17 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_predicted_step(1.0);
   const size_t envelope_bytes = m.envelope.ByteSizeLong();
   const size_t overhead = zmtpWireBytes(envelope_bytes, 256) - 256;
-  auto decision = policy_->choose(v, cap, compressor_->inner(), link_->fit(), overhead, step_);
-  uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
-  // The hard threshold's count follows the data: its level is the most a push may carry.
   const auto& inner = compressor_->inner();
-  const uint32_t limit = inner.hasLevel() ? level : std::min<uint32_t>(size_cap_, params_.size());
+  // A push the link carries past the round's deadline misses its round: its level is held to
+  // what arrives in time. The hard threshold's count follows the data: its level is the most a
+  // push may carry.
+  const uint32_t most =
+      inner.hasLevel() ? cap : std::min<uint32_t>(size_cap_, uint32_t(params_.size()));
+  const InTime in_time = inTime(most, overhead);
+  if (inner.hasLevel()) cap = in_time.level;
+  auto decision = policy_->choose(v, cap, inner, link_->fit(), overhead, step_);
+  uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
+  const uint32_t limit = inner.hasLevel() ? level : in_time.level;
   compression::Compressed compressed;
   try {
     compressed = compressor_->compressCorrected(limit, rng_);
@@ -654,9 +674,30 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
     // The residual is written only after the compressor succeeds: it is as it was.
     return failed(e.what());
   }
-  if (const auto* t = dynamic_cast<const compression::ThresholdCompressor*>(&inner);
-      t != nullptr && t->lastPassed() > limit)
-    ++stats_.trimmed;
+  const auto* threshold = dynamic_cast<const compression::ThresholdCompressor*>(&inner);
+  if (threshold != nullptr && threshold->lastPassed() > most) ++stats_.trimmed;
+  if (in_time.bound) {
+    const std::string rest =
+        errorFeedbackOn() ? "the rest stays in the residual" : "the rest is dropped";
+    if (!inner.levelLimitsCount()) {
+      sayInTime(round, in_time, "a push of compressor '" + settings_.compressor.name + "'",
+                in_time.seconds_at_most,
+                "it goes whole, and late (a compressor with a level can send less)",
+                ++stats_.deadline_late);
+    } else if (threshold != nullptr && threshold->lastPassed() > in_time.level) {
+      sayInTime(round, in_time,
+                "a push of the " + std::to_string(threshold->lastPassed()) +
+                    " coordinates over the threshold",
+                in_time.seconds(double(overhead + inner.encodedBytes(uint32_t(params_.size()),
+                                                                     threshold->lastPassed()))),
+                "sending the largest " + std::to_string(in_time.level) + ", " + rest,
+                ++stats_.deadline_trimmed);
+    } else if (threshold == nullptr && level == in_time.level) {
+      sayInTime(round, in_time, "a push at the cap of " + std::to_string(most) + " coordinates",
+                in_time.seconds_at_most, "sending " + std::to_string(level) + ", " + rest,
+                ++stats_.deadline_trimmed);
+    }
+  }
   stats_.last_level = level;
   // The tuner's predictions are for the level it chose; a level clamped into [1, cap] has none.
   const bool as_chosen = level == decision.level;
@@ -679,7 +720,60 @@ WorkerCore::Push WorkerCore::makePush(uint64_t round, bool again) {
   p->set_predicted_improvement(stats_.last_predicted_improvement);
   p->set_predicted_step(stats_.last_step);
   m.payload = std::move(compressed.bytes);
-  return {sendable(std::move(m)), true};
+  return {sendable(std::move(m)), true, false, !in_time.bound || in_time.probe_ahead};
+}
+
+WorkerCore::InTime WorkerCore::inTime(uint32_t most, size_t overhead_bytes) {
+  InTime t;
+  t.level = most;
+  const double deadline = round_deadline_left_ > 0.0 ? round_deadline_left_ : round_deadline_;
+  if (deadline <= 0.0) return t;
+  const std::optional<costmodel::LinkFit> fit = policy_->usableFit(link_->fit());
+  if (!fit || !(fit->b > 0.0) || fit->packet_bytes == 0) return t;
+  t.a = std::max(fit->a, 0.0);
+  t.b = fit->b;
+  t.packet_bytes = double(fit->packet_bytes);
+  auto seconds = [&](double wire_bytes) { return t.seconds(wire_bytes); };
+  const auto& inner = compressor_->inner();
+  const auto d = uint32_t(params_.size());
+  // The deadline runs at the coordinator from when it sent the round start: its transit here
+  // (with the update it carries) and the fit's error are not seen by this clock, so a fifth of
+  // what is left is kept for them.
+  constexpr double kDeadlineShare = 0.8;
+  t.left = deadline - (clock_() - round_started_at_);
+  t.budget = kDeadlineShare * t.left;
+  const std::optional<size_t> probe = link_->peekProbe(clock_());
+  if (probe) t.budget -= seconds(double(*probe));
+  const double packets = std::floor((t.budget - t.a) / t.b);
+  uint32_t level = 0;
+  if (packets >= 1.0 && packets * t.packet_bytes > double(overhead_bytes)) {
+    const double codec_bytes = std::min(packets * t.packet_bytes - double(overhead_bytes), 1e18);
+    level = largestFittingLevel(inner, settings_.compressor.name, d, uint64_t(codec_bytes));
+  }
+  t.seconds_at_most = seconds(double(overhead_bytes + inner.encodedBytes(d, most)));
+  t.probe_ahead = probe.has_value();
+  if (level >= most) return t;
+  t.bound = true;
+  // A compressor without a level sends what it sends: the push goes whole, and late.
+  if (inner.levelLimitsCount()) t.level = std::max<uint32_t>(level, 1);
+  return t;
+}
+
+double WorkerCore::InTime::seconds(double wire_bytes) const {
+  return a + b * std::ceil(wire_bytes / packet_bytes);
+}
+
+void WorkerCore::sayInTime(uint64_t round, const InTime& t, const std::string& what, double seconds,
+                           const std::string& done, uint64_t count) {
+  // Said on the first such push and every 100th after it: the journal is not flooded, and the
+  // count is in the metrics.
+  if (count != 1 && count % 100 != 0) return;
+  spdlog::warn(
+      "round {}: {} takes about {:.2f} s on this link, more than the {:.2f} s a push has (four "
+      "fifths of the {:.2f} s left of the round's deadline{}): {} (raise round_deadline_seconds "
+      "at the coordinator or lower the cap to avoid it; such pushes so far: {})",
+      round, what, seconds, std::max(t.budget, 0.0), std::max(t.left, 0.0),
+      t.probe_ahead ? ", less the probe ahead of it" : "", done, count);
 }
 
 const std::vector<float>& WorkerCore::residual() const {

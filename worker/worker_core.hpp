@@ -38,6 +38,11 @@ struct WorkerStats {
   uint64_t taken_back = 0;      // pushes refused as late whose content went back into the residual
   uint64_t non_finite_gradients = 0;  // pushes without a gradient: it overflowed (not finite)
   uint64_t trimmed = 0;  // threshold pushes cut to the largest that fit the coordinator's limit
+  // Pushes cut below the cap (or the threshold's count) so that the fitted link carries them
+  // within the round's deadline.
+  uint64_t deadline_trimmed = 0;
+  // Pushes of a compressor without a level that the fitted link carries past the deadline.
+  uint64_t deadline_late = 0;
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
   double last_predicted_improvement = 0.0;
@@ -122,6 +127,8 @@ class WorkerCore {
     bool computed = true;
     // true: the stop check said stop while the gradient was computed; there is no message.
     bool stopped = false;
+    // false: a probe going ahead would make the push late (the deadline budget did not count one).
+    bool probe_ok = true;
   };
   Push makePush(uint64_t round, bool again);
   // An empty push (probe or gradient) for `round`, addressed from this worker's session.
@@ -144,6 +151,26 @@ class WorkerCore {
   bool errorFeedbackOn() const;
   // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
   std::vector<Message> nextProbe();
+  // What the fitted link carries of a push within the round's deadline.
+  struct InTime {
+    uint32_t level = 0;  // the largest level that arrives in time, at most `most` (at least 1)
+    bool bound = false;  // a push at `most` would not: level is below it (or cannot be, if the
+                         // compressor has no level)
+    double seconds_at_most = 0.0;  // a push at `most` on the fitted link
+    double left = 0.0;             // seconds left of the deadline
+    double budget = 0.0;           // the seconds the push has of them
+    bool probe_ahead = false;      // the budget counts a probe going ahead of the push
+    double a = 0.0, b = 0.0, packet_bytes = 1.0;  // the fit it priced with
+    // A message of wire_bytes on the fitted link.
+    double seconds(double wire_bytes) const;
+  };
+  // The largest level (at most `most`) whose push, with the probe that goes ahead of it, the fitted
+  // link carries within the round's deadline; `most` when no deadline was said or no link is
+  // fitted. overhead_bytes: the push's bytes besides the codec's.
+  InTime inTime(uint32_t most, size_t overhead_bytes);
+  // Warns, on the first such push and every 100th (count), that `what` was held to the deadline.
+  void sayInTime(uint64_t round, const InTime& t, const std::string& what, double seconds,
+                 const std::string& done, uint64_t count);
   // Decodes the coordinator's update strictly and adds it to the replica.
   bool applyUpdate(std::span<const uint8_t> payload, std::string& error);
 
@@ -171,6 +198,11 @@ class WorkerCore {
   uint64_t peer_max_bytes_ = 0;
   uint32_t size_cap_ = UINT32_MAX;
   double threshold_ = 0.0;
+  // The coordinator's round_deadline_seconds from the welcome (0 = not said), and when the round
+  // being pushed started here (its round start was taken).
+  double round_deadline_ = 0.0;
+  double round_deadline_left_ = 0.0;  // the round start's deadline_seconds_left (0 = not said)
+  double round_started_at_ = 0.0;
   // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).
   double step_ = 0.0;
   double smoothness_ = 1.0;        // the shard's L, as the tuner takes it

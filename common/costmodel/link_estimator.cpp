@@ -340,8 +340,11 @@ void LinkEstimator::addToFit(const Sample& s, double prediction) {
   // Timing jitter grows with the transfer (queueing, cross traffic), so the fit minimises
   // relative error: weight 1 / prediction^2, taken a priori so it does not depend on this
   // sample's own noise.
-  // The floor stops one sample a wrong line predicts near zero from outweighing all others.
-  const double clamped = std::max({prediction, kMinPrediction, kWeightFloor * mean_y_});
+  // The floor stops one sample a wrong line predicts near zero from outweighing all others, and
+  // so does one packet's time at the fitted b: behind a token bucket (a ~ -b) a one-packet
+  // sample is predicted to take next to nothing, and weighted by that alone it made every size
+  // held look alike, so b was never identified.
+  const double clamped = std::max({prediction, kMinPrediction, kWeightFloor * mean_y_, b_prior_});
   const double p = 1.0 / (clamped * clamped);
 
   w_sum_ *= lambda;

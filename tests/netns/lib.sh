@@ -130,3 +130,40 @@ start_daemons() {
     > "$WORK/worker.out" 2> "$WORK/worker.err" &
   WPID=$!; PIDS+=("$WPID")
 }
+
+# write_slow_uplink_coordinator FEATURES ROUNDS DEADLINE PATIENCE: $WORK/coord.yaml for the tests
+# of a worker behind a slow uplink: one worker, a softmax model of FEATURES features and 10
+# classes, ROUNDS rounds of round_deadline_seconds DEADLINE and worker_patience_seconds PATIENCE,
+# caps of a quarter of the model (uniform), heartbeats every 0.25 s, no evaluation.
+write_slow_uplink_coordinator() {
+  cat > "$WORK/coord.yaml" <<YAML
+bind: tcp://$ADDR_C:0
+endpoint_file: $WORK/endpoint
+min_workers: 1
+max_rounds: $2
+round_deadline_seconds: $3
+heartbeat_seconds: 0.25
+worker_patience_seconds: $4
+eval_every: 1000000
+model: {kind: softmax, classes: 10, features: $1}
+optimizer: {lr: 0.1}
+training: {batch_size: 32, seed: 7}
+allocation: {method: uniform, mean_ratio: 0.25}
+logging: {level: info}
+security: none
+YAML
+}
+
+# wait_for_rounds ROUNDS SECONDS: waits for the coordinator (CPID) to finish ROUNDS rounds within
+# SECONDS, else fails with the last marked-gone and re-join lines and the worker's link samples.
+wait_for_rounds() {
+  local end=$((SECONDS + $2))
+  while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+  if kill -0 "$CPID" 2> /dev/null; then
+    grep -E "marked gone|re-joined" "$WORK/coord.out" | tail -4 >&2 || true
+    grep -E "link sample|not timed|joined as" "$WORK/worker.out" | tail -30 >&2 || true
+    fail "the coordinator did not finish $1 rounds in $2 s"
+  fi
+  wait "$CPID" || fail "the coordinator exited with $?"
+  grep -q "^final: rounds=$1 " "$WORK/coord.out" || fail "the coordinator did not finish"
+}

@@ -17,33 +17,11 @@ PATIENCE=1
 prepare_pair
 shape_worker add 600kbit
 
-cat > "$WORK/coord.yaml" <<YAML
-bind: tcp://$ADDR_C:0
-endpoint_file: $WORK/endpoint
-min_workers: 1
-max_rounds: $ROUNDS
-round_deadline_seconds: 15
-heartbeat_seconds: 0.25
-worker_patience_seconds: $PATIENCE
-eval_every: 1000000
-model: {kind: softmax, classes: 10, features: $FEATURES}
-optimizer: {lr: 0.1}
-training: {batch_size: 32, seed: 7}
-allocation: {method: uniform, mean_ratio: 0.25}
-logging: {level: info}
-security: none
-YAML
+write_slow_uplink_coordinator "$FEATURES" "$ROUNDS" 15 "$PATIENCE"
 write_synthetic_worker slow "$FEATURES" 30
 start_daemons --metrics-csv "$WORK/metrics.csv"
 
-end=$((SECONDS + 150))
-while kill -0 "$CPID" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
-if kill -0 "$CPID" 2> /dev/null; then
-  grep -E "marked gone|re-joined" "$WORK/coord.out" | tail -4 >&2 || true
-  fail "the coordinator did not finish $ROUNDS rounds in 150 s"
-fi
-wait "$CPID" || fail "the coordinator exited with $?"
-grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || fail "the coordinator did not finish"
+wait_for_rounds "$ROUNDS" 150
 ! grep -q "marked gone" "$WORK/coord.out" || fail "the sending worker was marked gone"
 python3 - "$WORK/metrics.csv" "$PATIENCE" <<'PY'
 import csv, sys

@@ -1202,18 +1202,37 @@ TEST_CASE("a checkpoint holding an impossible push price is refused with a reaso
   }
 }
 
-TEST_CASE("the welcome says the largest message part the coordinator takes") {
+TEST_CASE(
+    "the welcome says the largest message part and the round deadline the coordinator keeps") {
   Harness h;
   h.settings.max_message_bytes = 5000;
-  h.withTimers(1.0, 10.0);
+  h.withTimers(7.5, 10.0);
   const auto out = h.join("A", "a", 100);
   bool said = false;
   for (const auto& o : out) {
     if (o.message.envelope.has_welcome()) {
-      said = o.message.envelope.welcome().max_message_bytes() == 5000;
+      const auto& w = o.message.envelope.welcome();
+      said = w.max_message_bytes() == 5000 && w.round_deadline_seconds() == 7.5;
     }
   }
   CHECK(said);
+}
+
+TEST_CASE("a round start says how much of the round's deadline is left") {
+  Harness h;
+  h.settings.min_workers = 1;
+  h.withTimers(8.0, 100.0);
+  auto left = [](const std::vector<Outgoing>& out) {
+    for (const auto& o : out)
+      if (o.message.envelope.has_round_start())
+        return o.message.envelope.round_start().deadline_seconds_left();
+    return -1.0;
+  };
+  // The round starts as the first worker joins: the whole deadline.
+  CHECK(left(h.join("A", "a", 100)) == doctest::Approx(8.0));
+  // A worker admitted 3 s into the running round has what is left of it.
+  h.now += 3.0;
+  CHECK(left(h.join("B", "b", 100)) == doctest::Approx(5.0));
 }
 
 TEST_CASE("a join is admitted under any name a worker's configuration accepts, and no longer one") {
