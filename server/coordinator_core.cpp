@@ -646,6 +646,7 @@ std::vector<Outgoing> CoordinatorCore::handlePush(const std::string& peer, const
         reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session");
     refused.message.envelope.mutable_error()->set_round(push.round());
     refused.message.envelope.mutable_error()->set_about_push(!push.probe());
+    refused.message.envelope.mutable_error()->set_session(session_);
     return {std::move(refused)};
   }
   if (push.worker_id() != w->rec.id) {

@@ -207,9 +207,12 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
       // A push refused as late or from a worker marked gone is refused as it arrives: the
       // refusal times it as an ack would (a slow push refused every time is how its link gets
-      // measured at all). A bad payload's refusal may wait for the round's close: not timed.
-      if (e.about_push() &&
-          (e.code() == wire::Error::BAD_ROUND || e.code() == wire::Error::UNKNOWN_SESSION))
+      // measured at all). A bad payload's refusal may wait for the round's close: not timed;
+      // nor a push refused by a coordinator of another session than the one it was sent to (it
+      // queued while the coordinator restarted).
+      const bool same_coordinator = e.session() == 0 || e.session() == session_;
+      if (e.about_push() && (e.code() == wire::Error::BAD_ROUND ||
+                             (e.code() == wire::Error::UNKNOWN_SESSION && same_coordinator)))
         link_->acked(LinkMonitor::pushKey(e.round()), 0.0, clock_());
       if (e.code() == wire::Error::UNKNOWN_SESSION) {
         // A restarted coordinator refuses, one by one, every message that queued up while it was

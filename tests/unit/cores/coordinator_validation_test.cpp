@@ -1378,6 +1378,7 @@ TEST_CASE("a push from no known worker is refused naming its round, so that the 
     const auto& e = out[0].message.envelope.error();
     CHECK(e.round() == 3);
     CHECK(e.about_push() == !probe);  // a probe's refusal takes nothing back
+    CHECK(e.session() == h.session);  // its own: the sender tells a restart from being forgotten
   }
 }
 

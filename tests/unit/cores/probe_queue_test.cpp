@@ -1219,14 +1219,19 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
     wire::Error::Code code;
     bool about_push;
     bool timed;
+    int64_t session = 0;  // the refusal's session, relative to the worker's (0: not said)
   };
   // Late and unknown-session refusals leave as the push arrives; a bad payload's may wait for
-  // the round's close (its work is not link time).
+  // the round's close (its work is not link time). An unknown session's from a coordinator of
+  // another session: the push waited out its restart in a queue.
   for (const Case& c :
        {Case{wire::Error::BAD_ROUND, true, true}, Case{wire::Error::UNKNOWN_SESSION, true, true},
+        Case{wire::Error::UNKNOWN_SESSION, true, true, 1},
+        Case{wire::Error::UNKNOWN_SESSION, true, false, 2},
         Case{wire::Error::BAD_ROUND, false, false}, Case{wire::Error::BAD_PAYLOAD, true, false}}) {
     CAPTURE(int(c.code));
     CAPTURE(c.about_push);
+    CAPTURE(c.session);
     Rig rig;
     rig.welcome();
     // Past the calibration train, to a round whose push goes out alone (one behind a probe is
@@ -1252,6 +1257,8 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
     e->set_text("late");
     e->set_round(r);
     e->set_about_push(c.about_push);
+    // 1: the worker's own session; 2: the next one (a restarted coordinator).
+    if (c.session > 0) e->set_session(rig.session + uint64_t(c.session) - 1);
     rig.core->onMessage(refusal, 0);
     CHECK(rig.core->link().samples() == before + (c.timed ? 1 : 0));
   }
