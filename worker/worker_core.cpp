@@ -736,7 +736,6 @@ WorkerCore::InTime WorkerCore::inTime(uint32_t most, size_t overhead_bytes) {
   t.a = std::max(fit->a, 0.0);
   t.b = fit->b;
   t.packet_bytes = double(fit->packet_bytes);
-  auto seconds = [&](double wire_bytes) { return t.seconds(wire_bytes); };
   const auto& inner = compressor_->inner();
   const auto d = uint32_t(params_.size());
   // The deadline runs at the coordinator from when it sent the round start: its transit here
@@ -746,14 +745,14 @@ WorkerCore::InTime WorkerCore::inTime(uint32_t most, size_t overhead_bytes) {
   t.left = deadline - (clock_() - round_started_at_);
   t.budget = kDeadlineShare * t.left;
   const std::optional<size_t> probe = link_->peekProbe(clock_());
-  if (probe) t.budget -= seconds(double(*probe));
+  if (probe) t.budget -= t.seconds(double(*probe));
   const double packets = std::floor((t.budget - t.a) / t.b);
   uint32_t level = 0;
   if (packets >= 1.0 && packets * t.packet_bytes > double(overhead_bytes)) {
     const double codec_bytes = std::min(packets * t.packet_bytes - double(overhead_bytes), 1e18);
     level = largestFittingLevel(inner, settings_.compressor.name, d, uint64_t(codec_bytes));
   }
-  t.seconds_at_most = seconds(double(overhead_bytes + inner.encodedBytes(d, most)));
+  t.seconds_at_most = t.seconds(double(overhead_bytes + inner.encodedBytes(d, most)));
   t.probe_ahead = probe.has_value();
   if (level >= most) return t;
   t.bound = true;
