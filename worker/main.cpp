@@ -227,11 +227,13 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   };
   // What the channel holds, bounded, so that a stream of messages cannot hold back heartbeats and
   // the watchdog.
-  auto receive = [&](const std::function<void(const Message&, size_t)>& take) {
+  // After a stop nothing more is taken: a round start would cost a computation (or its first
+  // chunk) and a push just before the Leave; only the wait for a welcome after a stop
+  // (after_stop) takes what comes, and filters it itself.
+  auto receive = [&](const std::function<void(const Message&, size_t)>& take,
+                     bool after_stop = false) {
     size_t taken = 0;
-    // After a stop nothing more is taken: a round start would cost a computation (or its first
-    // chunk) and a push just before the Leave.
-    while (taken++ < transport::kMaxMessagesPerTurn && !stopRequested()) {
+    while (taken++ < transport::kMaxMessagesPerTurn && (after_stop || !stopRequested())) {
       auto frames = channel.receive();
       if (!frames) break;
       auto parsed = transport::parseFrames(*frames);
@@ -289,11 +291,13 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     const double give_up = steadySeconds() + kWelcomeGraceSeconds;
     while (core.awaitingWelcome() && steadySeconds() < give_up) {
       if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
-      receive([&](const Message& m, size_t bytes) {
-        if (m.envelope.has_welcome() || m.envelope.has_error()) {
-          dispatch(core.onMessage(m, bytes));
-        }
-      });
+      receive(
+          [&](const Message& m, size_t bytes) {
+            if (m.envelope.has_welcome() || m.envelope.has_error()) {
+              dispatch(core.onMessage(m, bytes));
+            }
+          },
+          /*after_stop=*/true);
     }
   }
   if (!core.joined()) {
