@@ -80,6 +80,11 @@ shape_worker() {
   ip netns exec "$NS_W" tc qdisc "$1" dev "$DEV_W" root tbf rate "$2" burst 3028 limit 4000000
 }
 
+# shape_coordinator RATE: the same token bucket on the coordinator's egress (the worker's downlink).
+shape_coordinator() {
+  ip netns exec "$NS_C" tc qdisc add dev "$DEV_C" root tbf rate "$1" burst 3028 limit 4000000
+}
+
 # Bytes dropped by the worker's qdisc so far (0 expected: drops would mean retransmissions).
 worker_qdisc_drops() {
   ip netns exec "$NS_W" tc -s qdisc show dev "$DEV_W" | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' |

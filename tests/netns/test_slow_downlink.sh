@@ -16,7 +16,7 @@ ROUNDS=2
 
 prepare_pair
 # The coordinator's egress: 4 Mbit/s, a queue long enough that tbf never drops.
-in_c tc qdisc add dev "$DEV_C" root tbf rate 4mbit burst 3028 limit 4000000
+shape_coordinator 4mbit
 
 cat > "$WORK/coord.yaml" <<YAML
 bind: tcp://$ADDR_C:0

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 FEATURES=20000  # 200,010 parameters: an 800 kB welcome
 
 prepare_pair
-in_c tc qdisc add dev "$DEV_C" root tbf rate 4mbit burst 3028 limit 4000000
+shape_coordinator 4mbit
 # Two workers are needed to start: the admitted one waits for a second that never comes.
 cat > "$WORK/coord.yaml" <<YAML
 bind: tcp://$ADDR_C:0
