@@ -184,9 +184,10 @@ int main(int argc, char** argv) {
                  "worker's best ratio of improvement "
                  "to cost) or round (each worker maximises improvement - lambda * cost with "
                  "lambda the last round's total predicted improvement over its total predicted "
-                 "cost: the round's best ratio, Dinkelbach's iteration); an experiment, see "
-                 "docs/cat.md")
-      ->check(CLI::IsMember({"worker", "round"}));
+                 "cost: the round's best ratio, Dinkelbach's iteration) or measured (the same "
+                 "with lambda the running mean of the rounds' measured decrease of f over their "
+                 "cost); an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"worker", "round", "measured"}));
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
@@ -328,7 +329,8 @@ int main(int argc, char** argv) {
       limits.block_step = o.block_step;
       limits.sum_block_step = o.step_rule == "sum";
       limits.paper_selection = o.block_select == "paper";
-      limits.round_ratio = o.select == "round";
+      limits.round_ratio = o.select == "round" || o.select == "measured";
+      limits.measured_ratio = o.select == "measured";
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

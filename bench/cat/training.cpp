@@ -340,6 +340,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   };
   // RunLimits::round_ratio: the last round's sum of predicted improvements over predicted costs.
   double round_lambda = -1.0;
+  // RunLimits::measured_ratio: running means of the round's measured decrease and its cost.
+  double last_f = 0.0, last_cost = 0.0, mean_decrease = 0.0, mean_cost = 0.0;
+  bool have_ratio = false;
   for (size_t round = 0;; ++round) {
     double round_improvement = 0.0, round_cost = 0.0;
     // f(x) is the share-weighted sum of the local objectives (each carries the same L2 term).
@@ -357,6 +360,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       break;
     }
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
+    if (limits.measured_ratio && round > 0 && last_cost > 0.0) {
+      const double dec = last_f - f;
+      mean_decrease =
+          have_ratio ? (1.0 - kEstimateWeight) * mean_decrease + kEstimateWeight * dec : dec;
+      mean_cost = have_ratio ? (1.0 - kEstimateWeight) * mean_cost + kEstimateWeight * last_cost
+                             : last_cost;
+      have_ratio = true;
+      round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
+    }
+    last_f = f;
 
     double step = std::numeric_limits<double>::infinity();
     if (aggregate && limits.aggregate_oracle) {
@@ -458,7 +471,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       steps[i] = decision.step;
       decoded[i] = std::move(c.decoded);
     }
-    if (round_cost > 0.0 && round_improvement > 0.0) round_lambda = round_improvement / round_cost;
+    last_cost = round_cost;
+    if (!limits.measured_ratio && round_cost > 0.0 && round_improvement > 0.0)
+      round_lambda = round_improvement / round_cost;
     std::fill(update.begin(), update.end(), 0.0f);
     if (aggregate) {
       double noise = 0.0;

@@ -92,6 +92,8 @@ struct RunLimits {
   // round's ratio sum_i improvement_i / sum_i C_i; the first round each worker's own best ratio).
   // One scalar a round from the coordinator, which has both sums from the pushes' reports.
   bool round_ratio = false;
+  // With round_ratio: lambda from the measured decrease of f per unit of cost (running means).
+  bool measured_ratio = false;
   // true: tuners get ||g||^2 of the worker's gradient and cat credits no level with more than
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
