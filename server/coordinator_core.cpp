@@ -216,10 +216,16 @@ std::vector<Outgoing> CoordinatorCore::onMessage(const std::string& peer, const 
       spdlog::info("worker {} ({}) left: {}", w->rec.id, w->rec.name,
                    printable(env.leave().reason()));
       w->rec.alive = false;
+      // The Leave is in, and so is all the worker sent before it: it may close its connection.
+      Message m;
+      m.envelope = makeEnvelope();
+      m.envelope.mutable_ack()->set_leave(true);
+      std::vector<Outgoing> out{send(*w, std::move(m))};
       // An acknowledged push stays in its round: it was computed on this round's model.
       reallocate();
-      if (phase_ == Phase::kRunning && allAnswered()) return closeRound();
-      return admitSittingOut();
+      auto more = phase_ == Phase::kRunning && allAnswered() ? closeRound() : admitSittingOut();
+      for (auto& o : more) out.push_back(std::move(o));
+      return out;
     }
     default:
       return {reject(peer, wire::Error::MALFORMED, "unexpected_type",
@@ -369,6 +375,7 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   wel->set_heartbeat_seconds(settings_.heartbeat_seconds);
   wel->set_worker_patience_seconds(settings_.worker_patience_seconds);
   wel->set_round_deadline_seconds(settings_.round_deadline_seconds);
+  wel->set_acks_leave(true);
   m.payload = floatsToBytes(params_);
   // The welcome carries model_{round_}: the worker's replica is current.
   w->synced_round = int64_t(round_);

@@ -29,6 +29,9 @@ namespace {
 // How long a worker stopped while its join is unanswered waits for the welcome, so that it can
 // leave rather than be admitted and then waited for until the coordinator's patience runs out.
 constexpr double kWelcomeGraceSeconds = 3.0;
+// How long a stopping worker waits for the coordinator to answer its Leave: with the welcome's
+// grace, within the unit's TimeoutStopSec of 15 s.
+constexpr double kLeaveGraceSeconds = 8.0;
 
 // What /status, /metrics and systemd's STATUS= show: this worker's own counters and link fit.
 telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker::WorkerCore& core,
@@ -300,15 +303,36 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
           /*after_stop=*/true);
     }
   }
-  if (!core.joined()) {
+  const bool was_joined = core.joined();
+  const bool was_finished = core.finished();
+  dispatch(core.stop("stopped by signal"));
+  if (core.leaveUnanswered() && handshake_done) {
+    // The Leave (or the one refusing a welcome) may queue behind a push still crossing a slow
+    // uplink, and closing the connection with the coordinator's heartbeats unread resets it,
+    // dropping both: the coordinator would hold this worker, and its round, until its patience.
+    // A coordinator that answers Leaves says when it has them (and all that came before).
+    const double give_up = steadySeconds() + kLeaveGraceSeconds;
+    while (core.leaveUnanswered() && steadySeconds() < give_up) {
+      tel.tick();
+      if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
+      receive([&](const Message& m, size_t bytes) { dispatch(core.afterStop(m, bytes)); },
+              /*after_stop=*/true);
+    }
+    if (core.leaveUnanswered()) {
+      spdlog::warn(
+          "the coordinator did not answer the Leave within {:g} s: it may hold this worker "
+          "until its patience runs out",
+          kLeaveGraceSeconds);
+    }
+  }
+  if (!was_joined) {
     // A join still queued on a connection being made must not go out after this worker is gone.
     channel.socket().set(zmq::sockopt::linger, 0);
-  } else if (core.finished()) {
+  } else if (was_finished) {
     // The Leave answering the coordinator's Finish, which the coordinator waits for, may queue
     // behind a late push on a slow uplink: it gets a few seconds (the unit allows 15 to stop).
     channel.socket().set(zmq::sockopt::linger, 5000);
   }
-  dispatch(core.stop("stopped by signal"));
   publish(core.finished() ? "finished" : "stopped");
   tel.stopping("stopping");
   auto fit = core.link().fit();

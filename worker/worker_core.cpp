@@ -76,7 +76,47 @@ std::vector<Message> WorkerCore::start() { return join(); }
 
 std::vector<Message> WorkerCore::stop(const std::string& reason) {
   if (!joined_ || finished_) return {};
-  return {leaveMessage(id_, session_, reason)};
+  auto leave = leaveMessage(id_, session_, reason);
+  leave_unanswered_ = acks_leave_;
+  return {std::move(leave)};
+}
+
+std::vector<Message> WorkerCore::afterStop(const Message& msg, size_t wire_bytes) {
+  const auto& env = msg.envelope;
+  if (env.version() != wire::PROTOCOL_VERSION) return {};
+  switch (env.body_case()) {
+    case wire::Envelope::kAck:
+      if (env.ack().leave()) {
+        stats_.received_bytes += wire_bytes;
+        leave_unanswered_ = false;
+        return {};
+      }
+      // A push's ack still times the link (the fit is printed at exit).
+      onMessage(msg, wire_bytes);
+      return {};
+    case wire::Envelope::kFinish: {
+      // The last update goes into the replica; the Leave that went out answers the Finish too.
+      onMessage(msg, wire_bytes);
+      leave_unanswered_ = false;
+      return {};
+    }
+    case wire::Envelope::kError: {
+      const auto& e = env.error();
+      stats_.received_bytes += wire_bytes;
+      spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
+      // A coordinator that does not know this worker (any more), or has finished, refuses the
+      // Leave too: no other answer will come. A refused push is not taken back: nothing more goes
+      // out.
+      if (!e.about_push() &&
+          (e.code() == wire::Error::UNKNOWN_SESSION || e.code() == wire::Error::SHUTTING_DOWN))
+        leave_unanswered_ = false;
+      return {};
+    }
+    default:
+      // Nothing new starts after a stop: no gradient, no re-join.
+      stats_.received_bytes += wire_bytes;
+      return {};
+  }
 }
 
 Message WorkerCore::leaveMessage(uint32_t id, uint64_t session, const std::string& reason) {
@@ -98,6 +138,7 @@ bool WorkerCore::errorFeedbackOn() const {
 std::vector<Message> WorkerCore::join() {
   joined_ = false;
   join_refused_ = false;
+  leave_unanswered_ = false;  // a Leave before this join no longer holds anything back
   join_sent_ = clock_();
   last_heard_ = join_sent_;
   retry_join_at_ = 0.0;
@@ -163,6 +204,11 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       return handleRoundStart(msg);
     case wire::Envelope::kAck: {
       const auto& a = env.ack();
+      if (a.leave()) {
+        // The answer to a Leave refusing a welcome (the coordinator has let that worker go).
+        leave_unanswered_ = false;
+        return {};
+      }
       uint64_t key =
           a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
       const double now = clock_();
@@ -293,7 +339,9 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       retry_join_at_ = clock_() + wait;
       join_refused_ = true;
     }
-    return std::vector<Message>{leaveMessage(w.worker_id(), w.session(), "cannot train: " + why)};
+    auto leave = leaveMessage(w.worker_id(), w.session(), "cannot train: " + why);
+    leave_unanswered_ = w.acks_leave();
+    return std::vector<Message>{std::move(leave)};
   };
   ml::ModelSpec spec;
   spec.kind = w.model().kind();
@@ -420,6 +468,7 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
   round_deadline_ = std::isfinite(w.round_deadline_seconds()) && w.round_deadline_seconds() > 0.0
                         ? w.round_deadline_seconds()
                         : 0.0;
+  acks_leave_ = w.acks_leave();
   spdlog::info("joined as worker {} (session {:x}), cap {}, round {}", id_, session_, cap_,
                replica_round_);
 

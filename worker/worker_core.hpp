@@ -104,6 +104,15 @@ class WorkerCore {
   // re-plans at once instead of waiting out its patience; nothing before a welcome or after the
   // finish.
   std::vector<Message> stop(const std::string& reason);
+  // A message that arrives after stop(), while the daemon waits for the answer to its Leave:
+  // the Leave's ack, a push's ack (timed), the Finish (its last update goes into the replica) or
+  // an error that refuses the Leave end the wait; nothing new starts (no gradient, no re-join)
+  // and nothing is sent.
+  std::vector<Message> afterStop(const Message& msg, size_t wire_bytes);
+  // A Leave went out to a coordinator that answers Leaves (Welcome.acks_leave) and its answer has
+  // not come: what the worker sent may still be crossing, and closing the connection now could
+  // cut it off.
+  bool leaveUnanswered() const { return leave_unanswered_; }
   uint32_t id() const { return id_; }
   // The coordinator's cap on T as last said (0 before the first Welcome).
   uint32_t cap() const { return cap_; }
@@ -203,6 +212,8 @@ class WorkerCore {
   double round_deadline_ = 0.0;
   double round_deadline_left_ = 0.0;  // the round start's deadline_seconds_left (0 = not said)
   double round_started_at_ = 0.0;
+  bool acks_leave_ = false;        // the welcome said the coordinator answers Leaves
+  bool leave_unanswered_ = false;  // see leaveUnanswered()
   // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).
   double step_ = 0.0;
   double smoothness_ = 1.0;        // the shard's L, as the tuner takes it

@@ -99,6 +99,16 @@ wait_for_file() {
   fail "timed out waiting for $1"
 }
 
+# wait_for_line FILE PATTERN TENTHS: succeeds once FILE has a line matching the extended regular
+# expression PATTERN, looking every 0.1 s, at most TENTHS times; fails (status 1) otherwise.
+wait_for_line() {
+  for _ in $(seq 1 "$3"); do
+    grep -qE "$2" "$1" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # write_synthetic_worker NAME FEATURES COORDINATOR_PATIENCE: $WORK/worker.yaml, a worker NAME on
 # 200 synthetic rows of FEATURES features and 10 classes (top-T with error feedback), its
 # coordinator given as ENDPOINT (start_daemons fills it in).

@@ -45,10 +45,6 @@ wait "$WPID" || rc=$?
 took=$((SECONDS - stopped))
 [ "$took" -le 5 ] || fail "the stopped worker took $took s to exit"
 grep -q "joined as worker" "$WORK/worker.out" || fail "the worker exited without its welcome"
-for _ in $(seq 1 50); do
-  grep -q "worker 0 (leaving) left" "$WORK/coord.out" && break
-  sleep 0.1
-done
-grep -q "worker 0 (leaving) left" "$WORK/coord.out" ||
+wait_for_line "$WORK/coord.out" "worker 0 \(leaving\) left" 50 ||
   fail "the coordinator did not hear that the worker left (it would mark it gone after 30 s)"
 echo "PASS: a worker stopped with its welcome on the way took it and left within $took s"

@@ -585,6 +585,84 @@ TEST_CASE(
   CHECK_FALSE(worker.awaitingWelcome());
   const auto leave = worker.stop("stopped by signal");
   REQUIRE(leave.size() == 1);
-  CHECK(c.core->onMessage("W", leave.front(), 10, c.now).empty());
+  // The coordinator answers the Leave, and the worker, which its welcome told so, waits for that.
+  CHECK(welcome.envelope.welcome().acks_leave());
+  CHECK(worker.leaveUnanswered());
+  const auto answer = c.core->onMessage("W", leave.front(), 10, c.now);
   CHECK(c.core->aliveWorkers() == 0);
+  REQUIRE(answer.size() == 1);
+  CHECK(answer.front().peer == "W");
+  REQUIRE(answer.front().message.envelope.has_ack());
+  CHECK(answer.front().message.envelope.ack().leave());
+  CHECK(worker.afterStop(answer.front().message, 10).empty());
+  CHECK_FALSE(worker.leaveUnanswered());
+}
+
+// Delivers what the coordinator sends "W" to the worker and what the worker answers to the
+// coordinator until the coordinator has closed `rounds` more rounds; returns what it sent last
+// (not delivered).
+std::vector<Outgoing> exchange(Cluster& c, worker::WorkerCore& worker, std::vector<Outgoing> out,
+                               size_t rounds) {
+  const uint64_t until = c.core->round() + rounds;
+  while (!out.empty() && c.core->round() < until) {
+    std::vector<Outgoing> next;
+    for (const auto& o : out) {
+      if (o.peer != "W") continue;
+      for (const auto& m : worker.onMessage(o.message, 100)) {
+        worker.onSent(m, 100);
+        for (auto& back : c.core->onMessage("W", m, 100, c.now)) next.push_back(std::move(back));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+TEST_CASE("a worker stopped with its coordinator takes the Finish's last update while it waits") {
+  // Ctrl-C on a cluster in one terminal, or `docker compose down`: both stop at once. The
+  // coordinator's Finish carries the last round's update; a worker that exited on its own stop
+  // without reading it kept a replica a round behind the model.
+  Cluster c;
+  c.settings.min_workers = 1;
+  c.core = c.fresh();
+  config::WorkerSettings ws;
+  ws.compressor.name = "topk";
+  auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
+  worker::WorkerCore worker(ws, shard, [&c] { return c.now; });
+  const auto j = worker.start();
+  const auto last = exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 3);
+  REQUIRE(worker.joined());
+  REQUIRE(c.core->round() == 3);
+  // Round 3's start reaches the worker, whose push is on its way when both are stopped.
+  size_t pushes = 0;
+  for (const auto& o : last)
+    if (o.peer == "W")
+      for (const auto& m : worker.onMessage(o.message, 100))
+        pushes += m.envelope.has_push() && !m.envelope.push().probe();
+  CHECK(pushes == 1);
+  CHECK(worker.replicaRound() == 3);
+  const auto leave = worker.stop("stopped by signal");
+  REQUIRE(leave.size() == 1);
+  CHECK(worker.leaveUnanswered());
+  // The coordinator stops before the Leave reaches it: it tells the worker to finish, and the
+  // Leave, when it comes, answers that (nothing more is said).
+  const auto finish = c.core->stop();
+  const Message* told = nullptr;
+  for (const auto& o : finish)
+    if (o.peer == "W" && o.message.envelope.has_finish()) told = &o.message;
+  REQUIRE(told != nullptr);
+  CHECK(c.core->onMessage("W", leave.front(), 10, c.now).empty());
+  // Meanwhile a round start or a heartbeat of another session starts nothing at the worker.
+  Message beat;
+  beat.envelope = makeEnvelope();
+  beat.envelope.mutable_heartbeat()->set_session(c.session + 1);
+  CHECK(worker.afterStop(beat, 10).empty());
+  CHECK(worker.stats().rejoins == 0);
+  CHECK(worker.leaveUnanswered());
+  // The Finish ends the wait and brings the replica to the coordinator's model.
+  CHECK(worker.afterStop(*told, 100).empty());
+  CHECK_FALSE(worker.leaveUnanswered());
+  CHECK(worker.finished());
+  CHECK(worker.replicaRound() == told->envelope.finish().round());
+  CHECK(worker.parameters() == c.core->parameters());
 }

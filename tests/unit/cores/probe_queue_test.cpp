@@ -70,6 +70,7 @@ struct Rig {
   double coordinator_heartbeat = 0.0, coordinator_patience = 0.0;
   double round_deadline = 0.0;  // the welcome's round_deadline_seconds (0 = not said)
   double deadline_left = 0.0;   // each round start's deadline_seconds_left (0 = not said)
+  bool acks_leave = false;      // the welcome's acks_leave
   // false: a message holds the link for a + b * packets (the latency a is the link's too);
   // true: its bytes hold the link for b * packets and arrive a later, so a message behind
   // another arrives b * its packets after it (a real path's pipelining).
@@ -114,6 +115,7 @@ struct Rig {
     w->set_heartbeat_seconds(coordinator_heartbeat);
     w->set_worker_patience_seconds(coordinator_patience);
     w->set_round_deadline_seconds(round_deadline);
+    w->set_acks_leave(acks_leave);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
     // No probe at the welcome: the train waits for the first push to ride ahead of. A refused
     // welcome is answered with a leave that says why, so the coordinator does not wait for it.
@@ -1130,6 +1132,75 @@ TEST_CASE("a worker answers the coordinator's Finish with a Leave, so the coordi
   CHECK(out[0].envelope.leave().worker_id() == 1);
   CHECK(out[0].envelope.leave().reason() == "finished");
   CHECK(rig.core->stop("stopped by signal").empty());  // said once
+}
+
+TEST_CASE("a stopping worker waits for its Leave's answer only from a coordinator that gives one") {
+  Message leave_ack;
+  leave_ack.envelope = makeEnvelope();
+  leave_ack.envelope.mutable_ack()->set_leave(true);
+  auto error = [](wire::Error::Code code, bool about_push, uint64_t round = 0) {
+    Message m;
+    m.envelope = makeEnvelope();
+    m.envelope.mutable_error()->set_code(code);
+    m.envelope.mutable_error()->set_about_push(about_push);
+    m.envelope.mutable_error()->set_round(round);
+    return m;
+  };
+  {
+    // An older coordinator (its welcome does not say it answers Leaves): nothing to wait for.
+    Rig rig;
+    rig.welcome();
+    REQUIRE(rig.core->stop("stopped by signal").size() == 1);
+    CHECK_FALSE(rig.core->leaveUnanswered());
+  }
+  Rig rig;
+  rig.acks_leave = true;
+  rig.welcome();
+  rig.send(rig.roundStart(0));
+  const uint64_t rounds = rig.core->stats().rounds;
+  REQUIRE(rig.core->stop("stopped by signal").size() == 1);
+  CHECK(rig.core->leaveUnanswered());
+  // Nothing new starts while it waits: no gradient for a round start, no re-join for a refusal
+  // or a heartbeat of another session, nothing sent.
+  Message start;
+  start.envelope = makeEnvelope();
+  start.envelope.mutable_round_start()->set_round(1);
+  start.envelope.mutable_round_start()->set_session(rig.session);
+  start.envelope.mutable_round_start()->set_full_model(true);
+  start.payload = floatsToBytes(rig.core->parameters());
+  CHECK(rig.core->afterStop(start, 10).empty());
+  CHECK(rig.core->stats().rounds == rounds);
+  CHECK(rig.core->afterStop(error(wire::Error::UNKNOWN_SESSION, true, 0), 10).empty());
+  Message beat;
+  beat.envelope = makeEnvelope();
+  beat.envelope.mutable_heartbeat()->set_session(rig.session + 1);
+  CHECK(rig.core->afterStop(beat, 10).empty());
+  CHECK(rig.core->stats().rejoins == 0);
+  // A push refused (late, or from a worker marked gone) is not the Leave's answer.
+  CHECK(rig.core->leaveUnanswered());
+  CHECK(rig.core->afterStop(leave_ack, 10).empty());
+  CHECK_FALSE(rig.core->leaveUnanswered());
+  // A coordinator that no longer knows the worker, or has finished, refuses the Leave: no other
+  // answer comes.
+  for (const auto code : {wire::Error::UNKNOWN_SESSION, wire::Error::SHUTTING_DOWN}) {
+    Rig other;
+    other.acks_leave = true;
+    other.welcome();
+    REQUIRE(other.core->stop("stopped by signal").size() == 1);
+    CHECK(other.core->afterStop(error(code, false), 10).empty());
+    CHECK_FALSE(other.core->leaveUnanswered());
+  }
+  {
+    // The Leave refusing a welcome (a model the shard cannot train) is answered too.
+    Rig refusing(0, 2, 3);
+    refusing.acks_leave = true;
+    refusing.features = 4;  // the welcome's model has 4 features, the shard 3
+    refusing.welcome();
+    REQUIRE_FALSE(refusing.core->joined());
+    CHECK(refusing.core->leaveUnanswered());
+    CHECK(refusing.core->onMessage(leave_ack, 10).empty());
+    CHECK_FALSE(refusing.core->leaveUnanswered());
+  }
 }
 
 TEST_CASE("silences over a live connection are waited out longer, up to 8 times the patience") {
