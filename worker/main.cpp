@@ -128,7 +128,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   opts.max_message_bytes = int64_t(s.max_message_bytes);
   opts.curve = curveClient(s.security);
   transport::Channel channel(ctx, zmq::socket_type::dealer, opts);
-  transport::HandshakeMonitor handshakes(ctx, channel.socket());
+  transport::HandshakeMonitor handshakes(ctx, channel.socket(), /*disconnects=*/true);
   std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
   try {
     channel.connect(s.coordinator);
@@ -172,6 +172,11 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   auto watchHandshakes = [&] {
     for (const auto& e : handshakes.drain()) {
       using Kind = transport::HandshakeEvent::Kind;
+      if (e.kind == Kind::disconnected) {
+        // libzmq reconnects by itself; what is queued goes out once the handshake is done again.
+        handshake_done = false;
+        continue;
+      }
       if (e.kind == Kind::succeeded) {
         handshake_done = true;
         core.connectionUp();
@@ -283,20 +288,27 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     }
   }
   // Handshakes since the loop last looked, whatever else they say.
-  for (const auto& e : handshakes.drain()) {
-    handshake_done = handshake_done || e.kind == transport::HandshakeEvent::Kind::succeeded;
-  }
+  auto connectionNews = [&] {
+    for (const auto& e : handshakes.drain()) {
+      if (e.kind == transport::HandshakeEvent::Kind::succeeded) handshake_done = true;
+      if (e.kind == transport::HandshakeEvent::Kind::disconnected) handshake_done = false;
+    }
+  };
+  connectionNews();
   if (core.awaitingWelcome() && handshake_done) {
     // A join went out and its welcome may be on the way: the coordinator admits this worker
     // with it, and then must hear that it left. Only the welcome, or an error refusing the join
     // (no welcome will come), is taken meanwhile; what the core answers goes out (a welcome it
     // refuses is answered with a Leave).
+    // A welcome refused ends the wait (the wait for its Leave's answer follows).
     const double give_up = steadySeconds() + kWelcomeGraceSeconds;
-    while (core.awaitingWelcome() && steadySeconds() < give_up) {
+    while (core.awaitingWelcome() && !core.leaveUnanswered() && steadySeconds() < give_up) {
       if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
       receive(
           [&](const Message& m, size_t bytes) {
-            if (m.envelope.has_welcome() || m.envelope.has_error()) {
+            if (core.leaveUnanswered()) {
+              dispatch(core.afterStop(m, bytes));
+            } else if (m.envelope.has_welcome() || m.envelope.has_error()) {
               dispatch(core.onMessage(m, bytes));
             }
           },
@@ -311,14 +323,20 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
     // uplink, and closing the connection with the coordinator's heartbeats unread resets it,
     // dropping both: the coordinator would hold this worker, and its round, until its patience.
     // A coordinator that answers Leaves says when it has them (and all that came before).
+    // A connection that ends meanwhile (the coordinator exited: a checkpoint pause, a crash)
+    // will not bring the answer.
     const double give_up = steadySeconds() + kLeaveGraceSeconds;
-    while (core.leaveUnanswered() && steadySeconds() < give_up) {
+    while (core.leaveUnanswered() && handshake_done && steadySeconds() < give_up) {
       tel.tick();
-      if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
+      const bool readable = channel.waitReadable(std::chrono::milliseconds(50), also_wake_on);
+      connectionNews();
+      if (!readable) continue;
       receive([&](const Message& m, size_t bytes) { dispatch(core.afterStop(m, bytes)); },
               /*after_stop=*/true);
     }
-    if (core.leaveUnanswered()) {
+    if (core.leaveUnanswered() && !handshake_done) {
+      spdlog::warn("the connection to the coordinator ended before it answered the Leave");
+    } else if (core.leaveUnanswered()) {
       spdlog::warn(
           "the coordinator did not answer the Leave within {:g} s: it may hold this worker "
           "until its patience runs out",

@@ -81,35 +81,50 @@ std::vector<Message> WorkerCore::stop(const std::string& reason) {
   return {std::move(leave)};
 }
 
+void WorkerCore::noteLeaveAnswer(const wire::Envelope& env) {
+  if (!leave_unanswered_) return;
+  // The Leave's ack; a Finish (a finished coordinator answers no Leave: the Finish came first);
+  // or a coordinator that does not know this worker (any more) or has finished, which refuses
+  // the Leave too. A refused push is not the Leave's answer.
+  const bool refused = env.has_error() && !env.error().about_push() &&
+                       (env.error().code() == wire::Error::UNKNOWN_SESSION ||
+                        env.error().code() == wire::Error::SHUTTING_DOWN);
+  if ((env.has_ack() && env.ack().leave()) || env.has_finish() || refused)
+    leave_unanswered_ = false;
+}
+
 std::vector<Message> WorkerCore::afterStop(const Message& msg, size_t wire_bytes) {
   const auto& env = msg.envelope;
   if (env.version() != wire::PROTOCOL_VERSION) return {};
+  noteLeaveAnswer(env);
   switch (env.body_case()) {
     case wire::Envelope::kAck:
+      // A push's ack still times the link (the fit is printed at exit).
       if (env.ack().leave()) {
         stats_.received_bytes += wire_bytes;
-        leave_unanswered_ = false;
-        return {};
+      } else {
+        onMessage(msg, wire_bytes);
       }
-      // A push's ack still times the link (the fit is printed at exit).
-      onMessage(msg, wire_bytes);
       return {};
-    case wire::Envelope::kFinish: {
+    case wire::Envelope::kFinish:
       // The last update goes into the replica; the Leave that went out answers the Finish too.
       onMessage(msg, wire_bytes);
-      leave_unanswered_ = false;
       return {};
-    }
     case wire::Envelope::kError: {
+      // Logged, not acted on: a refused push is not taken back, nothing more goes out.
       const auto& e = env.error();
       stats_.received_bytes += wire_bytes;
       spdlog::warn("coordinator error {}: {}", int(e.code()), printable(e.text()));
-      // A coordinator that does not know this worker (any more), or has finished, refuses the
-      // Leave too: no other answer will come. A refused push is not taken back: nothing more goes
-      // out.
-      if (!e.about_push() &&
-          (e.code() == wire::Error::UNKNOWN_SESSION || e.code() == wire::Error::SHUTTING_DOWN))
-        leave_unanswered_ = false;
+      return {};
+    }
+    case wire::Envelope::kRoundStart: {
+      // The round's update goes into the replica (the coordinator counts this worker as having
+      // it, and a Finish after it carries no step), but no gradient is computed for it.
+      stats_.received_bytes += wire_bytes;
+      std::string error;
+      if (joined_ && env.round_start().session() == session_ &&
+          takeRoundModel(msg, error) == Sync::refused)
+        refuse(error);
       return {};
     }
     default:
@@ -195,6 +210,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
   }
   last_heard_ = clock_();
   silence_factor_ = 1.0;
+  noteLeaveAnswer(env);
   switch (env.body_case()) {
     case wire::Envelope::kWelcome:
       return handleWelcome(msg);
@@ -204,11 +220,7 @@ std::vector<Message> WorkerCore::onMessage(const Message& msg, size_t wire_bytes
       return handleRoundStart(msg);
     case wire::Envelope::kAck: {
       const auto& a = env.ack();
-      if (a.leave()) {
-        // The answer to a Leave refusing a welcome (the coordinator has let that worker go).
-        leave_unanswered_ = false;
-        return {};
-      }
+      if (a.leave()) return {};  // a Leave's answer (noteLeaveAnswer)
       uint64_t key =
           a.probe() ? LinkMonitor::probeKey(a.probe_id()) : LinkMonitor::pushKey(a.round());
       const double now = clock_();
@@ -525,6 +537,37 @@ bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& erro
   return true;
 }
 
+WorkerCore::Sync WorkerCore::takeRoundModel(const Message& msg, std::string& error) {
+  const auto& rs = msg.envelope.round_start();
+  if (rs.full_model()) {
+    std::vector<float> model(params_.size());
+    if (!bytesToFloats(msg.payload, model)) {
+      error = "full model has the wrong size";
+      return Sync::refused;
+    }
+    if (!compression::detail::allFinite(model)) {
+      error = "full model holds a non-finite value";
+      return Sync::refused;
+    }
+    params_ = std::move(model);
+  } else if (!msg.payload.empty()) {
+    if (replica_round_ + 1 != rs.round()) {
+      // The update does not apply to the replica we hold: ask for the full model again.
+      spdlog::warn("update for round {} but replica is at {}: re-joining", rs.round(),
+                   replica_round_);
+      return Sync::rejoin;
+    }
+    if (!applyUpdate(msg.payload, error)) {
+      error = "bad update: " + error;
+      return Sync::refused;
+    }
+  } else if (replica_round_ != rs.round()) {
+    return Sync::rejoin;
+  }
+  replica_round_ = rs.round();
+  return Sync::done;
+}
+
 std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
   const auto& rs = msg.envelope.round_start();
   round_started_at_ = clock_();
@@ -534,27 +577,16 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
       std::isfinite(rs.deadline_seconds_left()) && rs.deadline_seconds_left() > 0.0
           ? rs.deadline_seconds_left()
           : 0.0;
-  if (rs.full_model()) {
-    std::vector<float> model(params_.size());
-    if (!bytesToFloats(msg.payload, model)) return refuse("full model has the wrong size");
-    if (!compression::detail::allFinite(model))
-      return refuse("full model holds a non-finite value");
-    params_ = std::move(model);
-  } else if (!msg.payload.empty()) {
-    if (replica_round_ + 1 != rs.round()) {
-      // The update does not apply to the replica we hold: ask for the full model again.
-      spdlog::warn("update for round {} but replica is at {}: re-joining", rs.round(),
-                   replica_round_);
+  std::string error;
+  switch (takeRoundModel(msg, error)) {
+    case Sync::refused:
+      return refuse(error);
+    case Sync::rejoin:
       ++stats_.rejoins;
       return join();
-    }
-    std::string error;
-    if (!applyUpdate(msg.payload, error)) return refuse("bad update: " + error);
-  } else if (replica_round_ != rs.round()) {
-    ++stats_.rejoins;
-    return join();
+    case Sync::done:
+      break;
   }
-  replica_round_ = rs.round();
   link_->atRound(rs.round());
   cap_ = rs.cap();
   stats_.data_share = rs.data_share();

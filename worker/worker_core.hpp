@@ -105,9 +105,9 @@ class WorkerCore {
   // finish.
   std::vector<Message> stop(const std::string& reason);
   // A message that arrives after stop(), while the daemon waits for the answer to its Leave:
-  // the Leave's ack, a push's ack (timed), the Finish (its last update goes into the replica) or
-  // an error that refuses the Leave end the wait; nothing new starts (no gradient, no re-join)
-  // and nothing is sent.
+  // the Leave's ack, the Finish (its last update goes into the replica) or an error that refuses
+  // the Leave end the wait; a push's ack is timed and a round start's update goes into the
+  // replica. Nothing new starts (no gradient, no re-join) and nothing is sent.
   std::vector<Message> afterStop(const Message& msg, size_t wire_bytes);
   // A Leave went out to a coordinator that answers Leaves (Welcome.acks_leave) and its answer has
   // not come: what the worker sent may still be crossing, and closing the connection now could
@@ -128,6 +128,11 @@ class WorkerCore {
   std::vector<Message> join();
   std::vector<Message> handleWelcome(const Message& msg);
   std::vector<Message> handleRoundStart(const Message& msg);
+  // Clears leaveUnanswered() when `env` answers the Leave (see afterStop).
+  void noteLeaveAnswer(const wire::Envelope& env);
+  // The model part of a round start: the full model, or the update taken into the replica.
+  enum class Sync { done, rejoin, refused };
+  Sync takeRoundModel(const Message& msg, std::string& error);
   // again: the coordinator asked for this round once more; its last push was never applied.
   struct Push {
     Message message;

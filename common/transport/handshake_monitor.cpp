@@ -17,10 +17,11 @@ std::string uniqueEndpoint() {
 
 }  // namespace
 
-HandshakeMonitor::HandshakeMonitor(zmq::context_t& ctx, zmq::socket_t& socket)
+HandshakeMonitor::HandshakeMonitor(zmq::context_t& ctx, zmq::socket_t& socket, bool disconnects)
     : watched_(socket), events_(ctx, zmq::socket_type::pair) {
   const std::string endpoint = uniqueEndpoint();
-  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), kWatchedEvents) != 0) {
+  const int events = kWatchedEvents | (disconnects ? ZMQ_EVENT_DISCONNECTED : 0);
+  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), events) != 0) {
     throw zmq::error_t();
   }
   events_.set(zmq::sockopt::linger, 0);
@@ -50,6 +51,8 @@ std::vector<HandshakeEvent> HandshakeMonitor::drain() {
     e.endpoint = address.to_string();
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       e.kind = HandshakeEvent::Kind::succeeded;
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      e.kind = HandshakeEvent::Kind::disconnected;
     } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       e.kind = HandshakeEvent::Kind::refused;
       e.status = value;

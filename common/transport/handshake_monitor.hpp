@@ -10,7 +10,8 @@
 namespace tern::transport {
 
 struct HandshakeEvent {
-  enum class Kind { succeeded, refused, failed };
+  // disconnected: a connection that had been made ended (reported only when asked for).
+  enum class Kind { succeeded, refused, failed, disconnected };
   Kind kind = Kind::failed;
   uint32_t status = 0;   // refused: the ZAP status code (400: key not allowed)
   std::string endpoint;  // the peer's endpoint as libzmq names it
@@ -19,7 +20,8 @@ struct HandshakeEvent {
 class HandshakeMonitor {
  public:
   // Watches `socket`, which lives in `ctx`; must be created before the socket connects or binds.
-  HandshakeMonitor(zmq::context_t& ctx, zmq::socket_t& socket);
+  // disconnects: also report connections that end.
+  HandshakeMonitor(zmq::context_t& ctx, zmq::socket_t& socket, bool disconnects = false);
   ~HandshakeMonitor();
   HandshakeMonitor(const HandshakeMonitor&) = delete;
   HandshakeMonitor& operator=(const HandshakeMonitor&) = delete;

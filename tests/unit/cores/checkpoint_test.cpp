@@ -618,10 +618,66 @@ std::vector<Outgoing> exchange(Cluster& c, worker::WorkerCore& worker, std::vect
   return out;
 }
 
-TEST_CASE("a worker stopped with its coordinator takes the Finish's last update while it waits") {
-  // Ctrl-C on a cluster in one terminal, or `docker compose down`: both stop at once. The
-  // coordinator's Finish carries the last round's update; a worker that exited on its own stop
-  // without reading it kept a replica a round behind the model.
+TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or a round start") {
+  // Ctrl-C on a cluster in one terminal: both stop at once. The worker's push is on its way; the
+  // coordinator closes that round with it and either finishes (the Finish carries the round's
+  // update) or sends the next round start and then stops (the Finish carries no step: the round
+  // start had it). A worker that exited on its own stop without reading either kept a replica a
+  // round behind the model.
+  for (const bool closes_last_round : {true, false}) {
+    CAPTURE(closes_last_round);
+    Cluster c;
+    c.settings.min_workers = 1;
+    c.settings.max_rounds = closes_last_round ? 4 : 50;
+    c.core = c.fresh();
+    config::WorkerSettings ws;
+    ws.compressor.name = "topk";
+    auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
+    worker::WorkerCore worker(ws, shard, [&c] { return c.now; });
+    const auto j = worker.start();
+    const auto last = exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 3);
+    REQUIRE(worker.joined());
+    REQUIRE(c.core->round() == 3);
+    // Round 3's start reaches the worker, which pushes; then it is stopped.
+    std::vector<Message> pushed;
+    for (const auto& o : last)
+      if (o.peer == "W")
+        for (auto& m : worker.onMessage(o.message, 100)) pushed.push_back(std::move(m));
+    REQUIRE(worker.replicaRound() == 3);
+    const auto leave = worker.stop("stopped by signal");
+    REQUIRE(leave.size() == 1);
+    CHECK(worker.leaveUnanswered());
+    // The push arrives and closes round 3, before the Leave does.
+    std::vector<Outgoing> said;
+    for (const auto& m : pushed)
+      for (auto& o : c.core->onMessage("W", m, 100, c.now)) said.push_back(std::move(o));
+    REQUIRE(c.core->round() == 4);
+    if (!closes_last_round) {
+      for (auto& o : c.core->stop()) said.push_back(std::move(o));
+    }
+    // The Leave, arriving after the Finish, answers it: nothing more is said.
+    CHECK(c.core->onMessage("W", leave.front(), 10, c.now).empty());
+    const Message* finish = nullptr;
+    size_t round_starts = 0;
+    for (const auto& o : said) {
+      if (o.peer != "W") continue;
+      if (o.message.envelope.has_finish()) finish = &o.message;
+      round_starts += o.message.envelope.has_round_start();
+      // Nothing new starts at the worker: no gradient, no re-join, nothing sent.
+      CHECK(worker.afterStop(o.message, 100).empty());
+    }
+    REQUIRE(finish != nullptr);
+    CHECK(round_starts == (closes_last_round ? 0u : 1u));
+    CHECK(finish->payload.empty() == !closes_last_round);
+    CHECK(worker.stats().rounds == 4);  // rounds 0-3 computed, none after the stop
+    CHECK(worker.stats().rejoins == 0);
+    // The Finish ends the wait; the replica is the coordinator's model.
+    CHECK_FALSE(worker.leaveUnanswered());
+    CHECK(worker.finished());
+    CHECK(worker.replicaRound() == 4);
+    CHECK(worker.parameters() == c.core->parameters());
+  }
+  // A heartbeat of another session (a restarted coordinator) starts no re-join either.
   Cluster c;
   c.settings.min_workers = 1;
   c.core = c.fresh();
@@ -630,39 +686,12 @@ TEST_CASE("a worker stopped with its coordinator takes the Finish's last update 
   auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
   worker::WorkerCore worker(ws, shard, [&c] { return c.now; });
   const auto j = worker.start();
-  const auto last = exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 3);
-  REQUIRE(worker.joined());
-  REQUIRE(c.core->round() == 3);
-  // Round 3's start reaches the worker, whose push is on its way when both are stopped.
-  size_t pushes = 0;
-  for (const auto& o : last)
-    if (o.peer == "W")
-      for (const auto& m : worker.onMessage(o.message, 100))
-        pushes += m.envelope.has_push() && !m.envelope.push().probe();
-  CHECK(pushes == 1);
-  CHECK(worker.replicaRound() == 3);
-  const auto leave = worker.stop("stopped by signal");
-  REQUIRE(leave.size() == 1);
-  CHECK(worker.leaveUnanswered());
-  // The coordinator stops before the Leave reaches it: it tells the worker to finish, and the
-  // Leave, when it comes, answers that (nothing more is said).
-  const auto finish = c.core->stop();
-  const Message* told = nullptr;
-  for (const auto& o : finish)
-    if (o.peer == "W" && o.message.envelope.has_finish()) told = &o.message;
-  REQUIRE(told != nullptr);
-  CHECK(c.core->onMessage("W", leave.front(), 10, c.now).empty());
-  // Meanwhile a round start or a heartbeat of another session starts nothing at the worker.
+  exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 1);
+  REQUIRE(worker.stop("stopped by signal").size() == 1);
   Message beat;
   beat.envelope = makeEnvelope();
   beat.envelope.mutable_heartbeat()->set_session(c.session + 1);
   CHECK(worker.afterStop(beat, 10).empty());
   CHECK(worker.stats().rejoins == 0);
   CHECK(worker.leaveUnanswered());
-  // The Finish ends the wait and brings the replica to the coordinator's model.
-  CHECK(worker.afterStop(*told, 100).empty());
-  CHECK_FALSE(worker.leaveUnanswered());
-  CHECK(worker.finished());
-  CHECK(worker.replicaRound() == told->envelope.finish().round());
-  CHECK(worker.parameters() == c.core->parameters());
 }

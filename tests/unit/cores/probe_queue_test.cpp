@@ -1170,6 +1170,8 @@ TEST_CASE("a stopping worker waits for its Leave's answer only from a coordinato
   start.payload = floatsToBytes(rig.core->parameters());
   CHECK(rig.core->afterStop(start, 10).empty());
   CHECK(rig.core->stats().rounds == rounds);
+  // Its model is taken, though: the coordinator counts the replica as at round 1.
+  CHECK(rig.core->replicaRound() == 1);
   CHECK(rig.core->afterStop(error(wire::Error::UNKNOWN_SESSION, true, 0), 10).empty());
   Message beat;
   beat.envelope = makeEnvelope();
@@ -1199,6 +1201,21 @@ TEST_CASE("a stopping worker waits for its Leave's answer only from a coordinato
     REQUIRE_FALSE(refusing.core->joined());
     CHECK(refusing.core->leaveUnanswered());
     CHECK(refusing.core->onMessage(leave_ack, 10).empty());
+    CHECK_FALSE(refusing.core->leaveUnanswered());
+  }
+  // So is it when a Finish or a refusal of the Leave comes first (a finished coordinator answers
+  // no Leave): the stopping worker does not wait for an ack that cannot come.
+  Message finish;
+  finish.envelope = makeEnvelope();
+  finish.envelope.mutable_finish()->set_round(0);
+  for (const Message& first : {finish, error(wire::Error::SHUTTING_DOWN, false),
+                               error(wire::Error::UNKNOWN_SESSION, false)}) {
+    Rig refusing(0, 2, 3);
+    refusing.acks_leave = true;
+    refusing.features = 4;
+    refusing.welcome();
+    REQUIRE(refusing.core->leaveUnanswered());
+    refusing.core->onMessage(first, 10);
     CHECK_FALSE(refusing.core->leaveUnanswered());
   }
 }
