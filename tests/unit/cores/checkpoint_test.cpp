@@ -677,21 +677,4 @@ TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or 
     CHECK(worker.replicaRound() == 4);
     CHECK(worker.parameters() == c.core->parameters());
   }
-  // A heartbeat of another session (a restarted coordinator) starts no re-join either.
-  Cluster c;
-  c.settings.min_workers = 1;
-  c.core = c.fresh();
-  config::WorkerSettings ws;
-  ws.compressor.name = "topk";
-  auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
-  worker::WorkerCore worker(ws, shard, [&c] { return c.now; });
-  const auto j = worker.start();
-  exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 1);
-  REQUIRE(worker.stop("stopped by signal").size() == 1);
-  Message beat;
-  beat.envelope = makeEnvelope();
-  beat.envelope.mutable_heartbeat()->set_session(c.session + 1);
-  CHECK(worker.afterStop(beat, 10).empty());
-  CHECK(worker.stats().rejoins == 0);
-  CHECK(worker.leaveUnanswered());
 }
