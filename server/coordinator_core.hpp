@@ -292,7 +292,12 @@ class CoordinatorCore {
   bool checkpoint_due_ = false;
   std::vector<float> params_;
   std::vector<uint8_t> last_update_;  // encoded delta from model_{round-1} to model_{round}
-  uint64_t round_ = 0;                // the round being collected
+  uint64_t previous_checksum_ = 0;    // tern::checksum of model_{round-1} (0 = not known)
+  // tern::checksum of the model, computed once per round when a join asks (a flood of joins
+  // naming replicas costs one pass over the parameters a round, not one each).
+  std::optional<uint64_t> model_checksum_;
+  uint64_t modelChecksum();
+  uint64_t round_ = 0;  // the round being collected
   double round_deadline_ = 0.0;
   double start_time_ = 0.0;
   double resumed_elapsed_ = 0.0;  // time_s the restored checkpoint had reached

@@ -9,6 +9,7 @@
 #include "common/compression/codec.hpp"
 #include "common/compression/compressor_support.hpp"
 #include "common/compression/compressors.hpp"
+#include "common/util/checksum.hpp"
 #include "common/util/printable.hpp"
 
 namespace tern::worker {
@@ -172,6 +173,12 @@ std::vector<Message> WorkerCore::join() {
   j->set_acks_finish(true);
   // What this process has measured of its link (the fit survives a re-join).
   if (link_->samples() > 0) *j->mutable_link() = link_->toWire();
+  // The replica it holds, which may spare the coordinator sending the whole model again.
+  announced_checksum_ = params_.empty() ? 0 : checksum(params_);
+  if (announced_checksum_ != 0) {
+    j->set_replica_round(replica_round_);
+    j->set_replica_checksum(announced_checksum_);
+  }
   j->set_sample_count(shard_->rows());
   std::vector<uint64_t> hist(size_t(std::max(shard_->num_classes, 1)), 0);
   for (int32_t l : shard_->labels) {
@@ -388,15 +395,41 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
     return refuseWelcome("the coordinator's model cannot train on this shard: " + why,
                          Then::ask_later);
   }
-  // The size is checked before anything is allocated for the parameters.
-  if (msg.payload.size() != model->numParams() * sizeof(float))
-    return refuseWelcome("welcome payload has " + std::to_string(msg.payload.size()) +
-                         " bytes, the model's parameters need " +
-                         std::to_string(model->numParams() * sizeof(float)));
-  std::vector<float> params(model->numParams());
-  [[maybe_unused]] const bool copied = bytesToFloats(msg.payload, params);  // size checked above
-  if (!compression::detail::allFinite(params))
-    return refuseWelcome("welcome parameters hold a non-finite value");
+  std::vector<float> params;
+  if (w.model_payload() == wire::Welcome::FULL_MODEL) {
+    // The size is checked before anything is allocated for the parameters.
+    if (msg.payload.size() != model->numParams() * sizeof(float))
+      return refuseWelcome("welcome payload has " + std::to_string(msg.payload.size()) +
+                           " bytes, the model's parameters need " +
+                           std::to_string(model->numParams() * sizeof(float)));
+    params.resize(model->numParams());
+    [[maybe_unused]] const bool copied = bytesToFloats(msg.payload, params);  // size checked
+    if (!compression::detail::allFinite(params))
+      return refuseWelcome("welcome parameters hold a non-finite value");
+  } else {
+    // The replica this worker's join named, as it stands (or with the round's update): the
+    // coordinator matched its checksum, and the replica has not changed since the join.
+    const bool update = w.model_payload() == wire::Welcome::REPLICA_UPDATE;
+    const uint64_t round = replica_round_ + (update ? 1 : 0);
+    std::string error;
+    if (announced_checksum_ == 0 || params_.size() != model->numParams() ||
+        checksum(params_) != announced_checksum_) {
+      error = "it holds no such replica";
+    } else if (w.model_payload() != wire::Welcome::REPLICA_CURRENT && !update) {
+      error = "unknown model payload " + std::to_string(int(w.model_payload()));
+    } else if (w.round() != round) {
+      error = "its replica is at round " + std::to_string(replica_round_) +
+              ", the welcome's model at " + std::to_string(w.round());
+    } else {
+      params = params_;
+      if (update && !applyUpdateTo(msg.payload, params, error)) error = "bad update: " + error;
+    }
+    if (!error.empty()) {
+      // The next join names no replica: the whole model comes with its welcome.
+      params_.clear();
+      return refuseWelcome("welcome without the whole model, but " + error);
+    }
+  }
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
     return refuseWelcome("welcome threshold must be finite and >= 0, got " +
                          std::to_string(w.threshold()));
@@ -519,9 +552,14 @@ std::vector<Message> WorkerCore::nextProbe() {
 }
 
 bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& error) {
+  return applyUpdateTo(payload, params_, error);
+}
+
+bool WorkerCore::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>& params,
+                               std::string& error) const {
   compression::DecodeLimits limits;
-  limits.expected_dim = uint32_t(params_.size());
-  limits.max_dim = uint32_t(params_.size());
+  limits.expected_dim = uint32_t(params.size());
+  limits.max_dim = uint32_t(params.size());
   limits.max_bytes = settings_.max_message_bytes;
   auto update = compression::decode(payload, limits);
   if (!update.value) {
@@ -529,11 +567,11 @@ bool WorkerCore::applyUpdate(std::span<const uint8_t> payload, std::string& erro
     return false;
   }
   // Checked before anything is applied: a finite update can still overflow the replica.
-  if (!compression::staysFinite(*update.value, 1.0f, params_)) {
+  if (!compression::staysFinite(*update.value, 1.0f, params)) {
     error = "applying it would make the replica non-finite";
     return false;
   }
-  compression::addScaled(*update.value, 1.0f, params_);
+  compression::addScaled(*update.value, 1.0f, params);
   return true;
 }
 

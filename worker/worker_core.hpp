@@ -187,6 +187,9 @@ class WorkerCore {
                  const std::string& done, uint64_t count);
   // Decodes the coordinator's update strictly and adds it to the replica.
   bool applyUpdate(std::span<const uint8_t> payload, std::string& error);
+  // The same into `params`.
+  bool applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>& params,
+                     std::string& error) const;
 
   config::WorkerSettings settings_;
   std::shared_ptr<const ml::Dataset> shard_;
@@ -217,6 +220,8 @@ class WorkerCore {
   double round_deadline_ = 0.0;
   double round_deadline_left_ = 0.0;  // the round start's deadline_seconds_left (0 = not said)
   double round_started_at_ = 0.0;
+  // tern::checksum of the replica the last join named (0 = none).
+  uint64_t announced_checksum_ = 0;
   bool acks_leave_ = false;        // the welcome said the coordinator answers Leaves
   bool leave_unanswered_ = false;  // see leaveUnanswered()
   // The coordinator's learning rate for the round being pushed (0 = not said: the paper's step).

@@ -162,6 +162,16 @@ for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker exited non-zero after the
 grep -q "resumed from checkpoint .* at round $STOPPED\b" "$WORK/pause2.out" ||
   { grep resumed "$WORK/pause2.out"; fail "the restart did not resume at round $STOPPED"; }
 grep -q "^final: rounds=$ROUNDS " "$WORK/pause2.out" || fail "training did not finish after the pause"
+# The workers' replicas were the paused model: re-joining, they were not sent it again (a worker
+# whose last round start the pause cut off gets the whole model), and every replica ends on the
+# model all the same.
+welcomed=$(grep -c "holds the model of round $STOPPED: welcomed without it" "$WORK/pause2.out" || true)
+[ "$welcomed" -ge 1 ] || fail "no worker re-joining after the pause was welcomed without the model"
+ref=$(grep '^model:' "$WORK/pause2.out" | sed 's/.*checksum=//')
+for i in 0 1 2; do
+  got=$(grep '^replica:' "$WORK/pause-w$i.out" | sed 's/.*checksum=//')
+  [ "$got" = "$ref" ] || fail "after the pause worker $i replica checksum $got != coordinator $ref"
+done
 python3 - "$WORK/pause.csv" "$ROUNDS" <<'PY'
 import csv, sys
 rounds = [int(r["round"]) for r in csv.DictReader(open(sys.argv[1]))]
@@ -198,5 +208,5 @@ grep -q "no-such-dir/c.ckpt.tmp: cannot create" "$WORK/bad.out" || { cat "$WORK/
 [ ! -e "$WORK/endpoint" ] || fail "the coordinator listened before refusing its checkpoint path"
 echo "PASS: coordinator killed and restarted; all workers continued; replicas match ($ref);" \
   "a finished run restarts idle, or trains on to a larger max_rounds; SIGTERM pauses and a" \
-  "restart resumes at that round, one at its max_rounds trains nothing and releases the workers;" \
+  "restart resumes at that round ($welcomed of 3 workers welcomed without the model), one at its max_rounds trains nothing and releases the workers;" \
   "a bad checkpoint path is refused at start-up"

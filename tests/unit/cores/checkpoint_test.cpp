@@ -5,11 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <map>
 #include <set>
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
+#include "common/util/checksum.hpp"
 #include "push_message.hpp"
 #include "server/coordinator_core.hpp"
 #include "worker/worker_core.hpp"
@@ -598,24 +600,31 @@ TEST_CASE(
   CHECK_FALSE(worker.leaveUnanswered());
 }
 
-// Delivers what the coordinator sends "W" to the worker and what the worker answers to the
-// coordinator until the coordinator has closed `rounds` more rounds; returns what it sent last
-// (not delivered).
-std::vector<Outgoing> exchange(Cluster& c, worker::WorkerCore& worker, std::vector<Outgoing> out,
-                               size_t rounds) {
+// Delivers what the coordinator sends to each of `workers` (by peer) to that worker and what the
+// worker answers to the coordinator until the coordinator has closed `rounds` more rounds;
+// returns what it sent last (not delivered).
+std::vector<Outgoing> exchange(Cluster& c,
+                               const std::map<std::string, worker::WorkerCore*>& workers,
+                               std::vector<Outgoing> out, size_t rounds) {
   const uint64_t until = c.core->round() + rounds;
   while (!out.empty() && c.core->round() < until) {
     std::vector<Outgoing> next;
     for (const auto& o : out) {
-      if (o.peer != "W") continue;
-      for (const auto& m : worker.onMessage(o.message, 100)) {
-        worker.onSent(m, 100);
-        for (auto& back : c.core->onMessage("W", m, 100, c.now)) next.push_back(std::move(back));
+      auto it = workers.find(o.peer);
+      if (it == workers.end()) continue;
+      for (const auto& m : it->second->onMessage(o.message, 100)) {
+        it->second->onSent(m, 100);
+        for (auto& back : c.core->onMessage(o.peer, m, 100, c.now)) next.push_back(std::move(back));
       }
     }
     out = std::move(next);
   }
   return out;
+}
+
+std::vector<Outgoing> exchange(Cluster& c, worker::WorkerCore& worker, std::vector<Outgoing> out,
+                               size_t rounds) {
+  return exchange(c, {{"W", &worker}}, std::move(out), rounds);
 }
 
 TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or a round start") {
@@ -677,4 +686,145 @@ TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or 
     CHECK(worker.replicaRound() == 4);
     CHECK(worker.parameters() == c.core->parameters());
   }
+}
+
+// Two top-k workers, "worker" and "other", on the same synthetic shard of `features` features.
+struct TwoWorkers {
+  config::WorkerSettings ws;
+  std::shared_ptr<ml::Dataset> shard;
+  std::unique_ptr<worker::WorkerCore> worker, other;
+  TwoWorkers(Cluster& c, size_t features)
+      : shard(std::make_shared<ml::Dataset>(ml::syntheticDense(50, features, 2, 1))) {
+    ws.compressor.name = "topk";
+    worker = std::make_unique<worker::WorkerCore>(ws, shard, [&c] { return c.now; });
+    config::WorkerSettings named = ws;
+    named.name = "other";
+    other = std::make_unique<worker::WorkerCore>(named, shard, [&c] { return c.now; });
+  }
+};
+
+// `worker` ("W") and `other` ("V") train rounds 0 and 1 together; in round 2 the other worker's
+// push arrives and this worker's is still crossing at the deadline: the round closes without it,
+// and its replica is one round's update behind the model.
+void behindByOneRound(Cluster& c, worker::WorkerCore& worker, worker::WorkerCore& other) {
+  const auto first = worker.start();
+  REQUIRE(first.size() == 1);
+  CHECK(first.front().envelope.join().replica_checksum() == 0);  // nothing held yet
+  auto joined = c.core->onMessage("W", first.front(), 10, c.now);
+  for (auto& o : c.core->onMessage("V", other.start().front(), 10, c.now))
+    joined.push_back(std::move(o));
+  const auto next = exchange(c, {{"W", &worker}, {"V", &other}}, std::move(joined), 2);
+  REQUIRE(c.core->round() == 2);
+  for (const auto& o : next) {
+    if (o.peer == "W") worker.onMessage(o.message, 100);
+    if (o.peer == "V")
+      for (const auto& m : other.onMessage(o.message, 100)) c.core->onMessage("V", m, 100, c.now);
+  }
+  c.now += c.settings.round_deadline_seconds + 0.1;
+  c.core->onTick();
+  REQUIRE(c.core->round() == 3);
+  REQUIRE(worker.replicaRound() == 2);
+}
+
+TEST_CASE("a worker re-joining with its replica is welcomed without the whole model") {
+  // On a slow downlink a welcome of the whole model is seconds: a worker marked gone while its
+  // push crossed re-joins with a replica one round's update behind the model, and gets that
+  // update instead; one whose replica is the model (a coordinator resumed from a pause) gets
+  // nothing. Without momentum and under a small cap a round's update is sparse: far below the
+  // model.
+  Cluster c;
+  c.settings.model.features = 100;
+  c.settings.optimizer.momentum = 0.0;
+  c.settings.allocation.budget.mean_ratio = 0.05;
+  c.core = c.fresh();
+  TwoWorkers two(c, 100);
+  auto& worker = *two.worker;
+  const auto& ws = two.ws;
+  const auto& shard = two.shard;
+  behindByOneRound(c, worker, *two.other);
+  const size_t full_bytes = c.core->parameters().size() * sizeof(float);
+  // The worker re-joins (the coordinator said it does not know it).
+  Message unknown;
+  unknown.envelope = makeEnvelope();
+  unknown.envelope.mutable_error()->set_code(wire::Error::UNKNOWN_SESSION);
+  auto rejoin = [&] {
+    const auto out = worker.onMessage(unknown, 10);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out.front().envelope.has_join());
+    Message welcome;
+    REQUIRE(welcomeIn(c.core->onMessage("W", out.front(), 10, c.now), "W", &welcome));
+    CHECK(out.front().envelope.join().replica_round() == worker.replicaRound());
+    CHECK(out.front().envelope.join().replica_checksum() == checksum(worker.parameters()));
+    return std::pair{out.front(), welcome};
+  };
+  auto [join1, welcome1] = rejoin();
+  CHECK(welcome1.envelope.welcome().model_payload() == wire::Welcome::REPLICA_UPDATE);
+  CHECK(welcome1.payload.size() < full_bytes / 4);
+  CHECK(worker.onMessage(welcome1, 100).empty());
+  REQUIRE(worker.joined());
+  CHECK(worker.replicaRound() == 3);
+  CHECK(worker.parameters() == c.core->parameters());  // bit for bit, as the whole model would be
+  // Again at once: the replica is the model.
+  auto [join2, welcome2] = rejoin();
+  CHECK(welcome2.envelope.welcome().model_payload() == wire::Welcome::REPLICA_CURRENT);
+  CHECK(welcome2.payload.empty());
+  CHECK(worker.onMessage(welcome2, 100).empty());
+  REQUIRE(worker.joined());
+  CHECK(worker.replicaRound() == 3);
+  CHECK(worker.parameters() == c.core->parameters());
+  // A replica the coordinator's model is not (another checksum, or two rounds behind) gets the
+  // whole model.
+  for (const auto& [round, sum] :
+       {std::pair<uint64_t, uint64_t>{3, 12345}, std::pair<uint64_t, uint64_t>{2, 12345},
+        std::pair<uint64_t, uint64_t>{0, checksum(c.core->parameters())}}) {
+    Message j = join("x", 50);
+    j.envelope.mutable_join()->set_replica_round(round);
+    j.envelope.mutable_join()->set_replica_checksum(sum);
+    Message welcome;
+    REQUIRE(welcomeIn(c.core->onMessage("X", j, 10, c.now), "X", &welcome));
+    CHECK(welcome.envelope.welcome().model_payload() == wire::Welcome::FULL_MODEL);
+    CHECK(welcome.payload.size() == full_bytes);
+  }
+  // A worker that holds no replica refuses a welcome without the model, and its next join asks
+  // for the whole one.
+  worker::WorkerCore fresh(ws, shard, [&c] { return c.now; });
+  REQUIRE(fresh.start().size() == 1);
+  Message bare = welcome2;
+  bare.envelope.mutable_welcome()->set_join_nonce(0);
+  const auto refused = fresh.onMessage(bare, 100);
+  CHECK_FALSE(fresh.joined());
+  REQUIRE(refused.size() == 1);
+  CHECK(refused.front().envelope.has_leave());
+  // A replica that moved since the join (it cannot, but a stale welcome could claim so) is
+  // refused too, and the next join names none.
+  auto [join3, welcome3] = rejoin();
+  Message wrong_round = welcome3;
+  wrong_round.envelope.mutable_welcome()->set_round(welcome3.envelope.welcome().round() + 1);
+  CHECK(worker.onMessage(wrong_round, 100).size() == 1);  // its Leave
+  CHECK_FALSE(worker.joined());
+  c.now += ws.coordinator_patience_seconds + 1.0;  // a refusal answers a join only after that
+  const auto after = worker.onMessage(unknown, 10);
+  REQUIRE(after.size() == 1);
+  CHECK(after.front().envelope.join().replica_checksum() == 0);
+}
+
+TEST_CASE(
+    "a re-joining worker one dense step behind gets the whole model, no larger than the step") {
+  // With momentum every coordinate moves each round: the update is the model's size and more.
+  Cluster c;
+  TwoWorkers two(c, 3);
+  auto& worker = *two.worker;
+  behindByOneRound(c, worker, *two.other);
+  Message unknown;
+  unknown.envelope = makeEnvelope();
+  unknown.envelope.mutable_error()->set_code(wire::Error::UNKNOWN_SESSION);
+  const auto again = worker.onMessage(unknown, 10);
+  REQUIRE(again.size() == 1);
+  CHECK(again.front().envelope.join().replica_checksum() != 0);
+  Message welcome;
+  REQUIRE(welcomeIn(c.core->onMessage("W", again.front(), 10, c.now), "W", &welcome));
+  CHECK(welcome.envelope.welcome().model_payload() == wire::Welcome::FULL_MODEL);
+  CHECK(welcome.payload.size() == c.core->parameters().size() * sizeof(float));
+  CHECK(worker.onMessage(welcome, 100).empty());
+  CHECK(worker.parameters() == c.core->parameters());
 }
