@@ -377,8 +377,9 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   wel->set_round_deadline_seconds(settings_.round_deadline_seconds);
   wel->set_acks_leave(true);
   // A worker re-joining with a replica that is the model, or one round's update away from it
-  // (marked gone while its push crossed a slow uplink, a connection that dropped), is not sent
-  // the whole model again: on a slow downlink that is seconds for every re-join.
+  // (a coordinator resumed from a pause; a worker whose push the last round went on without,
+  // marked gone while the push crossed a slow uplink), is not sent the whole model again: on a
+  // slow downlink that is seconds for every re-join.
   const uint64_t replica = join.replica_checksum();
   if (replica != 0 && join.replica_round() == round_ && replica == modelChecksum()) {
     wel->set_model_payload(wire::Welcome::REPLICA_CURRENT);
@@ -1248,6 +1249,7 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
                                                 session, std::move(clock));
   const size_t n = core->params_.size();
   core->params_ = checkpointFloats(c.parameters(), n, "parameters");
+  core->model_checksum_.reset();
   if (tern::checksum(core->params_) != c.parameters_checksum()) {
     throw std::runtime_error("checkpoint parameters do not match their checksum");
   }

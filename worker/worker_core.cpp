@@ -417,6 +417,8 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       error = "it holds no such replica";
     } else if (w.model_payload() != wire::Welcome::REPLICA_CURRENT && !update) {
       error = "unknown model payload " + std::to_string(int(w.model_payload()));
+    } else if (!update && !msg.payload.empty()) {
+      error = "it carries " + std::to_string(msg.payload.size()) + " bytes all the same";
     } else if (w.round() != round) {
       error = "its replica is at round " + std::to_string(replica_round_) +
               ", the welcome's model at " + std::to_string(w.round());

@@ -20,6 +20,7 @@
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
+#include "common/util/checksum.hpp"
 #include "worker/worker_core.hpp"
 
 using namespace tern;
@@ -1218,6 +1219,59 @@ TEST_CASE("a stopping worker waits for its Leave's answer only from a coordinato
     refusing.core->onMessage(first, 10);
     CHECK_FALSE(refusing.core->leaveUnanswered());
   }
+}
+
+TEST_CASE("a welcome without the model is taken only as the replica the join named") {
+  Rig rig;
+  rig.welcome();
+  REQUIRE(rig.core->joined());
+  rig.send(rig.roundStart(0));
+  Message unknown;
+  unknown.envelope = makeEnvelope();
+  unknown.envelope.mutable_error()->set_code(wire::Error::UNKNOWN_SESSION);
+  auto rejoined = [&] {
+    const auto out = rig.core->onMessage(unknown, 10);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out.front().envelope.has_join());
+    return out.front().envelope.join();
+  };
+  const auto join = rejoined();
+  CHECK(join.replica_round() == 0);
+  CHECK(join.replica_checksum() == checksum(rig.core->parameters()));
+  const auto held = rig.core->parameters();
+  auto bare = [&](uint64_t round, std::vector<uint8_t> payload) {
+    Message m;
+    m.envelope = makeEnvelope();
+    auto* w = m.envelope.mutable_welcome();
+    w->set_worker_id(1);
+    w->set_session(rig.session + 1);
+    w->mutable_model()->set_kind("softmax");
+    w->mutable_model()->set_features(rig.features);
+    w->mutable_model()->set_classes(2);
+    w->mutable_training()->set_batch_size(8);
+    w->set_cap(uint32_t(held.size()));
+    w->set_round(round);
+    w->set_model_payload(wire::Welcome::REPLICA_CURRENT);
+    m.payload = std::move(payload);
+    return m;
+  };
+  // Bytes where there should be none, or a round the replica is not at: refused (a Leave).
+  for (const auto& m : {bare(0, {1, 2, 3, 4}), bare(1, {})}) {
+    Rig fresh;  // a worker at round 0 that re-joined, as above
+    fresh.welcome();
+    fresh.send(fresh.roundStart(0));
+    const auto out = fresh.core->onMessage(unknown, 10);
+    REQUIRE(out.size() == 1);
+    const auto answer = fresh.core->onMessage(m, 10);
+    CHECK_FALSE(fresh.core->joined());
+    REQUIRE(answer.size() == 1);
+    CHECK(answer.front().envelope.has_leave());
+  }
+  // The replica as it was: joined on it, under the new session.
+  CHECK(rig.core->onMessage(bare(0, {}), 10).empty());
+  CHECK(rig.core->joined());
+  CHECK(rig.core->session() == rig.session + 1);
+  CHECK(rig.core->parameters() == held);
 }
 
 TEST_CASE("silences over a live connection are waited out longer, up to 8 times the patience") {
