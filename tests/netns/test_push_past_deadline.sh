@@ -53,4 +53,11 @@ print(f"rounds of {min(gaps):.2f}-{max(gaps):.2f} s, pushes of {min(pushes)}-{ma
       f"against a deadline of {deadline} s")
 PY
 wait "$WPID" || fail "the worker exited with $?"
-echo "PASS: a worker whose push at its cap outlasts the round's deadline sends what arrives in time"
+# Each re-join while the link was being learnt named the worker's replica, which was still the
+# model (or a round's sparse update from it): no welcome carried the whole model again.
+rejoins=$(grep -c "worker slow re-joined" "$WORK/coord.out" || true)
+spared=$(grep -cE "worker slow holds the model of round [0-9]+: welcomed (without it|with the update)" \
+  "$WORK/coord.out" || true)
+[ "$spared" = "$rejoins" ] || fail "$spared of $rejoins re-joins were welcomed without the whole model"
+echo "PASS: a worker whose push at its cap outlasts the round's deadline sends what arrives in time" \
+  "(its $rejoins re-joins welcomed without the whole model)"
