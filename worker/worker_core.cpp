@@ -591,12 +591,8 @@ WorkerCore::Sync WorkerCore::takeRoundModel(const Message& msg, std::string& err
     }
     params_ = std::move(model);
   } else if (!msg.payload.empty()) {
-    if (replica_round_ + 1 != rs.round()) {
-      // The update does not apply to the replica we hold: ask for the full model again.
-      spdlog::warn("update for round {} but replica is at {}: re-joining", rs.round(),
-                   replica_round_);
-      return Sync::rejoin;
-    }
+    // An update that does not apply to the replica held: the whole model is needed again.
+    if (replica_round_ + 1 != rs.round()) return Sync::rejoin;
     if (!applyUpdate(msg.payload, error)) {
       error = "bad update: " + error;
       return Sync::refused;
@@ -622,6 +618,8 @@ std::vector<Message> WorkerCore::handleRoundStart(const Message& msg) {
     case Sync::refused:
       return refuse(error);
     case Sync::rejoin:
+      spdlog::warn("round {} starts, but the replica is at round {}: re-joining", rs.round(),
+                   replica_round_);
       ++stats_.rejoins;
       return join();
     case Sync::done:
