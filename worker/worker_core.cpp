@@ -427,9 +427,13 @@ std::vector<Message> WorkerCore::handleWelcome(const Message& msg) {
       if (update && !applyUpdateTo(msg.payload, params, error)) error = "bad update: " + error;
     }
     if (!error.empty()) {
-      // The next join names no replica: the whole model comes with its welcome.
+      // Asked again at once (unless stopping), naming no replica: the whole model comes.
       params_.clear();
-      return refuseWelcome("welcome without the whole model, but " + error);
+      auto out = refuseWelcome("welcome without the whole model, but " + error);
+      if (stopping()) return out;
+      ++stats_.rejoins;
+      for (auto& m : join()) out.push_back(std::move(m));
+      return out;
     }
   }
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)

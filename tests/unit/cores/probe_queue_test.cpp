@@ -1264,6 +1264,18 @@ TEST_CASE("a welcome without the model is taken only as the replica the join nam
     REQUIRE(out.size() == 1);
     const auto answer = fresh.core->onMessage(m, 10);
     CHECK_FALSE(fresh.core->joined());
+    REQUIRE(answer.size() == 2);  // a Leave, and a join at once that names no replica
+    CHECK(answer.front().envelope.has_leave());
+    CHECK(answer.back().envelope.join().replica_checksum() == 0);
+  }
+  {
+    // A stopping worker (its welcome taken in the wait after the stop) only refuses: no join.
+    Rig stopping;
+    stopping.welcome();
+    stopping.send(stopping.roundStart(0));
+    REQUIRE(stopping.core->onMessage(unknown, 10).size() == 1);
+    stopping.core->setStopCheck([] { return true; });
+    const auto answer = stopping.core->onMessage(bare(1, {}), 10);
     REQUIRE(answer.size() == 1);
     CHECK(answer.front().envelope.has_leave());
   }
