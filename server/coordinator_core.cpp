@@ -1249,8 +1249,8 @@ std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
                                                 session, std::move(clock));
   const size_t n = core->params_.size();
   core->params_ = checkpointFloats(c.parameters(), n, "parameters");
-  core->model_checksum_.reset();
-  if (tern::checksum(core->params_) != c.parameters_checksum()) {
+  core->model_checksum_ = tern::checksum(core->params_);
+  if (*core->model_checksum_ != c.parameters_checksum()) {
     throw std::runtime_error("checkpoint parameters do not match their checksum");
   }
   std::vector<float> velocity = checkpointFloats(c.velocity(), n, "velocity");
