@@ -3,7 +3,8 @@
 # docker-compose; neither needs a running engine for `config`) accepts it, and in the
 # configuration Compose resolves from it every worker has a shaped uplink (NET_ADMIN and a
 # rate), a healthcheck on /healthz, its own shard, and the coordinator keeps its checkpoints in a
-# volume; the configs it bakes into the image load with the real config reader and train.
+# volume, and stops get the units' TimeoutStopSec; the configs it bakes into the image load with
+# the real config reader and train.
 source "$(dirname "$0")/lib.sh"
 
 COMPOSE="$SRC/deploy/docker-compose.yml"
@@ -28,11 +29,20 @@ vols = coord["volumes"]
 assert any((v.get("target") if isinstance(v, dict) else v.split(":")[1]) == "/var/lib/tern"
            for v in vols), vols
 assert "tern-state" in doc["volumes"]
+def seconds(period):  # Compose durations: "15s", "1m30s", "1m"
+    import re
+    parts = re.fullmatch(r"(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", str(period))
+    assert parts and any(parts.groups()), period
+    return 60 * int(parts.group(1) or 0) + float(parts.group(2) or 0)
+# Stops get the time the systemd units give them (TimeoutStopSec), not Compose's 10 s: a
+# worker waits up to 8 s for its Leave to be had, the coordinator for its workers' Finish acks.
+assert seconds(coord.get("stop_grace_period", "10s")) >= 30, coord.get("stop_grace_period")
 workers = {n: s for n, s in services.items() if n.startswith("worker-")}
 assert len(workers) >= 2, workers.keys()
 rates = set()
 for name, w in workers.items():
     assert "NET_ADMIN" in w["cap_add"], name
+    assert seconds(w.get("stop_grace_period", "10s")) >= 15, (name, w.get("stop_grace_period"))
     env = w["environment"]
     assert env.get("TERN_UPLINK_RATE"), name
     rates.add(env["TERN_UPLINK_RATE"])
