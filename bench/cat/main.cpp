@@ -155,9 +155,11 @@ int main(int argc, char** argv) {
          "decrease under that step, with the same estimate; sum: with --block-step on several "
          "workers, one step for the "
          "sum of what the workers send, from two scalars each worker sends after it (runs "
-         "the block step does not cover take the smallest); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember(
-          {"own", "min", "aggregate", "aggregate-oracle", "own-aggregate", "own-share", "sum"}));
+         "the block step does not cover take the smallest); pooled: stochastic on several workers, "
+         "one step for the sum from the workers' norms and noise, cat pricing each worker's noise "
+         "against the round's ratio; an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"own", "min", "aggregate", "aggregate-oracle", "own-aggregate",
+                             "own-share", "sum", "pooled"}));
   app.add_option("--credit", o.credit,
                  "uncapped (default, the paper's): the improvement of g + e; gradient: cat "
                  "credits a level with at most ||g||^2 / (2L), the gradient step's decrease "
@@ -321,6 +323,7 @@ int main(int argc, char** argv) {
       limits.own_share = o.step_rule == "own-share";
       limits.aggregate_step = o.step_rule.starts_with("aggregate");
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
+      limits.pooled_step = o.step_rule == "pooled";
       limits.diagonal_noise = o.noise_price == "diagonal";
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");

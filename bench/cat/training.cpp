@@ -83,6 +83,30 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
   return best;
 }
 
+// cat under RunLimits::pooled_step: with one step gamma for the sum, the round's bound depends on
+// worker i's level only through its noise, gamma^2 p_i^2 P_i(T) / 2; Dinkelbach's split of the
+// round's ratio with lambda gives argmin_T gamma^2 p_i^2 P_i(T) / 2 + lambda C(T). The reported
+// improvement is the noise term's saving against T = 1 (the round's ratio is not taken from it
+// under measured_ratio).
+tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamma, double share,
+                                    double lambda, uint32_t d, const compression::Compressor& comp,
+                                    const costmodel::CostModel& cost) {
+  tuning::TuningDecision best;
+  double best_score = -std::numeric_limits<double>::infinity();
+  const double w = 0.5 * gamma * gamma * share * share;
+  const double worst = w * price.at(1).priced;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const double noise = w * price.at(T).priced;
+    const double c = cost.cost(comp.encodedBytes(d, T));
+    const double score = -noise - lambda * c;
+    if (score > best_score) {
+      best_score = score;
+      best = {T, c, worst - noise, gamma, true};
+    }
+  }
+  return best;
+}
+
 // cat with error feedback under RunLimits::virtual_credit: a scan of every T. The residual's
 // e_T^T H e_T goes through the data (H = X~^T D X~ / n + lambda I at x, D = sigma'(z)), with
 // X~ e_T kept as coordinates join: O(n) per level. With `others` (RunLimits::virtual_oracle)
@@ -273,13 +297,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // workers (negative until the first round has produced one).
   const bool stochastic = method.compressor == "stochastic";
   const bool aggregate = limits.aggregate_step && stochastic && workers > 1 && !shifted;
+  const bool pooled = limits.pooled_step && stochastic && workers > 1 && !shifted;
+  double pooled_gamma = -1.0;            // the last round's common step (none before the first)
+  std::vector<double> squares(workers);  // ||v_i||^2 of this round's vectors
   // cat's choice under the aggregate step's criterion (with it, or with RunLimits::
   // aggregate_selection under each worker's own step).
   const bool aggregate_choice =
       (aggregate || limits.aggregate_selection) && stochastic && workers > 1 && !shifted;
   std::vector<float> unscaled(aggregate_choice && !aggregate ? d : 0);
   // Noise priced by coordinate (RunLimits::diagonal_noise) or, for the aggregate step, at L.
-  const bool priced = stochastic && (aggregate_choice || limits.diagonal_noise);
+  const bool priced = stochastic && (aggregate_choice || limits.diagonal_noise || pooled);
   std::vector<double> learning(workers);  // with shifts: omega_i, the rate h_i learns at
   double share_sq = 0.0;
   for (double p : shards.shares) share_sq += p * p;
@@ -429,6 +456,11 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                  1.0, limits.round_ratio ? round_lambda : -1.0);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
+      } else if (pooled && method.tuner == "cat" && pooled_gamma > 0.0 && round_lambda > 0.0) {
+        decision = choosePooled(prices[i], pooled_gamma, shards.shares[i], round_lambda,
+                                static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+        round_improvement += decision.predicted_improvement;
+        round_cost += decision.predicted_cost;
       } else if (priced && method.tuner == "cat") {
         // Under the aggregate step, while no positive estimate of G exists (the first round,
         // or a running mean at or below zero), each worker chooses alone.
@@ -455,6 +487,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // A zero vector is sent exactly: the full step, as omega = 1 gives.
         decision.step = v_sq > 0.0 ? v_sq / (problem.L * v_sq + noises[i].priced) : 1.0 / problem.L;
         learning[i] = v_sq > 0.0 ? v_sq / (v_sq + noises[i].raw) : 1.0;
+        squares[i] = v_sq;
       }
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
@@ -475,6 +508,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     if (!limits.measured_ratio && round_cost > 0.0 && round_improvement > 0.0)
       round_lambda = round_improvement / round_cost;
     std::fill(update.begin(), update.end(), 0.0f);
+    if (pooled) {
+      double sw = 0.0, noise = 0.0;
+      for (size_t i = 0; i < workers; ++i) {
+        const double p2 = shards.shares[i] * shards.shares[i];
+        sw += p2 * squares[i];
+        noise += p2 * noises[i].priced;
+        compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
+      }
+      const double gamma = sw > 0.0 ? sw / (problem.L * sw + noise) : step;
+      pooled_gamma = gamma;
+      for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
+      continue;
+    }
     if (aggregate) {
       double noise = 0.0;
       for (size_t i = 0; i < workers; ++i)

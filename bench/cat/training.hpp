@@ -70,6 +70,11 @@ struct RunLimits {
   // argmax_T p_i G^2 / (2 (L G + s P_i(T))) / C(T), s = sum p_j^2.
   bool aggregate_step = false;
   bool aggregate_oracle = false;
+  // Stochastic sparsification with a noise price on several workers: one step for the sum,
+  // gamma = sum p_i^2 S_i / (L sum p_i^2 S_i + sum p_i^2 P_i(T_i)) (every method), and cat's worker
+  // i picks argmin_T gamma^2 p_i^2 P_i(T) / 2 + lambda C(T) with the last round's gamma and the
+  // round's ratio lambda (with measured_ratio, the measured one).
+  bool pooled_step = false;
   // Each worker keeps its own step (per_worker_step) but cat picks T as under aggregate_step,
   // from the same running estimate of G, so that near the optimum, where G is far below the
   // workers' ||v_i||^2, it buys the larger T whose noise the sum can afford.
