@@ -193,8 +193,10 @@ int main(int argc, char** argv) {
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
-                 "bound there); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember({"smoothness", "diagonal"}));
+                 "bound there) or diagonal-secant (with --step-rule pooled: cat scales the "
+                 "diagonal price by the curvature measured along the last moves over their "
+                 "price at M's diagonal); an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant"}));
   app.add_option("--shift-credit", o.shift_credit,
                  "with --shifts: on (cat credits the decrease the shift step earns at every T) "
                  "or off (the paper's criterion on g - h alone)")
@@ -324,7 +326,8 @@ int main(int argc, char** argv) {
       limits.aggregate_step = o.step_rule.starts_with("aggregate");
       limits.aggregate_oracle = o.step_rule == "aggregate-oracle";
       limits.pooled_step = o.step_rule == "pooled";
-      limits.diagonal_noise = o.noise_price == "diagonal";
+      limits.diagonal_noise = o.noise_price.starts_with("diagonal");
+      limits.secant_noise = o.noise_price == "diagonal-secant";
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";

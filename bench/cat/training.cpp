@@ -90,10 +90,10 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
 // under measured_ratio).
 tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamma, double share,
                                     double lambda, uint32_t d, const compression::Compressor& comp,
-                                    const costmodel::CostModel& cost) {
+                                    const costmodel::CostModel& cost, double noise_scale = 1.0) {
   tuning::TuningDecision best;
   double best_score = -std::numeric_limits<double>::infinity();
-  const double w = 0.5 * gamma * gamma * share * share;
+  const double w = 0.5 * gamma * gamma * share * share * noise_scale;
   const double worst = w * price.at(1).priced;
   for (uint32_t T = 1; T <= d; ++T) {
     const double noise = w * price.at(T).priced;
@@ -298,7 +298,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const bool stochastic = method.compressor == "stochastic";
   const bool aggregate = limits.aggregate_step && stochastic && workers > 1 && !shifted;
   const bool pooled = limits.pooled_step && stochastic && workers > 1 && !shifted;
-  double pooled_gamma = -1.0;            // the last round's common step (none before the first)
+  double pooled_gamma = -1.0;  // the last round's common step (none before the first)
+  // RunLimits::secant_noise: the last round's move x_t - x_{t-1}, each worker's gradient at
+  // x_{t-1}, and running means of the secant curvature along the move and of its price at M's
+  // diagonal.
+  const bool secant = pooled && limits.secant_noise && limits.diagonal_noise;
+  std::vector<float> last_move(secant ? d : 0);
+  std::vector<std::vector<float>> last_grads(secant ? workers : 0);
+  double mean_secant = 0.0, mean_diagonal = 0.0, noise_scale = 1.0;
+  bool have_move = false, have_secant = false;
   std::vector<double> squares(workers);  // ||v_i||^2 of this round's vectors
   // cat's choice under the aggregate step's criterion (with it, or with RunLimits::
   // aggregate_selection under each worker's own step).
@@ -397,6 +405,31 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
     }
     last_f = f;
+    if (secant) {
+      // sum_i p_i <g_i(x_t) - g_i(x_{t-1}), x_t - x_{t-1}> is the move's curvature under the
+      // Hessian averaged along it (each worker's part rides in its push, a scalar); the same
+      // move priced at M's diagonal, sum_j M_jj dx_j^2, is what the noise price assumes.
+      if (have_move) {
+        double along = 0.0, diag = 0.0;
+        for (size_t i = 0; i < workers; ++i) {
+          double part = 0.0;
+          for (size_t j = 0; j < d; ++j)
+            part += (static_cast<double>(grads[i][j]) - last_grads[i][j]) * last_move[j];
+          along += shards.shares[i] * part;
+        }
+        for (size_t j = 0; j < d; ++j)
+          diag += problem.curvature[j] * static_cast<double>(last_move[j]) * last_move[j];
+        if (diag > 0.0) {
+          mean_secant =
+              have_secant ? (1.0 - kEstimateWeight) * mean_secant + kEstimateWeight * along : along;
+          mean_diagonal =
+              have_secant ? (1.0 - kEstimateWeight) * mean_diagonal + kEstimateWeight * diag : diag;
+          have_secant = true;
+          if (mean_secant > 0.0) noise_scale = mean_secant / mean_diagonal;
+        }
+      }
+      for (size_t i = 0; i < workers; ++i) last_grads[i] = grads[i];
+    }
 
     double step = std::numeric_limits<double>::infinity();
     if (aggregate && limits.aggregate_oracle) {
@@ -457,8 +490,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
       } else if (pooled && method.tuner == "cat" && pooled_gamma > 0.0 && round_lambda > 0.0) {
-        decision = choosePooled(prices[i], pooled_gamma, shards.shares[i], round_lambda,
-                                static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+        decision =
+            choosePooled(prices[i], pooled_gamma, shards.shares[i], round_lambda,
+                         static_cast<uint32_t>(d), memories[i].inner(), tuner_cost, noise_scale);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
       } else if (priced && method.tuner == "cat") {
@@ -518,7 +552,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
       const double gamma = sw > 0.0 ? sw / (problem.L * sw + noise) : step;
       pooled_gamma = gamma;
-      for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma) * update[j];
+      for (size_t j = 0; j < d; ++j) {
+        const float before = x[j];
+        x[j] -= static_cast<float>(gamma) * update[j];
+        if (secant) last_move[j] = x[j] - before;
+      }
+      have_move = secant;
       continue;
     }
     if (aggregate) {

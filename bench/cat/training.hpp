@@ -75,6 +75,11 @@ struct RunLimits {
   // i picks argmin_T gamma^2 p_i^2 P_i(T) / 2 + lambda C(T) with the last round's gamma and the
   // round's ratio lambda (with measured_ratio, the measured one).
   bool pooled_step = false;
+  // With pooled_step and diagonal_noise: cat scales its noise price by the ratio of the running
+  // means of the secant curvature along the last move, sum_i p_i <g_i(x_t) - g_i(x_{t-1}), dx>,
+  // and of that move priced at M's diagonal, sum_j M_jj dx_j^2 (one scalar a round from each
+  // worker, riding in its push like the reported improvement; not counted). The step keeps M.
+  bool secant_noise = false;
   // Each worker keeps its own step (per_worker_step) but cat picks T as under aggregate_step,
   // from the same running estimate of G, so that near the optimum, where G is far below the
   // workers' ||v_i||^2, it buys the larger T whose noise the sum can afford.
