@@ -55,6 +55,7 @@ struct Options {
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
+  std::string noise_value = "direct";
   bool block_step = false;
   std::string block_select = "block";
   std::string select = "worker";
@@ -188,15 +189,24 @@ int main(int argc, char** argv) {
                  "lambda the last round's total predicted improvement over its total predicted "
                  "cost: the round's best ratio, Dinkelbach's iteration) or measured (the same "
                  "with lambda the running mean of the rounds' measured decrease of f over their "
-                 "cost); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember({"worker", "round", "measured"}));
+                 "cost) or measured-common (with --step-rule pooled, a diagnostic: one level "
+                 "for all workers from every worker's noise); an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"worker", "round", "measured", "measured-common"}));
+  app.add_option("--noise-value", o.noise_value,
+                 "with --step-rule pooled: direct (cat values less noise by what it does at the "
+                 "last round's step) or step (also by the longer step it buys, from the slope "
+                 "measured at the last step's end); an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"direct", "step"}));
   app.add_option("--noise-price", o.noise_price,
                  "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
                  "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
                  "bound there) or diagonal-secant (with --step-rule pooled: cat scales the "
                  "diagonal price by the curvature measured along the last moves over their "
-                 "price at M's diagonal); an experiment, see docs/cat.md")
-      ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant"}));
+                 "price at M's diagonal) or diagonal-hessian (each worker's Hessian diagonal at x "
+                 "in place of M's, every method; diagonal-hessian-global, a diagnostic: the whole "
+                 "objective's); an experiment, see docs/cat.md")
+      ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
+                             "diagonal-hessian-global"}));
   app.add_option("--shift-credit", o.shift_credit,
                  "with --shifts: on (cat credits the decrease the shift step earns at every T) "
                  "or off (the paper's criterion on g - h alone)")
@@ -229,6 +239,11 @@ int main(int argc, char** argv) {
   }
   if (o.step_rule == "sum" && !o.block_step) {
     std::cerr << "--step-rule sum needs --block-step (its step comes from the block bound)\n";
+    return 2;
+  }
+  if (o.noise_value == "step" && o.noise_price == "diagonal-secant") {
+    std::cerr << "--noise-value step and --noise-price diagonal-secant both scale the noise "
+                 "price: take one\n";
     return 2;
   }
   if (o.grid_factor < 2 || o.grid_first < 1) {
@@ -328,6 +343,9 @@ int main(int argc, char** argv) {
       limits.pooled_step = o.step_rule == "pooled";
       limits.diagonal_noise = o.noise_price.starts_with("diagonal");
       limits.secant_noise = o.noise_price == "diagonal-secant";
+      limits.step_value = o.noise_value == "step";
+      limits.hessian_noise = o.noise_price.starts_with("diagonal-hessian");
+      limits.hessian_global = o.noise_price == "diagonal-hessian-global";
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
@@ -335,8 +353,9 @@ int main(int argc, char** argv) {
       limits.block_step = o.block_step;
       limits.sum_block_step = o.step_rule == "sum";
       limits.paper_selection = o.block_select == "paper";
-      limits.round_ratio = o.select == "round" || o.select == "measured";
-      limits.measured_ratio = o.select == "measured";
+      limits.round_ratio = o.select == "round" || o.select.starts_with("measured");
+      limits.measured_ratio = o.select.starts_with("measured");
+      limits.common_level = o.select == "measured-common";
       limits.shift_credit = o.shift_credit == "on";
       RunResult r;
       r.problem = p.name;

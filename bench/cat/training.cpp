@@ -107,6 +107,12 @@ tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamm
   return best;
 }
 
+// sigma'(z) = sigma(z) (1 - sigma(z)): a row's weight in the logistic loss's Hessian.
+double sigmoidSlope(double z) {
+  const double p = 1.0 / (1.0 + std::exp(-z));
+  return p * (1.0 - p);
+}
+
 // cat with error feedback under RunLimits::virtual_credit: a scan of every T. The residual's
 // e_T^T H e_T goes through the data (H = X~^T D X~ / n + lambda I at x, D = sigma'(z)), with
 // X~ e_T kept as coordinates join: O(n) per level. With `others` (RunLimits::virtual_oracle)
@@ -127,10 +133,7 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   }
   const Eigen::VectorXd z = X * xx;
   Eigen::VectorXd D(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const double sg = 1.0 / (1.0 + std::exp(-z[i]));
-    D[i] = sg * (1.0 - sg) / double(n);
-  }
+  for (Eigen::Index i = 0; i < n; ++i) D[i] = sigmoidSlope(z[i]) / double(n);
   auto wnorm = [&](const Eigen::VectorXd& u) { return u.head(f).squaredNorm(); };
   const Eigen::VectorXd Xg = X * gg;
   const double gHg = (D.array() * Xg.array().square()).sum() + l2 * wnorm(gg);
@@ -299,14 +302,20 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const bool aggregate = limits.aggregate_step && stochastic && workers > 1 && !shifted;
   const bool pooled = limits.pooled_step && stochastic && workers > 1 && !shifted;
   double pooled_gamma = -1.0;  // the last round's common step (none before the first)
-  // RunLimits::secant_noise: the last round's move x_t - x_{t-1}, each worker's gradient at
-  // x_{t-1}, and running means of the secant curvature along the move and of its price at M's
-  // diagonal.
+  // RunLimits::secant_noise: the last round's move x_t - x_{t-1} and the gradients' inner
+  // product with it at x_{t-1}, and running means of the secant curvature along the move and of
+  // its price at M's diagonal.
   const bool secant = pooled && limits.secant_noise && limits.diagonal_noise;
   std::vector<float> last_move(secant ? d : 0);
-  std::vector<std::vector<float>> last_grads(secant ? workers : 0);
+  double last_along = 0.0;  // sum_i p_i <g_i(x_{t-1}), x_t - x_{t-1}>
   double mean_secant = 0.0, mean_diagonal = 0.0, noise_scale = 1.0;
   bool have_move = false, have_secant = false;
+  // RunLimits::step_value: the last round's unscaled sum u and sum p_i^2 S_i, and running means
+  // of the slope at the new point along u, sum p_i <g_i(x_t), u_{t-1}>, and of that sum.
+  const bool step_value = pooled && limits.step_value;
+  std::vector<float> last_sum(step_value ? d : 0);
+  double last_sw = 0.0, mean_slope = 0.0, mean_sw = 0.0;
+  bool have_sum = false, have_slope = false;
   std::vector<double> squares(workers);  // ||v_i||^2 of this round's vectors
   // cat's choice under the aggregate step's criterion (with it, or with RunLimits::
   // aggregate_selection under each worker's own step).
@@ -354,6 +363,14 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<Columns> columns;
   if (block)
     for (size_t i = 0; i < workers; ++i) columns.push_back(augmentedColumns(shards.data[i]));
+  // RunLimits::hessian_noise: each worker's rows with a 1 appended, for its Hessian's diagonal.
+  // With hessian_global, every row's (one matrix, the same price for every worker).
+  std::vector<Columns> own_rows;
+  if (priced && limits.hessian_noise && limits.hessian_global)
+    own_rows.push_back(augmentedColumns(problem.data));
+  else if (priced && limits.hessian_noise)
+    for (size_t i = 0; i < workers; ++i) own_rows.push_back(augmentedColumns(shards.data[i]));
+  std::vector<double> hessian_diagonal(own_rows.empty() ? 0 : d);
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -361,13 +378,18 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // with the sum it receives, unbiased for G and linear in the compression noise (||u||^2 - V is
   // unbiased too, but quadratic in it, and at small T its noise swamps G), averaged over about
   // ten rounds.
-  auto estimateG = [&](const std::vector<float>& u) {
-    double fresh = 0.0;
+  // sum_i p_i <g_i, u> over this round's gradients (each worker's part a scalar).
+  auto sharedInner = [&](const std::vector<float>& u) {
+    double sum = 0.0;
     for (size_t i = 0; i < workers; ++i) {
       double gu = 0.0;
       for (size_t j = 0; j < d; ++j) gu += static_cast<double>(grads[i][j]) * u[j];
-      fresh += shards.shares[i] * gu;
+      sum += shards.shares[i] * gu;
     }
+    return sum;
+  };
+  auto estimateG = [&](const std::vector<float>& u) {
+    const double fresh = sharedInner(u);
     mean_estimate =
         have_estimate ? (1.0 - kEstimateWeight) * mean_estimate + kEstimateWeight * fresh : fresh;
     have_estimate = true;
@@ -405,18 +427,28 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
     }
     last_f = f;
+    if (step_value && have_sum && last_sw > 0.0) {
+      // Under the pooled step gamma = sw / (L sw + V), less noise lengthens the step:
+      // d gamma / dV = -gamma^2 / sw, worth the slope h = <g(x_t), u_{t-1}> at the step's end
+      // per unit of step. A unit less of V is worth gamma^2 / 2 at that step plus
+      // gamma^2 h / sw: the noise price's scale is 1 + 2 h / sw (each worker's part of h a
+      // scalar in its push; not counted). Where the step already overshoots (h < 0) less noise
+      // is worth less; at or below 0 it is worth nothing.
+      const double slope = sharedInner(last_sum);
+      mean_slope =
+          have_slope ? (1.0 - kEstimateWeight) * mean_slope + kEstimateWeight * slope : slope;
+      mean_sw =
+          have_slope ? (1.0 - kEstimateWeight) * mean_sw + kEstimateWeight * last_sw : last_sw;
+      have_slope = true;
+      noise_scale = std::max(0.0, 1.0 + 2.0 * mean_slope / mean_sw);
+    }
     if (secant) {
       // sum_i p_i <g_i(x_t) - g_i(x_{t-1}), x_t - x_{t-1}> is the move's curvature under the
       // Hessian averaged along it (each worker's part rides in its push, a scalar); the same
       // move priced at M's diagonal, sum_j M_jj dx_j^2, is what the noise price assumes.
       if (have_move) {
-        double along = 0.0, diag = 0.0;
-        for (size_t i = 0; i < workers; ++i) {
-          double part = 0.0;
-          for (size_t j = 0; j < d; ++j)
-            part += (static_cast<double>(grads[i][j]) - last_grads[i][j]) * last_move[j];
-          along += shards.shares[i] * part;
-        }
+        const double along = sharedInner(last_move) - last_along;
+        double diag = 0.0;
         for (size_t j = 0; j < d; ++j)
           diag += problem.curvature[j] * static_cast<double>(last_move[j]) * last_move[j];
         if (diag > 0.0) {
@@ -428,7 +460,49 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
           if (mean_secant > 0.0) noise_scale = mean_secant / mean_diagonal;
         }
       }
-      for (size_t i = 0; i < workers; ++i) last_grads[i] = grads[i];
+    }
+
+    // RunLimits::common_level: one level for every worker, chosen from all of this round's noise
+    // curves (a diagnostic: no worker has the others').
+    uint32_t common = 0;
+    if (pooled && limits.common_level && method.tuner == "cat" && !method.error_feedback &&
+        pooled_gamma > 0.0 && round_lambda > 0.0) {
+      for (size_t i = 0; i < workers; ++i) prices[i].prepare(grads[i]);
+      double best_score = -std::numeric_limits<double>::infinity();
+      const double c_scale = static_cast<double>(workers);
+      for (uint32_t T = 1; T <= d; ++T) {
+        double noise = 0.0;
+        for (size_t i = 0; i < workers; ++i)
+          noise += 0.5 * pooled_gamma * pooled_gamma * shards.shares[i] * shards.shares[i] *
+                   noise_scale * prices[i].at(T).priced;
+        const double score = -noise - round_lambda * c_scale *
+                                          tuner_cost.cost(memories[0].inner().encodedBytes(d, T));
+        if (score > best_score) {
+          best_score = score;
+          common = T;
+        }
+      }
+    }
+
+    // The diagonal of worker i's Hessian at x, sum_r sigma'(z_r) a_rj^2 / n_i + lambda (the bias
+    // unpenalised): one more pass over its rows, as a gradient is.
+    for (size_t i = 0; i < own_rows.size(); ++i) {
+      const Columns& A = own_rows[i];
+      const Eigen::VectorXd xx =
+          Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
+      const Eigen::VectorXd z = A * xx;
+      const double n = static_cast<double>(A.rows());
+      for (Eigen::Index j = 0; j < A.outerSize(); ++j) {
+        double h = 0.0;
+        for (Columns::InnerIterator it(A, j); it; ++it)
+          h += sigmoidSlope(z[it.row()]) * it.value() * it.value();
+        hessian_diagonal[size_t(j)] = h / n + (size_t(j) + 1 < d ? problem.l2 : 0.0);
+      }
+      if (limits.hessian_global) {
+        for (auto& price : prices) price = tuning::NoisePrice(hessian_diagonal);
+      } else {
+        prices[i] = tuning::NoisePrice(hessian_diagonal);
+      }
     }
 
     double step = std::numeric_limits<double>::infinity();
@@ -489,6 +563,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                  1.0, limits.round_ratio ? round_lambda : -1.0);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
+      } else if (common > 0) {
+        const double c = tuner_cost.cost(memories[i].inner().encodedBytes(d, common));
+        decision = {common, c, 0.0, pooled_gamma, true};
+        round_cost += c;
       } else if (pooled && method.tuner == "cat" && pooled_gamma > 0.0 && round_lambda > 0.0) {
         decision =
             choosePooled(prices[i], pooled_gamma, shards.shares[i], round_lambda,
@@ -552,12 +630,18 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
       const double gamma = sw > 0.0 ? sw / (problem.L * sw + noise) : step;
       pooled_gamma = gamma;
+      if (step_value) {
+        last_sum = update;
+        last_sw = sw;
+        have_sum = true;
+      }
       for (size_t j = 0; j < d; ++j) {
         const float before = x[j];
         x[j] -= static_cast<float>(gamma) * update[j];
         if (secant) last_move[j] = x[j] - before;
       }
       have_move = secant;
+      if (secant) last_along = sharedInner(last_move);
       continue;
     }
     if (aggregate) {

@@ -80,6 +80,21 @@ struct RunLimits {
   // and of that move priced at M's diagonal, sum_j M_jj dx_j^2 (one scalar a round from each
   // worker, riding in its push like the reported improvement; not counted). The step keeps M.
   bool secant_noise = false;
+  // With diagonal_noise: each worker prices its noise by the diagonal of its own rows' Hessian
+  // at x (binary logistic regression) in place of M's, every method alike (the step too).
+  bool hessian_noise = false;
+  // With pooled_step: cat values its noise with what less of it does to the pooled step too,
+  // scaling the price by 1 + 2 h / sw, h the running mean of the slope sum_i p_i <g_i(x_t),
+  // u_{t-1}> at the last step's end along its sum u and sw that of sum_i p_i^2 S_i (floored
+  // at 0).
+  bool step_value = false;
+  // With hessian_noise (a diagnostic): the diagonal of the whole objective's Hessian at x, which
+  // no worker has, for every worker.
+  bool hessian_global = false;
+  // With pooled_step and measured_ratio, without error feedback (a diagnostic): cat's workers
+  // all send one level, argmin_T sum_i gamma^2 p_i^2 P_i(T) / 2 + lambda n C(T) over this
+  // round's noise curves of every worker.
+  bool common_level = false;
   // Each worker keeps its own step (per_worker_step) but cat picks T as under aggregate_step,
   // from the same running estimate of G, so that near the optimum, where G is far below the
   // workers' ||v_i||^2, it buys the larger T whose noise the sum can afford.
