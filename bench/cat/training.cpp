@@ -374,10 +374,6 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
-  // sum_i p_i <v_i, u> for the unscaled sum u = sum p_i Q_i(v_i): each worker's inner product
-  // with the sum it receives, unbiased for G and linear in the compression noise (||u||^2 - V is
-  // unbiased too, but quadratic in it, and at small T its noise swamps G), averaged over about
-  // ten rounds.
   // sum_i p_i <g_i, u> over this round's gradients (each worker's part a scalar).
   auto sharedInner = [&](const std::vector<float>& u) {
     double sum = 0.0;
@@ -388,10 +384,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     }
     return sum;
   };
+  // The running means below weigh the newest round by kEstimateWeight (the first is taken whole).
+  auto blend = [](double mean, double fresh, bool have) {
+    return have ? (1.0 - kEstimateWeight) * mean + kEstimateWeight * fresh : fresh;
+  };
+  // sum_i p_i <v_i, u> for the unscaled sum u = sum p_i Q_i(v_i): each worker's inner product
+  // with the sum it receives, unbiased for G and linear in the compression noise (||u||^2 - V is
+  // unbiased too, but quadratic in it, and at small T its noise swamps G), averaged over about
+  // ten rounds.
   auto estimateG = [&](const std::vector<float>& u) {
-    const double fresh = sharedInner(u);
-    mean_estimate =
-        have_estimate ? (1.0 - kEstimateWeight) * mean_estimate + kEstimateWeight * fresh : fresh;
+    mean_estimate = blend(mean_estimate, sharedInner(u), have_estimate);
     have_estimate = true;
     g_estimate = std::max(mean_estimate, 0.0);
   };
@@ -418,11 +420,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     }
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
     if (limits.measured_ratio && round > 0 && last_cost > 0.0) {
-      const double dec = last_f - f;
-      mean_decrease =
-          have_ratio ? (1.0 - kEstimateWeight) * mean_decrease + kEstimateWeight * dec : dec;
-      mean_cost = have_ratio ? (1.0 - kEstimateWeight) * mean_cost + kEstimateWeight * last_cost
-                             : last_cost;
+      mean_decrease = blend(mean_decrease, last_f - f, have_ratio);
+      mean_cost = blend(mean_cost, last_cost, have_ratio);
       have_ratio = true;
       round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
     }
@@ -435,10 +434,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       // scalar in its push; not counted). Where the step already overshoots (h < 0) less noise
       // is worth less; at or below 0 it is worth nothing.
       const double slope = sharedInner(last_sum);
-      mean_slope =
-          have_slope ? (1.0 - kEstimateWeight) * mean_slope + kEstimateWeight * slope : slope;
-      mean_sw =
-          have_slope ? (1.0 - kEstimateWeight) * mean_sw + kEstimateWeight * last_sw : last_sw;
+      mean_slope = blend(mean_slope, slope, have_slope);
+      mean_sw = blend(mean_sw, last_sw, have_slope);
       have_slope = true;
       noise_scale = std::max(0.0, 1.0 + 2.0 * mean_slope / mean_sw);
     }
@@ -452,10 +449,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         for (size_t j = 0; j < d; ++j)
           diag += problem.curvature[j] * static_cast<double>(last_move[j]) * last_move[j];
         if (diag > 0.0) {
-          mean_secant =
-              have_secant ? (1.0 - kEstimateWeight) * mean_secant + kEstimateWeight * along : along;
-          mean_diagonal =
-              have_secant ? (1.0 - kEstimateWeight) * mean_diagonal + kEstimateWeight * diag : diag;
+          mean_secant = blend(mean_secant, along, have_secant);
+          mean_diagonal = blend(mean_diagonal, diag, have_secant);
           have_secant = true;
           if (mean_secant > 0.0) noise_scale = mean_secant / mean_diagonal;
         }
@@ -486,11 +481,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
 
     // The diagonal of worker i's Hessian at x, sum_r sigma'(z_r) a_rj^2 / n_i + lambda (the bias
     // unpenalised): one more pass over its rows, as a gradient is.
+    const Eigen::VectorXd x_now =
+        own_rows.empty()
+            ? Eigen::VectorXd()
+            : Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
     for (size_t i = 0; i < own_rows.size(); ++i) {
       const Columns& A = own_rows[i];
-      const Eigen::VectorXd xx =
-          Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
-      const Eigen::VectorXd z = A * xx;
+      const Eigen::VectorXd z = A * x_now;
       const double n = static_cast<double>(A.rows());
       for (Eigen::Index j = 0; j < A.outerSize(); ++j) {
         double h = 0.0;
