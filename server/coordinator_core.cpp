@@ -378,8 +378,9 @@ std::vector<Outgoing> CoordinatorCore::handleJoin(const std::string& peer, const
   wel->set_acks_leave(true);
   // A worker re-joining with a replica that is the model, or one round's update away from it
   // (a coordinator resumed from a pause; a worker whose push the last round went on without,
-  // marked gone while the push crossed a slow uplink), is not sent the whole model again: on a
-  // slow downlink that is seconds for every re-join.
+  // marked gone while the push crossed a slow uplink; one whose round start was lost with its
+  // connection), is not sent the whole model again: on a slow downlink that is seconds for
+  // every re-join.
   const uint64_t replica = join.replica_checksum();
   if (replica != 0 && join.replica_round() == round_ && replica == modelChecksum()) {
     wel->set_model_payload(wire::Welcome::REPLICA_CURRENT);

@@ -293,8 +293,8 @@ class CoordinatorCore {
   std::vector<float> params_;
   std::vector<uint8_t> last_update_;  // encoded delta from model_{round-1} to model_{round}
   uint64_t previous_checksum_ = 0;    // tern::checksum of model_{round-1} (0 = not known)
-  // tern::checksum of the model, computed once per round when a join asks (a flood of joins
-  // naming replicas costs one pass over the parameters a round, not one each).
+  // tern::checksum of the model, computed at most once per round: when a join naming a replica
+  // asks, or when the round closes (as the next round's previous_checksum_).
   std::optional<uint64_t> model_checksum_;
   uint64_t modelChecksum();
   uint64_t round_ = 0;  // the round being collected
