@@ -56,6 +56,7 @@ struct Options {
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
   std::string noise_value = "direct";
+  size_t horizon_rounds = 0;
   bool block_step = false;
   std::string block_select = "block";
   std::string select = "worker";
@@ -197,16 +198,28 @@ int main(int argc, char** argv) {
                  "last round's step) or step (also by the longer step it buys, from the slope "
                  "measured at the last step's end); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"direct", "step"}));
-  app.add_option("--noise-price", o.noise_price,
-                 "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
-                 "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
-                 "bound there) or diagonal-secant (with --step-rule pooled: cat scales the "
-                 "diagonal price by the curvature measured along the last moves over their "
-                 "price at M's diagonal) or diagonal-hessian (each worker's Hessian diagonal at x "
-                 "in place of M's, every method; diagonal-hessian-global, a diagnostic: the whole "
-                 "objective's); an experiment, see docs/cat.md")
+  app.add_option(
+         "--noise-price", o.noise_price,
+         "stochastic sparsification: smoothness (the paper's: every coordinate's noise at "
+         "L, step omega/L) or diagonal (coordinate j's at M_jj, the data's curvature "
+         "bound there) or diagonal-secant (with --step-rule pooled: cat scales the "
+         "diagonal price by the curvature measured along the last moves over their "
+         "price at M's diagonal) or diagonal-hessian (each worker's Hessian diagonal at x "
+         "in place of M's, every method; diagonal-hessian-global, a diagnostic: the whole "
+         "objective's; diagonal-hessian-horizon, a diagnostic with --step-rule pooled --select "
+         "measured: cat values a round by what it leaves of the gap after the rounds "
+         "still to come, from the Hessian at x*; diagonal-hessian-horizon-rate: as many "
+         "rounds as the measured rate needs to clear the gap; diagonal-hessian-horizon-target: "
+         "to reach the smallest target at the present relative rate; "
+         "diagonal-hessian-horizon-elapsed: as many rounds as have been run); an experiment, see "
+         "docs/cat.md")
       ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
-                             "diagonal-hessian-global"}));
+                             "diagonal-hessian-global", "diagonal-hessian-horizon",
+                             "diagonal-hessian-horizon-rate", "diagonal-hessian-horizon-target",
+                             "diagonal-hessian-horizon-elapsed"}));
+  app.add_option("--horizon-rounds", o.horizon_rounds,
+                 "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
+                 "at (taken in hindsight)");
   app.add_option("--shift-credit", o.shift_credit,
                  "with --shifts: on (cat credits the decrease the shift step earns at every T) "
                  "or off (the paper's criterion on g - h alone)")
@@ -244,6 +257,12 @@ int main(int argc, char** argv) {
   if (o.noise_value == "step" && o.noise_price == "diagonal-secant") {
     std::cerr << "--noise-value step and --noise-price diagonal-secant both scale the noise "
                  "price: take one\n";
+    return 2;
+  }
+  if (o.noise_price.starts_with("diagonal-hessian-horizon") &&
+      (o.step_rule != "pooled" || o.select != "measured")) {
+    std::cerr << "--noise-price diagonal-hessian-horizon needs --step-rule pooled and --select "
+                 "measured\n";
     return 2;
   }
   if (o.grid_factor < 2 || o.grid_first < 1) {
@@ -346,6 +365,11 @@ int main(int argc, char** argv) {
       limits.step_value = o.noise_value == "step";
       limits.hessian_noise = o.noise_price.starts_with("diagonal-hessian");
       limits.hessian_global = o.noise_price == "diagonal-hessian-global";
+      limits.horizon_oracle = o.noise_price.starts_with("diagonal-hessian-horizon");
+      limits.horizon_rate = o.noise_price == "diagonal-hessian-horizon-rate";
+      limits.horizon_target = o.noise_price == "diagonal-hessian-horizon-target";
+      limits.horizon_elapsed = o.noise_price == "diagonal-hessian-horizon-elapsed";
+      limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";

@@ -115,6 +115,7 @@ void solveOptimum(Problem& problem, size_t max_iterations, double relative_preci
   }
   const double fx = problem.model->loss(x, problem.data);
   problem.fstar = std::min(best, fx);
+  problem.xstar = x;
   problem.fstar_iterations = it;
   problem.fstar_gradient_norm = gnorm;
 }

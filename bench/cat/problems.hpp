@@ -24,8 +24,9 @@ struct Problem {
   // largest eigenvalue. For noise with independent zero-mean coordinates, E[n^T M n] is
   // sum_j M_jj Var(n_j): the price of compression noise by coordinate (RunLimits::diagonal_noise).
   std::vector<double> curvature;
-  double f0 = 0.0;     // f(0)
-  double fstar = 0.0;  // from solveOptimum
+  double f0 = 0.0;           // f(0)
+  double fstar = 0.0;        // from solveOptimum
+  std::vector<float> xstar;  // the point solveOptimum ended at
   size_t fstar_iterations = 0;
   double fstar_gradient_norm = 0.0;
 };

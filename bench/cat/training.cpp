@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -83,20 +84,18 @@ tuning::TuningDecision choosePriced(const tuning::NoisePrice& price, double S, d
   return best;
 }
 
-// cat under RunLimits::pooled_step: with one step gamma for the sum, the round's bound depends on
-// worker i's level only through its noise, gamma^2 p_i^2 P_i(T) / 2; Dinkelbach's split of the
-// round's ratio with lambda gives argmin_T gamma^2 p_i^2 P_i(T) / 2 + lambda C(T). The reported
-// improvement is the noise term's saving against T = 1 (the round's ratio is not taken from it
-// under measured_ratio).
-tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamma, double share,
-                                    double lambda, uint32_t d, const compression::Compressor& comp,
-                                    const costmodel::CostModel& cost, double noise_scale = 1.0) {
+// The pooled scan: argmin_T noise(T) + lambda C(T), noise(T) the weighted noise term of worker i
+// at level T. The reported improvement is the noise term's saving against T = 1 (the round's
+// ratio is not taken from it under measured_ratio).
+template <class Noise>
+tuning::TuningDecision scanPooled(const Noise& noise_at, double gamma, double lambda, uint32_t d,
+                                  const compression::Compressor& comp,
+                                  const costmodel::CostModel& cost) {
   tuning::TuningDecision best;
   double best_score = -std::numeric_limits<double>::infinity();
-  const double w = 0.5 * gamma * gamma * share * share * noise_scale;
-  const double worst = w * price.at(1).priced;
+  const double worst = noise_at(1);
   for (uint32_t T = 1; T <= d; ++T) {
-    const double noise = w * price.at(T).priced;
+    const double noise = noise_at(T);
     const double c = cost.cost(comp.encodedBytes(d, T));
     const double score = -noise - lambda * c;
     if (score > best_score) {
@@ -105,6 +104,31 @@ tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamm
     }
   }
   return best;
+}
+
+// cat under RunLimits::pooled_step: with one step gamma for the sum, the round's bound depends on
+// worker i's level only through its noise, gamma^2 p_i^2 P_i(T) / 2; Dinkelbach's split of the
+// round's ratio with lambda gives argmin_T gamma^2 p_i^2 P_i(T) / 2 + lambda C(T).
+tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamma, double share,
+                                    double lambda, uint32_t d, const compression::Compressor& comp,
+                                    const costmodel::CostModel& cost, double noise_scale = 1.0) {
+  const double w = 0.5 * gamma * gamma * share * share * noise_scale;
+  return scanPooled([&](uint32_t T) { return w * price.at(T).priced; }, gamma, lambda, d, comp,
+                    cost);
+}
+
+// cat under RunLimits::horizon_oracle: argmin_T gamma^2 p_i^2 (P_W(T) + k P_H(T)) / 2 + lambda C(T)
+// with P_W the noise priced at the horizon's W, P_H at the price the pooled step takes, and
+// k = 2 h_F / sw the value of the longer step less noise buys (0 without step_value).
+tuning::TuningDecision chooseHorizon(const tuning::NoisePrice& horizon,
+                                     const tuning::NoisePrice& step_price, double k, double gamma,
+                                     double share, double lambda, uint32_t d,
+                                     const compression::Compressor& comp,
+                                     const costmodel::CostModel& cost) {
+  const double w = 0.5 * gamma * gamma * share * share;
+  return scanPooled(
+      [&](uint32_t T) { return w * (horizon.at(T).priced + k * step_price.at(T).priced); }, gamma,
+      lambda, d, comp, cost);
 }
 
 // sigma'(z) = sigma(z) (1 - sigma(z)): a row's weight in the logistic loss's Hessian.
@@ -371,6 +395,33 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   else if (priced && limits.hessian_noise)
     for (size_t i = 0; i < workers; ++i) own_rows.push_back(augmentedColumns(shards.data[i]));
   std::vector<double> hessian_diagonal(own_rows.empty() ? 0 : d);
+  // RunLimits::horizon_oracle: the Hessian at x*, H* = V diag(l) V^T (dense data only), the
+  // gap's coordinates V^T (x - x*) at the last round's start, and running means of F's decrease,
+  // of the round's cost, and of the slope of F at the new point along the last round's sum.
+  const bool horizon = pooled && limits.horizon_oracle && method.tuner == "cat";
+  Eigen::MatrixXd basis, basis_sq;
+  Eigen::VectorXd curv, xs, coef_prev;
+  bool have_coef = false, have_f = false, have_h = false;
+  double mean_f_decrease = 0.0, mean_f_cost = 0.0, mean_hf = 0.0, mean_hsw = 0.0, horizon_k = 0.0;
+  std::optional<tuning::NoisePrice> horizon_price;
+  if (horizon) {
+    if (problem.data.is_sparse || problem.xstar.size() != d)
+      throw std::runtime_error("the horizon oracle needs dense data and x*");
+    const auto& X = problem.data.dense;
+    Eigen::MatrixXd A(X.rows(), X.cols() + 1);
+    A.leftCols(X.cols()) = X.cast<double>();
+    A.col(X.cols()).setOnes();
+    xs = Eigen::Map<const Eigen::VectorXf>(problem.xstar.data(), Eigen::Index(d)).cast<double>();
+    const Eigen::VectorXd z = A * xs;
+    Eigen::VectorXd slope(z.size());
+    for (Eigen::Index r = 0; r < z.size(); ++r) slope[r] = sigmoidSlope(z[r]);
+    Eigen::MatrixXd H = A.transpose() * slope.asDiagonal() * A / double(A.rows());
+    for (Eigen::Index j = 0; j + 1 < Eigen::Index(d); ++j) H(j, j) += problem.l2;
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(H);
+    curv = eigen.eigenvalues().cwiseMax(0.0);
+    basis = eigen.eigenvectors();
+    basis_sq = basis.array().square().matrix();
+  }
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
   size_t pushes = 0;
@@ -426,6 +477,48 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
     }
     last_f = f;
+    if (horizon) {
+      // W's weights at the horizon left; F's decrease over the last round under the same W.
+      const Eigen::VectorXd coef =
+          basis.transpose() *
+          (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
+      const double g = pooled_gamma > 0.0 ? pooled_gamma : 1.0 / problem.L;
+      // horizon_rate: the rounds the measured rate of decrease would take to clear the gap (or,
+      // horizon_target, to bring it to the run's smallest target at the present relative rate;
+      // horizon_elapsed: as many rounds as have been run).
+      const double gap = f - problem.fstar;
+      const double constant = have_ratio && mean_decrease > 0.0 ? gap / mean_decrease : 0.0;
+      double m = round < limits.horizon_rounds ? double(limits.horizon_rounds - round) : 0.0;
+      if (limits.horizon_rate) m = std::min(constant, 1e5);
+      if (limits.horizon_elapsed) m = static_cast<double>(round);
+      if (limits.horizon_target)
+        m = std::min(constant * std::log(std::max(gap / limits.stop_gap, 1.0)), 1e5);
+      Eigen::VectorXd decay(curv.size());
+      for (Eigen::Index k = 0; k < curv.size(); ++k)
+        decay[k] = curv[k] * std::pow(std::fabs(1.0 - g * curv[k]), 2.0 * m);
+      if (have_coef && last_cost > 0.0) {
+        const double before = 0.5 * (decay.array() * coef_prev.array().square()).sum();
+        const double after = 0.5 * (decay.array() * coef.array().square()).sum();
+        mean_f_decrease = blend(mean_f_decrease, before - after, have_f);
+        mean_f_cost = blend(mean_f_cost, last_cost, have_f);
+        have_f = true;
+        round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
+      }
+      coef_prev = coef;
+      have_coef = true;
+      if (step_value && have_sum && last_sw > 0.0) {
+        const Eigen::VectorXd along =
+            basis.transpose() *
+            Eigen::Map<const Eigen::VectorXf>(last_sum.data(), Eigen::Index(d)).cast<double>();
+        const double hf = (decay.array() * along.array() * coef.array()).sum();
+        mean_hf = blend(mean_hf, hf, have_h);
+        mean_hsw = blend(mean_hsw, last_sw, have_h);
+        have_h = true;
+        horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+      }
+      const Eigen::VectorXd w = basis_sq * decay;
+      horizon_price.emplace(std::vector<double>(w.data(), w.data() + w.size()));
+    }
     if (step_value && have_sum && last_sw > 0.0) {
       // Under the pooled step gamma = sw / (L sw + V), less noise lengthens the step:
       // d gamma / dV = -gamma^2 / sw, worth the slope h = <g(x_t), u_{t-1}> at the step's end
@@ -564,6 +657,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         const double c = tuner_cost.cost(memories[i].inner().encodedBytes(d, common));
         decision = {common, c, 0.0, pooled_gamma, true};
         round_cost += c;
+      } else if (horizon && have_f && pooled_gamma > 0.0 && round_lambda > 0.0) {
+        horizon_price->prepare(v);
+        decision =
+            chooseHorizon(*horizon_price, prices[i], horizon_k, pooled_gamma, shards.shares[i],
+                          round_lambda, static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
+        round_improvement += decision.predicted_improvement;
+        round_cost += decision.predicted_cost;
       } else if (pooled && method.tuner == "cat" && pooled_gamma > 0.0 && round_lambda > 0.0) {
         decision =
             choosePooled(prices[i], pooled_gamma, shards.shares[i], round_lambda,
