@@ -211,12 +211,15 @@ int main(int argc, char** argv) {
          "still to come, from the Hessian at x*; diagonal-hessian-horizon-rate: as many "
          "rounds as the measured rate needs to clear the gap; diagonal-hessian-horizon-target: "
          "to reach the smallest target at the present relative rate; "
-         "diagonal-hessian-horizon-elapsed: as many rounds as have been run); an experiment, see "
+         "diagonal-hessian-horizon-elapsed: as many rounds as have been run; "
+         "diagonal-hessian-horizon-elapsed-at-x: the same from the Hessian at x and its "
+         "Newton step, x* unused); an experiment, see "
          "docs/cat.md")
       ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
                              "diagonal-hessian-global", "diagonal-hessian-horizon",
                              "diagonal-hessian-horizon-rate", "diagonal-hessian-horizon-target",
-                             "diagonal-hessian-horizon-elapsed"}));
+                             "diagonal-hessian-horizon-elapsed",
+                             "diagonal-hessian-horizon-elapsed-at-x"}));
   app.add_option("--horizon-rounds", o.horizon_rounds,
                  "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
                  "at (taken in hindsight)");
@@ -368,7 +371,8 @@ int main(int argc, char** argv) {
       limits.horizon_oracle = o.noise_price.starts_with("diagonal-hessian-horizon");
       limits.horizon_rate = o.noise_price == "diagonal-hessian-horizon-rate";
       limits.horizon_target = o.noise_price == "diagonal-hessian-horizon-target";
-      limits.horizon_elapsed = o.noise_price == "diagonal-hessian-horizon-elapsed";
+      limits.horizon_elapsed = o.noise_price.starts_with("diagonal-hessian-horizon-elapsed");
+      limits.horizon_at_x = o.noise_price == "diagonal-hessian-horizon-elapsed-at-x";
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");

@@ -404,23 +404,33 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   bool have_coef = false, have_f = false, have_h = false;
   double mean_f_decrease = 0.0, mean_f_cost = 0.0, mean_hf = 0.0, mean_hsw = 0.0, horizon_k = 0.0;
   std::optional<tuning::NoisePrice> horizon_price;
-  if (horizon) {
-    if (problem.data.is_sparse || problem.xstar.size() != d)
-      throw std::runtime_error("the horizon oracle needs dense data and x*");
-    const auto& X = problem.data.dense;
-    Eigen::MatrixXd A(X.rows(), X.cols() + 1);
-    A.leftCols(X.cols()) = X.cast<double>();
-    A.col(X.cols()).setOnes();
-    xs = Eigen::Map<const Eigen::VectorXf>(problem.xstar.data(), Eigen::Index(d)).cast<double>();
-    const Eigen::VectorXd z = A * xs;
+  // With horizon_at_x, the whole objective's Hessian at x every kRespectrumRounds rounds, the
+  // gap taken as its Newton step H(x)^-1 g(x) (the global gradient), x* unused.
+  const bool at_x = horizon && limits.horizon_at_x;
+  constexpr size_t kRespectrumRounds = 20;
+  Eigen::MatrixXd every_row;  // rows with a 1 appended
+  Eigen::VectorXd g_prev;     // with at_x: the last round's global gradient
+  auto spectrumAt = [&](const Eigen::VectorXd& point) {
+    const Eigen::VectorXd z = every_row * point;
     Eigen::VectorXd slope(z.size());
     for (Eigen::Index r = 0; r < z.size(); ++r) slope[r] = sigmoidSlope(z[r]);
-    Eigen::MatrixXd H = A.transpose() * slope.asDiagonal() * A / double(A.rows());
+    Eigen::MatrixXd H =
+        every_row.transpose() * slope.asDiagonal() * every_row / double(every_row.rows());
     for (Eigen::Index j = 0; j + 1 < Eigen::Index(d); ++j) H(j, j) += problem.l2;
     const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(H);
     curv = eigen.eigenvalues().cwiseMax(0.0);
     basis = eigen.eigenvectors();
     basis_sq = basis.array().square().matrix();
+  };
+  if (horizon) {
+    if (problem.data.is_sparse || problem.xstar.size() != d)
+      throw std::runtime_error("the horizon oracle needs dense data and x*");
+    const auto& X = problem.data.dense;
+    every_row.resize(X.rows(), X.cols() + 1);
+    every_row.leftCols(X.cols()) = X.cast<double>();
+    every_row.col(X.cols()).setOnes();
+    xs = Eigen::Map<const Eigen::VectorXf>(problem.xstar.data(), Eigen::Index(d)).cast<double>();
+    if (!at_x) spectrumAt(xs);
   }
   Trace trace;
   double bits = 0, packets = 0, packet_cost = 0, selection = 0, levels = 0;
@@ -479,9 +489,24 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     last_f = f;
     if (horizon) {
       // W's weights at the horizon left; F's decrease over the last round under the same W.
-      const Eigen::VectorXd coef =
-          basis.transpose() *
-          (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
+      Eigen::VectorXd coef;
+      if (at_x) {
+        const Eigen::VectorXd point =
+            Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
+        if (round % kRespectrumRounds == 0) spectrumAt(point);
+        Eigen::VectorXd g_now = Eigen::VectorXd::Zero(Eigen::Index(d));
+        for (size_t i = 0; i < workers; ++i)
+          g_now +=
+              shards.shares[i] *
+              Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
+        const Eigen::VectorXd inverse = curv.cwiseMax(1e-12).cwiseInverse();
+        coef = (basis.transpose() * g_now).cwiseProduct(inverse);
+        if (have_coef) coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
+        g_prev = g_now;
+      } else {
+        coef = basis.transpose() *
+               (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
+      }
       const double g = pooled_gamma > 0.0 ? pooled_gamma : 1.0 / problem.L;
       // horizon_rate: the rounds the measured rate of decrease would take to clear the gap (or,
       // horizon_target, to bring it to the run's smallest target at the present relative rate;

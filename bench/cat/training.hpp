@@ -108,6 +108,9 @@ struct RunLimits {
   bool horizon_target = false;
   // With horizon_oracle: m = the rounds run so far (a run is taken to last as long again).
   bool horizon_elapsed = false;
+  // With horizon_oracle: the spectrum of the whole objective's Hessian at x (every 20 rounds) in
+  // place of x*'s, and the gap as its Newton step on the global gradient: x* unused.
+  bool horizon_at_x = false;
   // With hessian_noise (a diagnostic): the diagonal of the whole objective's Hessian at x, which
   // no worker has, for every worker.
   bool hessian_global = false;
