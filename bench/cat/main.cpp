@@ -213,13 +213,14 @@ int main(int argc, char** argv) {
          "to reach the smallest target at the present relative rate; "
          "diagonal-hessian-horizon-elapsed: as many rounds as have been run; "
          "diagonal-hessian-horizon-elapsed-at-x: the same from the Hessian at x and its "
-         "Newton step, x* unused); an experiment, see "
+         "Newton step, x* unused; diagonal-hessian-horizon-elapsed-diagonal: the same with "
+         "every coordinate taken as an eigenvector, at the Hessian's diagonal); an experiment, see "
          "docs/cat.md")
-      ->check(CLI::IsMember({"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
-                             "diagonal-hessian-global", "diagonal-hessian-horizon",
-                             "diagonal-hessian-horizon-rate", "diagonal-hessian-horizon-target",
-                             "diagonal-hessian-horizon-elapsed",
-                             "diagonal-hessian-horizon-elapsed-at-x"}));
+      ->check(CLI::IsMember(
+          {"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
+           "diagonal-hessian-global", "diagonal-hessian-horizon", "diagonal-hessian-horizon-rate",
+           "diagonal-hessian-horizon-target", "diagonal-hessian-horizon-elapsed",
+           "diagonal-hessian-horizon-elapsed-at-x", "diagonal-hessian-horizon-elapsed-diagonal"}));
   app.add_option("--horizon-rounds", o.horizon_rounds,
                  "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
                  "at (taken in hindsight)");
@@ -372,7 +373,9 @@ int main(int argc, char** argv) {
       limits.horizon_rate = o.noise_price == "diagonal-hessian-horizon-rate";
       limits.horizon_target = o.noise_price == "diagonal-hessian-horizon-target";
       limits.horizon_elapsed = o.noise_price.starts_with("diagonal-hessian-horizon-elapsed");
-      limits.horizon_at_x = o.noise_price == "diagonal-hessian-horizon-elapsed-at-x";
+      limits.horizon_diagonal = o.noise_price == "diagonal-hessian-horizon-elapsed-diagonal";
+      limits.horizon_at_x =
+          o.noise_price == "diagonal-hessian-horizon-elapsed-at-x" || limits.horizon_diagonal;
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");

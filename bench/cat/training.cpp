@@ -417,6 +417,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     Eigen::MatrixXd H =
         every_row.transpose() * slope.asDiagonal() * every_row / double(every_row.rows());
     for (Eigen::Index j = 0; j + 1 < Eigen::Index(d); ++j) H(j, j) += problem.l2;
+    if (limits.horizon_diagonal) {
+      // Every coordinate taken as a direction of its own, at the Hessian's diagonal.
+      curv = H.diagonal().cwiseMax(0.0);
+      basis = Eigen::MatrixXd::Identity(Eigen::Index(d), Eigen::Index(d));
+      basis_sq = basis;
+      return;
+    }
     const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(H);
     curv = eigen.eigenvalues().cwiseMax(0.0);
     basis = eigen.eigenvectors();

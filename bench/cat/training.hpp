@@ -111,6 +111,9 @@ struct RunLimits {
   // With horizon_oracle: the spectrum of the whole objective's Hessian at x (every 20 rounds) in
   // place of x*'s, and the gap as its Newton step on the global gradient: x* unused.
   bool horizon_at_x = false;
+  // With horizon_at_x: every coordinate taken as an eigenvector, at the Hessian's diagonal (the
+  // gap the diagonal Newton step g_j / H_jj).
+  bool horizon_diagonal = false;
   // With hessian_noise (a diagnostic): the diagonal of the whole objective's Hessian at x, which
   // no worker has, for every worker.
   bool hessian_global = false;
