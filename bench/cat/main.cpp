@@ -298,6 +298,10 @@ int main(int argc, char** argv) {
     for (const auto& p : problems)
       if (o.credit.starts_with("virtual") && p.data.is_sparse)
         throw std::invalid_argument("--credit virtual needs dense data; " + p.name + " is sparse");
+    for (const auto& p : problems)
+      if (o.noise_price.starts_with("diagonal-hessian-horizon") && p.data.is_sparse)
+        throw std::invalid_argument("--noise-price " + o.noise_price + " needs dense data; " +
+                                    p.name + " is sparse");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
