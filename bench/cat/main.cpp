@@ -373,13 +373,17 @@ int main(int argc, char** argv) {
       limits.step_value = o.noise_value == "step";
       limits.hessian_noise = o.noise_price.starts_with("diagonal-hessian");
       limits.hessian_global = o.noise_price == "diagonal-hessian-global";
-      limits.horizon_oracle = o.noise_price.starts_with("diagonal-hessian-horizon");
-      limits.horizon_rate = o.noise_price == "diagonal-hessian-horizon-rate";
-      limits.horizon_target = o.noise_price == "diagonal-hessian-horizon-target";
-      limits.horizon_elapsed = o.noise_price.starts_with("diagonal-hessian-horizon-elapsed");
-      limits.horizon_diagonal = o.noise_price == "diagonal-hessian-horizon-elapsed-diagonal";
-      limits.horizon_at_x =
-          o.noise_price == "diagonal-hessian-horizon-elapsed-at-x" || limits.horizon_diagonal;
+      if (o.noise_price.starts_with("diagonal-hessian-horizon")) {
+        const std::string kind =
+            o.noise_price.substr(std::string("diagonal-hessian-horizon").size());
+        limits.horizon = kind == "-rate"                ? RunLimits::Horizon::kRate
+                         : kind == "-target"            ? RunLimits::Horizon::kTarget
+                         : kind.starts_with("-elapsed") ? RunLimits::Horizon::kElapsed
+                                                        : RunLimits::Horizon::kRounds;
+        limits.horizon_model = kind == "-elapsed-at-x"       ? RunLimits::HorizonModel::kAtX
+                               : kind == "-elapsed-diagonal" ? RunLimits::HorizonModel::kDiagonal
+                                                             : RunLimits::HorizonModel::kOptimum;
+      }
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
       limits.virtual_credit = o.credit.starts_with("virtual");

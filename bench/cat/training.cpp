@@ -117,7 +117,7 @@ tuning::TuningDecision choosePooled(const tuning::NoisePrice& price, double gamm
                     cost);
 }
 
-// cat under RunLimits::horizon_oracle: argmin_T gamma^2 p_i^2 (P_W(T) + k P_H(T)) / 2 + lambda C(T)
+// cat under RunLimits::horizon: argmin_T gamma^2 p_i^2 (P_W(T) + k P_H(T)) / 2 + lambda C(T)
 // with P_W the noise priced at the horizon's W, P_H at the price the pooled step takes, and
 // k = 2 h_F / sw the value of the longer step less noise buys (0 without step_value).
 tuning::TuningDecision chooseHorizon(const tuning::NoisePrice& horizon,
@@ -395,18 +395,20 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   else if (priced && limits.hessian_noise)
     for (size_t i = 0; i < workers; ++i) own_rows.push_back(augmentedColumns(shards.data[i]));
   std::vector<double> hessian_diagonal(own_rows.empty() ? 0 : d);
-  // RunLimits::horizon_oracle: the Hessian at x*, H* = V diag(l) V^T (dense data only), the
+  // RunLimits::horizon: the Hessian at x*, H* = V diag(l) V^T (dense data only), the
   // gap's coordinates V^T (x - x*) at the last round's start, and running means of F's decrease,
   // of the round's cost, and of the slope of F at the new point along the last round's sum.
-  const bool horizon = pooled && limits.horizon_oracle && method.tuner == "cat";
+  const bool horizon =
+      pooled && limits.horizon != RunLimits::Horizon::kNone && method.tuner == "cat";
   Eigen::MatrixXd basis, basis_sq;
   Eigen::VectorXd curv, xs, coef_prev;
   bool have_coef = false, have_f = false, have_h = false;
   double mean_f_decrease = 0.0, mean_f_cost = 0.0, mean_hf = 0.0, mean_hsw = 0.0, horizon_k = 0.0;
   std::optional<tuning::NoisePrice> horizon_price;
-  // With horizon_at_x, the whole objective's Hessian at x every kRespectrumRounds rounds, the
-  // gap taken as its Newton step H(x)^-1 g(x) (the global gradient), x* unused.
-  const bool at_x = horizon && limits.horizon_at_x;
+  // RunLimits::HorizonModel::kAtX and kDiagonal: the whole objective's Hessian at x every
+  // kRespectrumRounds rounds, the gap taken as its Newton step H(x)^-1 g(x) (the global gradient),
+  // x* unused.
+  const bool at_x = horizon && limits.horizon_model != RunLimits::HorizonModel::kOptimum;
   constexpr size_t kRespectrumRounds = 20;
   Eigen::MatrixXd every_row;  // rows with a 1 appended
   Eigen::VectorXd g_prev;     // with at_x: the last round's global gradient
@@ -417,7 +419,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     Eigen::MatrixXd H =
         every_row.transpose() * slope.asDiagonal() * every_row / double(every_row.rows());
     for (Eigen::Index j = 0; j + 1 < Eigen::Index(d); ++j) H(j, j) += problem.l2;
-    if (limits.horizon_diagonal) {
+    if (limits.horizon_model == RunLimits::HorizonModel::kDiagonal) {
       // Every coordinate taken as a direction of its own, at the Hessian's diagonal.
       curv = H.diagonal().cwiseMax(0.0);
       basis = Eigen::MatrixXd::Identity(Eigen::Index(d), Eigen::Index(d));
@@ -500,7 +502,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       if (at_x) {
         const Eigen::VectorXd point =
             Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
-        if (round % kRespectrumRounds == 0) spectrumAt(point);
+        const bool respectrum = round % kRespectrumRounds == 0;
+        if (respectrum) spectrumAt(point);
         Eigen::VectorXd g_now = Eigen::VectorXd::Zero(Eigen::Index(d));
         for (size_t i = 0; i < workers; ++i)
           g_now +=
@@ -508,23 +511,34 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
               Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
         const Eigen::VectorXd inverse = curv.cwiseMax(1e-12).cwiseInverse();
         coef = (basis.transpose() * g_now).cwiseProduct(inverse);
-        if (have_coef) coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
+        // The last round's gap in this basis (unchanged unless the spectrum was recomputed).
+        if (have_coef && respectrum) coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
         g_prev = g_now;
       } else {
         coef = basis.transpose() *
                (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
       }
       const double g = pooled_gamma > 0.0 ? pooled_gamma : 1.0 / problem.L;
-      // horizon_rate: the rounds the measured rate of decrease would take to clear the gap (or,
-      // horizon_target, to bring it to the run's smallest target at the present relative rate;
-      // horizon_elapsed: as many rounds as have been run).
+      // The rounds still to come (RunLimits::Horizon).
       const double gap = f - problem.fstar;
       const double constant = have_ratio && mean_decrease > 0.0 ? gap / mean_decrease : 0.0;
-      double m = round < limits.horizon_rounds ? double(limits.horizon_rounds - round) : 0.0;
-      if (limits.horizon_rate) m = std::min(constant, 1e5);
-      if (limits.horizon_elapsed) m = static_cast<double>(round);
-      if (limits.horizon_target)
-        m = std::min(constant * std::log(std::max(gap / limits.stop_gap, 1.0)), 1e5);
+      double m = 0.0;
+      switch (limits.horizon) {
+        case RunLimits::Horizon::kRounds:
+          m = round < limits.horizon_rounds ? double(limits.horizon_rounds - round) : 0.0;
+          break;
+        case RunLimits::Horizon::kRate:
+          m = std::min(constant, 1e5);
+          break;
+        case RunLimits::Horizon::kTarget:
+          m = std::min(constant * std::log(std::max(gap / limits.stop_gap, 1.0)), 1e5);
+          break;
+        case RunLimits::Horizon::kElapsed:
+          m = static_cast<double>(round);
+          break;
+        case RunLimits::Horizon::kNone:
+          break;
+      }
       Eigen::VectorXd decay(curv.size());
       for (Eigen::Index k = 0; k < curv.size(); ++k)
         decay[k] = curv[k] * std::pow(std::fabs(1.0 - g * curv[k]), 2.0 * m);

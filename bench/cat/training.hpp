@@ -88,32 +88,32 @@ struct RunLimits {
   // u_{t-1}> at the last step's end along its sum u and sw that of sum_i p_i^2 S_i (floored
   // at 0).
   bool step_value = false;
-  // With pooled_step, hessian_noise and measured_ratio, a diagnostic no deployment can run:
-  // cat values a round by what it leaves of f's gap after the rounds still to come rather than
-  // by that round's decrease. In the quadratic model at x* (Hessian H* = V diag(l) V^T), a gap
-  // e = x - x* left after round t shrinks to (I - gamma H*)^m e after the m = horizon_rounds - t
-  // rounds still to come at the last pooled step gamma (none once t passes horizon_rounds), so
-  // it is worth F(x) = e^T W e / 2 with W = V diag(l_k (1 - gamma l_k)^(2m)) V^T. Each worker's
+  // horizon != kNone, with pooled_step, hessian_noise and measured_ratio (a diagnostic no
+  // deployment can run): cat values a round by what it leaves of f's gap after the rounds still
+  // to come rather than by that round's decrease. In the quadratic model at x* (Hessian
+  // H* = V diag(l) V^T), a gap e = x - x* left after round t shrinks to (I - gamma H*)^m e after
+  // the m rounds still to come (below) at the last pooled step gamma, so it is worth
+  // F(x) = e^T W e / 2 with W = V diag(l_k (1 - gamma l_k)^(2m)) V^T. Each worker's
   // noise is priced at W's diagonal, lambda is the running mean of the rounds' decrease of F
   // over their cost, and with step_value less noise is also worth the longer step it buys, at
   // the slope of F along the last round's sum at the new point. Steps and fixed T keep the
   // Hessian diagonal at x. horizon_rounds is taken in hindsight (a run's rounds to a target).
-  bool horizon_oracle = false;
+  enum class Horizon {
+    kNone,
+    kRounds,   // m = horizon_rounds - t, then 0
+    kRate,     // m = (f - f*) / (the running mean of f's decrease a round): the rounds the
+               // present rate would take to clear the gap (f* known to the benchmark alone)
+    kTarget,   // m = ln(gap / stop_gap) times that: the rounds to the run's smallest target
+    kElapsed,  // m = the rounds run so far (a run is taken to last as long again)
+  };
+  Horizon horizon = Horizon::kNone;
   size_t horizon_rounds = 0;
-  // With horizon_oracle: m = (f - f*) / (the running mean of f's decrease a round) instead, the
-  // rounds the present rate would take to clear the gap (f* known to the benchmark alone).
-  bool horizon_rate = false;
-  // With horizon_oracle: m = ln(gap / stop_gap) times that, the rounds the present relative rate
-  // would take to reach the run's smallest target.
-  bool horizon_target = false;
-  // With horizon_oracle: m = the rounds run so far (a run is taken to last as long again).
-  bool horizon_elapsed = false;
-  // With horizon_oracle: the spectrum of the whole objective's Hessian at x (every 20 rounds) in
-  // place of x*'s, and the gap as its Newton step on the global gradient: x* unused.
-  bool horizon_at_x = false;
-  // With horizon_at_x: every coordinate taken as an eigenvector, at the Hessian's diagonal (the
-  // gap the diagonal Newton step g_j / H_jj).
-  bool horizon_diagonal = false;
+  // Where the horizon's spectrum and gap come from: H* and x* (kOptimum); the whole objective's
+  // Hessian at x every 20 rounds, the gap its Newton step H(x)^-1 g(x) on the global gradient,
+  // x* unused (kAtX); the same with every coordinate taken as an eigenvector at the Hessian's
+  // diagonal, the gap g_j / H_jj (kDiagonal).
+  enum class HorizonModel { kOptimum, kAtX, kDiagonal };
+  HorizonModel horizon_model = HorizonModel::kOptimum;
   // With hessian_noise (a diagnostic): the diagonal of the whole objective's Hessian at x, which
   // no worker has, for every worker.
   bool hessian_global = false;
