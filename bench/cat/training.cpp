@@ -206,6 +206,14 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   return best_ratio > -1e300 ? best : best_by_credit;
 }
 
+// Dense rows with a 1 appended (the bias), in double.
+Eigen::MatrixXd denseWithBias(const ml::DenseMatrix& X) {
+  Eigen::MatrixXd A(X.rows(), X.cols() + 1);
+  A.leftCols(X.cols()) = X.cast<double>();
+  A.col(X.cols()).setOnes();
+  return A;
+}
+
 // The rows with a 1 appended (the bias), column-major: a coordinate's column is a contiguous run.
 using Columns = Eigen::SparseMatrix<double, Eigen::ColMajor, int64_t>;
 Columns augmentedColumns(const ml::Dataset& data) {
@@ -367,20 +375,11 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   if (virtual_credit) {
     for (size_t i = 0; i < workers; ++i) {
       if (shards.data[i].is_sparse) throw std::runtime_error("--credit virtual needs dense data");
-      const auto& X = shards.data[i].dense;
-      Eigen::MatrixXd A(X.rows(), X.cols() + 1);
-      A.leftCols(X.cols()) = X.cast<double>();
-      A.col(X.cols()).setOnes();
-      augmented.push_back(std::move(A));
+      augmented.push_back(denseWithBias(shards.data[i].dense));
     }
   }
   Eigen::MatrixXd whole;  // every row with a 1 appended (RunLimits::virtual_oracle)
-  if (virtual_credit && limits.virtual_oracle) {
-    const auto& X = problem.data.dense;
-    whole.resize(X.rows(), X.cols() + 1);
-    whole.leftCols(X.cols()) = X.cast<double>();
-    whole.col(X.cols()).setOnes();
-  }
+  if (virtual_credit && limits.virtual_oracle) whole = denseWithBias(problem.data.dense);
   const bool block = limits.block_step && (method.compressor == "topk" ||
                                            method.compressor == "sq" || method.tuner == "full");
   // Each worker prices with its own rows' M_i (its only view of the data's curvature).
@@ -434,10 +433,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   if (horizon) {
     if (problem.data.is_sparse || problem.xstar.size() != d)
       throw std::runtime_error("the horizon oracle needs dense data and x*");
-    const auto& X = problem.data.dense;
-    every_row.resize(X.rows(), X.cols() + 1);
-    every_row.leftCols(X.cols()) = X.cast<double>();
-    every_row.col(X.cols()).setOnes();
+    every_row = denseWithBias(problem.data.dense);
     xs = Eigen::Map<const Eigen::VectorXf>(problem.xstar.data(), Eigen::Index(d)).cast<double>();
     if (!at_x) spectrumAt(xs);
   }
