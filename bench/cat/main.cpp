@@ -214,13 +214,18 @@ int main(int argc, char** argv) {
          "diagonal-hessian-horizon-elapsed: as many rounds as have been run; "
          "diagonal-hessian-horizon-elapsed-at-x: the same from the Hessian at x and its "
          "Newton step, x* unused; diagonal-hessian-horizon-elapsed-diagonal: the same with "
-         "every coordinate taken as an eigenvector, at the Hessian's diagonal); an experiment, see "
-         "docs/cat.md")
+         "every coordinate taken as an eigenvector, at the Hessian's diagonal; "
+         "diagonal-hessian-horizon-elapsed-at-x-local: as -at-x with each worker's noise "
+         "priced from its own rows' Hessian; diagonal-hessian-horizon-elapsed-local: "
+         "everything from each worker's own rows and gradient, two scalars a push); an "
+         "experiment, see docs/cat.md")
       ->check(CLI::IsMember(
           {"smoothness", "diagonal", "diagonal-secant", "diagonal-hessian",
            "diagonal-hessian-global", "diagonal-hessian-horizon", "diagonal-hessian-horizon-rate",
            "diagonal-hessian-horizon-target", "diagonal-hessian-horizon-elapsed",
-           "diagonal-hessian-horizon-elapsed-at-x", "diagonal-hessian-horizon-elapsed-diagonal"}));
+           "diagonal-hessian-horizon-elapsed-at-x", "diagonal-hessian-horizon-elapsed-diagonal",
+           "diagonal-hessian-horizon-elapsed-at-x-local",
+           "diagonal-hessian-horizon-elapsed-local"}));
   app.add_option("--horizon-rounds", o.horizon_rounds,
                  "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
                  "at (taken in hindsight)");
@@ -380,9 +385,11 @@ int main(int argc, char** argv) {
                          : kind == "-target"            ? RunLimits::Horizon::kTarget
                          : kind.starts_with("-elapsed") ? RunLimits::Horizon::kElapsed
                                                         : RunLimits::Horizon::kRounds;
-        limits.horizon_model = kind == "-elapsed-at-x"       ? RunLimits::HorizonModel::kAtX
-                               : kind == "-elapsed-diagonal" ? RunLimits::HorizonModel::kDiagonal
-                                                             : RunLimits::HorizonModel::kOptimum;
+        limits.horizon_model = kind == "-elapsed-local"        ? RunLimits::HorizonModel::kLocal
+                               : kind == "-elapsed-at-x-local" ? RunLimits::HorizonModel::kAtXLocal
+                               : kind == "-elapsed-at-x"       ? RunLimits::HorizonModel::kAtX
+                               : kind == "-elapsed-diagonal"   ? RunLimits::HorizonModel::kDiagonal
+                                                               : RunLimits::HorizonModel::kOptimum;
       }
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";

@@ -404,6 +404,17 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   bool have_coef = false, have_f = false, have_h = false;
   double mean_f_decrease = 0.0, mean_f_cost = 0.0, mean_hf = 0.0, mean_hsw = 0.0, horizon_k = 0.0;
   std::optional<tuning::NoisePrice> horizon_price;
+  // RunLimits::HorizonModel::kAtXLocal and kLocal: each worker's own rows' Hessian at x every
+  // kRespectrumRounds rounds, its spectrum V_i diag(c_i) V_i^T, and the noise priced at its own
+  // W_i. With kLocal, F's decrease and slope are the workers' too (below); x_prev is the last
+  // round's model.
+  const bool own_spectra = horizon && (limits.horizon_model == RunLimits::HorizonModel::kAtXLocal ||
+                                       limits.horizon_model == RunLimits::HorizonModel::kLocal);
+  const bool all_local = limits.horizon_model == RunLimits::HorizonModel::kLocal;
+  std::vector<Eigen::MatrixXd> local_rows, local_basis, local_basis_sq;
+  std::vector<Eigen::VectorXd> local_curv;
+  std::vector<tuning::NoisePrice> local_prices;
+  Eigen::VectorXd x_prev;
   // RunLimits::HorizonModel::kAtX and kDiagonal: the whole objective's Hessian at x every
   // kRespectrumRounds rounds, the gap taken as its Newton step H(x)^-1 g(x) (the global gradient),
   // x* unused.
@@ -411,13 +422,25 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   constexpr size_t kRespectrumRounds = 20;
   Eigen::MatrixXd every_row;  // rows with a 1 appended
   Eigen::VectorXd g_prev;     // with at_x: the last round's global gradient
-  auto spectrumAt = [&](const Eigen::VectorXd& point) {
-    const Eigen::VectorXd z = every_row * point;
+  auto hessianAt = [&](const Eigen::MatrixXd& rows, const Eigen::VectorXd& point) {
+    const Eigen::VectorXd z = rows * point;
     Eigen::VectorXd slope(z.size());
     for (Eigen::Index r = 0; r < z.size(); ++r) slope[r] = sigmoidSlope(z[r]);
-    Eigen::MatrixXd H =
-        every_row.transpose() * slope.asDiagonal() * every_row / double(every_row.rows());
+    Eigen::MatrixXd H = rows.transpose() * slope.asDiagonal() * rows / double(rows.rows());
     for (Eigen::Index j = 0; j + 1 < Eigen::Index(d); ++j) H(j, j) += problem.l2;
+    return H;
+  };
+  auto spectrumAt = [&](const Eigen::VectorXd& point) {
+    if (own_spectra) {
+      for (size_t i = 0; i < workers; ++i) {
+        const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> own(hessianAt(local_rows[i], point));
+        local_curv[i] = own.eigenvalues().cwiseMax(0.0);
+        local_basis[i] = own.eigenvectors();
+        local_basis_sq[i] = local_basis[i].array().square().matrix();
+      }
+      if (all_local) return;
+    }
+    const Eigen::MatrixXd H = hessianAt(every_row, point);
     if (limits.horizon_model == RunLimits::HorizonModel::kDiagonal) {
       // Every coordinate taken as a direction of its own, at the Hessian's diagonal.
       curv = H.diagonal().cwiseMax(0.0);
@@ -430,6 +453,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     basis = eigen.eigenvectors();
     basis_sq = basis.array().square().matrix();
   };
+  if (own_spectra) {
+    for (size_t i = 0; i < workers; ++i) local_rows.push_back(denseWithBias(shards.data[i].dense));
+    local_basis.resize(workers);
+    local_basis_sq.resize(workers);
+    local_curv.resize(workers);
+  }
   if (horizon) {
     if (problem.data.is_sparse || problem.xstar.size() != d)
       throw std::runtime_error("the horizon oracle needs dense data and x*");
@@ -494,26 +523,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     last_f = f;
     if (horizon) {
       // W's weights at the horizon left; F's decrease over the last round under the same W.
-      Eigen::VectorXd coef;
-      if (at_x) {
-        const Eigen::VectorXd point =
-            Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
-        const bool respectrum = round % kRespectrumRounds == 0;
-        if (respectrum) spectrumAt(point);
-        Eigen::VectorXd g_now = Eigen::VectorXd::Zero(Eigen::Index(d));
-        for (size_t i = 0; i < workers; ++i)
-          g_now +=
-              shards.shares[i] *
-              Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
-        const Eigen::VectorXd inverse = curv.cwiseMax(1e-12).cwiseInverse();
-        coef = (basis.transpose() * g_now).cwiseProduct(inverse);
-        // The last round's gap in this basis (unchanged unless the spectrum was recomputed).
-        if (have_coef && respectrum) coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
-        g_prev = g_now;
-      } else {
-        coef = basis.transpose() *
-               (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
-      }
+      const Eigen::VectorXd point =
+          Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>();
+      const bool respectrum = at_x && round % kRespectrumRounds == 0;
+      if (respectrum) spectrumAt(point);
       const double g = pooled_gamma > 0.0 ? pooled_gamma : 1.0 / problem.L;
       // The rounds still to come (RunLimits::Horizon).
       const double gap = f - problem.fstar;
@@ -535,31 +548,103 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         case RunLimits::Horizon::kNone:
           break;
       }
-      Eigen::VectorXd decay(curv.size());
-      for (Eigen::Index k = 0; k < curv.size(); ++k)
-        decay[k] = curv[k] * std::pow(std::fabs(1.0 - g * curv[k]), 2.0 * m);
-      if (have_coef && last_cost > 0.0) {
-        const double before = 0.5 * (decay.array() * coef_prev.array().square()).sum();
-        const double after = 0.5 * (decay.array() * coef.array().square()).sum();
-        mean_f_decrease = blend(mean_f_decrease, before - after, have_f);
-        mean_f_cost = blend(mean_f_cost, last_cost, have_f);
-        have_f = true;
-        round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
-      }
-      coef_prev = coef;
-      have_coef = true;
-      if (step_value && have_sum && last_sw > 0.0) {
+      if (all_local) {
+        // Each worker's part of F's decrease over the last round, with its own W_i and its own
+        // gradient for W e = (I - gamma H)^(2m) g: for the move delta = x_{t-1} - x_t,
+        // F(x_{t-1}) - F(x_t) = delta^T W e_t + delta^T W delta / 2; and of F's slope along the
+        // last round's sum, u^T W e_t (two scalars in each push, not counted).
+        double f_decrease = 0.0, hf = 0.0;
+        const bool moved = x_prev.size() == point.size() && last_cost > 0.0;
+        const bool sloped = step_value && have_sum && last_sw > 0.0;
         const Eigen::VectorXd along =
-            basis.transpose() *
-            Eigen::Map<const Eigen::VectorXf>(last_sum.data(), Eigen::Index(d)).cast<double>();
-        const double hf = (decay.array() * along.array() * coef.array()).sum();
-        mean_hf = blend(mean_hf, hf, have_h);
-        mean_hsw = blend(mean_hsw, last_sw, have_h);
-        have_h = true;
-        horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+            sloped ? Eigen::Map<const Eigen::VectorXf>(last_sum.data(), Eigen::Index(d))
+                         .cast<double>()
+                         .eval()
+                   : Eigen::VectorXd();
+        for (size_t i = 0; i < workers; ++i) {
+          const Eigen::VectorXd& c = local_curv[i];
+          Eigen::VectorXd filter(c.size());
+          for (Eigen::Index k = 0; k < c.size(); ++k)
+            filter[k] = std::pow(std::fabs(1.0 - g * c[k]), 2.0 * m);
+          const Eigen::VectorXd gi =
+              Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
+          const Eigen::VectorXd we = filter.cwiseProduct(local_basis[i].transpose() * gi);
+          if (moved) {
+            const Eigen::VectorXd dv = local_basis[i].transpose() * (x_prev - point);
+            f_decrease +=
+                shards.shares[i] *
+                (dv.dot(we) + 0.5 * (c.cwiseProduct(filter).array() * dv.array().square()).sum());
+          }
+          if (sloped) hf += shards.shares[i] * (local_basis[i].transpose() * along).dot(we);
+        }
+        if (moved) {
+          mean_f_decrease = blend(mean_f_decrease, f_decrease, have_f);
+          mean_f_cost = blend(mean_f_cost, last_cost, have_f);
+          have_f = true;
+          round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
+        }
+        if (sloped) {
+          mean_hf = blend(mean_hf, hf, have_h);
+          mean_hsw = blend(mean_hsw, last_sw, have_h);
+          have_h = true;
+          horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+        }
+        x_prev = point;
+      } else {
+        Eigen::VectorXd coef;
+        if (at_x) {
+          Eigen::VectorXd g_now = Eigen::VectorXd::Zero(Eigen::Index(d));
+          for (size_t i = 0; i < workers; ++i)
+            g_now +=
+                shards.shares[i] *
+                Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
+          const Eigen::VectorXd inverse = curv.cwiseMax(1e-12).cwiseInverse();
+          coef = (basis.transpose() * g_now).cwiseProduct(inverse);
+          // The last round's gap in this basis (unchanged unless the spectrum was recomputed).
+          if (have_coef && respectrum)
+            coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
+          g_prev = g_now;
+        } else {
+          coef = basis.transpose() *
+                 (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
+        }
+        Eigen::VectorXd decay(curv.size());
+        for (Eigen::Index k = 0; k < curv.size(); ++k)
+          decay[k] = curv[k] * std::pow(std::fabs(1.0 - g * curv[k]), 2.0 * m);
+        if (have_coef && last_cost > 0.0) {
+          const double before = 0.5 * (decay.array() * coef_prev.array().square()).sum();
+          const double after = 0.5 * (decay.array() * coef.array().square()).sum();
+          mean_f_decrease = blend(mean_f_decrease, before - after, have_f);
+          mean_f_cost = blend(mean_f_cost, last_cost, have_f);
+          have_f = true;
+          round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
+        }
+        coef_prev = coef;
+        have_coef = true;
+        if (step_value && have_sum && last_sw > 0.0) {
+          const Eigen::VectorXd along =
+              basis.transpose() *
+              Eigen::Map<const Eigen::VectorXf>(last_sum.data(), Eigen::Index(d)).cast<double>();
+          const double hf = (decay.array() * along.array() * coef.array()).sum();
+          mean_hf = blend(mean_hf, hf, have_h);
+          mean_hsw = blend(mean_hsw, last_sw, have_h);
+          have_h = true;
+          horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+        }
+        const Eigen::VectorXd w = basis_sq * decay;
+        horizon_price.emplace(std::vector<double>(w.data(), w.data() + w.size()));
       }
-      const Eigen::VectorXd w = basis_sq * decay;
-      horizon_price.emplace(std::vector<double>(w.data(), w.data() + w.size()));
+      if (own_spectra) {
+        local_prices.clear();
+        for (size_t i = 0; i < workers; ++i) {
+          Eigen::VectorXd own_decay(local_curv[i].size());
+          for (Eigen::Index k = 0; k < own_decay.size(); ++k)
+            own_decay[k] =
+                local_curv[i][k] * std::pow(std::fabs(1.0 - g * local_curv[i][k]), 2.0 * m);
+          const Eigen::VectorXd own_w = local_basis_sq[i] * own_decay;
+          local_prices.emplace_back(std::vector<double>(own_w.data(), own_w.data() + own_w.size()));
+        }
+      }
     }
     if (step_value && have_sum && last_sw > 0.0) {
       // Under the pooled step gamma = sw / (L sw + V), less noise lengthens the step:
@@ -700,9 +785,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         decision = {common, c, 0.0, pooled_gamma, true};
         round_cost += c;
       } else if (horizon && have_f && pooled_gamma > 0.0 && round_lambda > 0.0) {
-        horizon_price->prepare(v);
+        tuning::NoisePrice& own_price = local_prices.empty() ? *horizon_price : local_prices[i];
+        own_price.prepare(v);
         decision =
-            chooseHorizon(*horizon_price, prices[i], horizon_k, pooled_gamma, shards.shares[i],
+            chooseHorizon(own_price, prices[i], horizon_k, pooled_gamma, shards.shares[i],
                           round_lambda, static_cast<uint32_t>(d), memories[i].inner(), tuner_cost);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;

@@ -111,8 +111,13 @@ struct RunLimits {
   // Where the horizon's spectrum and gap come from: H* and x* (kOptimum); the whole objective's
   // Hessian at x every 20 rounds, the gap its Newton step H(x)^-1 g(x) on the global gradient,
   // x* unused (kAtX); the same with every coordinate taken as an eigenvector at the Hessian's
-  // diagonal, the gap g_j / H_jj (kDiagonal).
-  enum class HorizonModel { kOptimum, kAtX, kDiagonal };
+  // diagonal, the gap g_j / H_jj (kDiagonal); F from the whole objective's Hessian as with kAtX
+  // but each worker's noise priced at the W_i of its own rows' Hessian at x (kAtXLocal); and
+  // nothing global (kLocal): each worker's W_i from its own rows' Hessian at x, and F's decrease
+  // over the last move delta and its slope along the last sum u as the share-weighted sums of
+  // the workers' delta^T W_i e_i + delta^T W_i delta / 2 and u^T W_i e_i, with
+  // W_i e_i = (I - gamma H_i)^(2m) g_i (two scalars in each push, not counted).
+  enum class HorizonModel { kOptimum, kAtX, kDiagonal, kAtXLocal, kLocal };
   HorizonModel horizon_model = HorizonModel::kOptimum;
   // With hessian_noise (a diagnostic): the diagonal of the whole objective's Hessian at x, which
   // no worker has, for every worker.
