@@ -462,7 +462,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   if (horizon) {
     if (problem.data.is_sparse || problem.xstar.size() != d)
       throw std::runtime_error("the horizon oracle needs dense data and x*");
-    every_row = denseWithBias(problem.data.dense);
+    if (!all_local) every_row = denseWithBias(problem.data.dense);
     xs = Eigen::Map<const Eigen::VectorXf>(problem.xstar.data(), Eigen::Index(d)).cast<double>();
     if (!at_x) spectrumAt(xs);
   }
@@ -548,6 +548,14 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         case RunLimits::Horizon::kNone:
           break;
       }
+      // With own spectra: each worker's (I - gamma H_i)^(2m) in its own basis.
+      std::vector<Eigen::VectorXd> local_filter(own_spectra ? workers : 0);
+      for (size_t i = 0; i < local_filter.size(); ++i) {
+        const Eigen::VectorXd& c = local_curv[i];
+        local_filter[i].resize(c.size());
+        for (Eigen::Index k = 0; k < c.size(); ++k)
+          local_filter[i][k] = std::pow(std::fabs(1.0 - g * c[k]), 2.0 * m);
+      }
       if (all_local) {
         // Each worker's part of F's decrease over the last round, with its own W_i and its own
         // gradient for W e = (I - gamma H)^(2m) g: for the move delta = x_{t-1} - x_t,
@@ -563,9 +571,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                    : Eigen::VectorXd();
         for (size_t i = 0; i < workers; ++i) {
           const Eigen::VectorXd& c = local_curv[i];
-          Eigen::VectorXd filter(c.size());
-          for (Eigen::Index k = 0; k < c.size(); ++k)
-            filter[k] = std::pow(std::fabs(1.0 - g * c[k]), 2.0 * m);
+          const Eigen::VectorXd& filter = local_filter[i];
           const Eigen::VectorXd gi =
               Eigen::Map<const Eigen::VectorXf>(grads[i].data(), Eigen::Index(d)).cast<double>();
           const Eigen::VectorXd we = filter.cwiseProduct(local_basis[i].transpose() * gi);
@@ -637,11 +643,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       if (own_spectra) {
         local_prices.clear();
         for (size_t i = 0; i < workers; ++i) {
-          Eigen::VectorXd own_decay(local_curv[i].size());
-          for (Eigen::Index k = 0; k < own_decay.size(); ++k)
-            own_decay[k] =
-                local_curv[i][k] * std::pow(std::fabs(1.0 - g * local_curv[i][k]), 2.0 * m);
-          const Eigen::VectorXd own_w = local_basis_sq[i] * own_decay;
+          const Eigen::VectorXd own_w =
+              local_basis_sq[i] * local_curv[i].cwiseProduct(local_filter[i]);
           local_prices.emplace_back(std::vector<double>(own_w.data(), own_w.data() + own_w.size()));
         }
       }
