@@ -548,6 +548,20 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         case RunLimits::Horizon::kNone:
           break;
       }
+      // F's measured decrease over a round of the given cost, and F's slope along the last sum
+      // against that round's sum of squares, into their running means.
+      auto recordDecrease = [&](double decrease, double cost) {
+        mean_f_decrease = blend(mean_f_decrease, decrease, have_f);
+        mean_f_cost = blend(mean_f_cost, cost, have_f);
+        have_f = true;
+        round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
+      };
+      auto recordSlope = [&](double hf, double sw) {
+        mean_hf = blend(mean_hf, hf, have_h);
+        mean_hsw = blend(mean_hsw, sw, have_h);
+        have_h = true;
+        horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+      };
       // With own spectra: each worker's (I - gamma H_i)^(2m) in its own basis.
       std::vector<Eigen::VectorXd> local_filter(own_spectra ? workers : 0);
       for (size_t i = 0; i < local_filter.size(); ++i) {
@@ -583,18 +597,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
           }
           if (sloped) hf += shards.shares[i] * (local_basis[i].transpose() * along).dot(we);
         }
-        if (moved) {
-          mean_f_decrease = blend(mean_f_decrease, f_decrease, have_f);
-          mean_f_cost = blend(mean_f_cost, last_cost, have_f);
-          have_f = true;
-          round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
-        }
-        if (sloped) {
-          mean_hf = blend(mean_hf, hf, have_h);
-          mean_hsw = blend(mean_hsw, last_sw, have_h);
-          have_h = true;
-          horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
-        }
+        if (moved) recordDecrease(f_decrease, last_cost);
+        if (sloped) recordSlope(hf, last_sw);
         x_prev = point;
       } else {
         Eigen::VectorXd coef;
@@ -611,8 +615,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
             coef_prev = (basis.transpose() * g_prev).cwiseProduct(inverse);
           g_prev = g_now;
         } else {
-          coef = basis.transpose() *
-                 (Eigen::Map<const Eigen::VectorXf>(x.data(), Eigen::Index(d)).cast<double>() - xs);
+          coef = basis.transpose() * (point - xs);
         }
         Eigen::VectorXd decay(curv.size());
         for (Eigen::Index k = 0; k < curv.size(); ++k)
@@ -620,10 +623,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         if (have_coef && last_cost > 0.0) {
           const double before = 0.5 * (decay.array() * coef_prev.array().square()).sum();
           const double after = 0.5 * (decay.array() * coef.array().square()).sum();
-          mean_f_decrease = blend(mean_f_decrease, before - after, have_f);
-          mean_f_cost = blend(mean_f_cost, last_cost, have_f);
-          have_f = true;
-          round_lambda = mean_f_decrease > 0.0 ? mean_f_decrease / mean_f_cost : -1.0;
+          recordDecrease(before - after, last_cost);
         }
         coef_prev = coef;
         have_coef = true;
@@ -631,11 +631,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
           const Eigen::VectorXd along =
               basis.transpose() *
               Eigen::Map<const Eigen::VectorXf>(last_sum.data(), Eigen::Index(d)).cast<double>();
-          const double hf = (decay.array() * along.array() * coef.array()).sum();
-          mean_hf = blend(mean_hf, hf, have_h);
-          mean_hsw = blend(mean_hsw, last_sw, have_h);
-          have_h = true;
-          horizon_k = std::max(0.0, 2.0 * mean_hf / mean_hsw);
+          recordSlope((decay.array() * along.array() * coef.array()).sum(), last_sw);
         }
         const Eigen::VectorXd w = basis_sq * decay;
         horizon_price.emplace(std::vector<double>(w.data(), w.data() + w.size()));
