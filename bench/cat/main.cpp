@@ -52,6 +52,7 @@ struct Options {
   // improvement assumes; min: all with the smallest reported step. Equal for top-T and S+Q (1/L).
   std::string step_rule = "own";
   std::string credit = "uncapped";
+  std::string memory = "residual";
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
@@ -171,6 +172,11 @@ int main(int argc, char** argv) {
                  "virtual-oracle: the same for the sum of every worker's residual with the "
                  "global gradient (a diagnostic: no worker knows these)")
       ->check(CLI::IsMember({"gradient", "uncapped", "virtual", "virtual-oracle"}));
+  app.add_option("--memory", o.memory,
+                 "what error feedback keeps: residual (the default: v = g + e, e <- v - Q(v)) or "
+                 "ef21 (each worker compresses g_i - h_i and adds what it sends to h_i; the round "
+                 "steps along sum p_i h_i; an experiment, see docs/cat.md)")
+      ->check(CLI::IsMember({"residual", "ef21"}));
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
@@ -230,8 +236,9 @@ int main(int argc, char** argv) {
                  "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
                  "at (taken in hindsight)");
   app.add_option("--shift-credit", o.shift_credit,
-                 "with --shifts: on (cat credits the decrease the shift step earns at every T) "
-                 "or off (the paper's criterion on g - h alone)")
+                 "with --shifts or --memory ef21: on (cat credits the decrease the step along "
+                 "the shift or state h earns at every T, (||g||^2 - ||g - h||^2) / 2L) or off "
+                 "(the paper's criterion on g - h alone)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
@@ -393,6 +400,7 @@ int main(int argc, char** argv) {
       }
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
+      limits.ef21 = o.memory == "ef21";
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;

@@ -312,12 +312,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   compression::CompressorSpec cspec;
   cspec.name = method.compressor;
 
+  // RunLimits::ef21: each worker's state h_i and the difference it compresses.
+  const bool ef21 = limits.ef21 && method.error_feedback;
+  std::vector<std::vector<float>> states(ef21 ? workers : 0, std::vector<float>(d, 0.0f));
+  std::vector<std::vector<float>> differences(ef21 ? workers : 0, std::vector<float>(d));
   std::vector<std::unique_ptr<tuning::Tuner>> tuners;
   std::vector<compression::ErrorFeedback> memories;
   std::vector<Rng> rngs;
   for (size_t i = 0; i < workers; ++i) {
     tuners.push_back(tuning::makeTuner(tspec));
-    memories.emplace_back(compression::makeCompressor(cspec), method.error_feedback);
+    memories.emplace_back(compression::makeCompressor(cspec), method.error_feedback && !ef21);
     rngs.emplace_back(deriveSeed(seed, 1000 + i));
   }
 
@@ -747,7 +751,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // paper's (a base must be >= 0 for the search's bounds).
         if (limits.shift_credit) base = std::max(0.0, (g_sq - v_sq) / (2.0 * problem.L));
       }
-      const auto v = memories[i].corrected(grads[i]);
+      std::span<const float> v;
+      if (ef21) {
+        double gs = 0.0, ds = 0.0;
+        for (size_t j = 0; j < d; ++j) {
+          differences[i][j] = grads[i][j] - states[i][j];
+          gs += static_cast<double>(grads[i][j]) * grads[i][j];
+          ds += static_cast<double>(differences[i][j]) * differences[i][j];
+        }
+        v = differences[i];
+        if (limits.shift_credit) base = std::max(0.0, (gs - ds) / (2.0 * problem.L));
+      } else {
+        v = memories[i].corrected(grads[i]);
+      }
       const auto t0 = std::chrono::steady_clock::now();
       const double grad_sq = limits.gradient_credit ? g_sq : -1.0;
       tuning::TuningDecision decision;
@@ -826,7 +842,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         squares[i] = v_sq;
       }
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      compression::Compressed c = memories[i].compressCorrected(decision.level, rngs[i]);
+      compression::Compressed c = ef21 ? memories[i].compress(v, decision.level, rngs[i])
+                                       : memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();
       bits += 8.0 * static_cast<double>(bytes);
       packets += static_cast<double>(packet.packets(bytes));
@@ -838,7 +855,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       // aggregate an unbiased direction.
       step = std::min(step, decision.step);
       steps[i] = decision.step;
-      decoded[i] = std::move(c.decoded);
+      if (ef21) {
+        compression::addScaled(c.decoded, 1.0f, states[i]);
+        decoded[i] = {static_cast<uint32_t>(d), {}, states[i]};
+      } else {
+        decoded[i] = std::move(c.decoded);
+      }
     }
     last_cost = round_cost;
     if (!limits.measured_ratio && round_cost > 0.0 && round_improvement > 0.0)

@@ -154,6 +154,13 @@ struct RunLimits {
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
   bool gradient_credit = false;
+  // true: methods with error feedback keep EF21's memory instead of a residual (Richtarik et
+  // al. 2021): each worker compresses the difference g_i - h_i between its gradient and its
+  // state h_i, both sides add what it sends to h_i, and the round steps along sum p_i h_i.
+  // With shift_credit, cat credits every level with the base (||g_i||^2 - ||g_i - h_i||^2) / 2L
+  // as under shifts: at step 1/L the descent lemma along h_i + Q(g_i - h_i) gives exactly
+  // (||g_i||^2 - ||g_i - h_i - Q||^2) / 2L, the base plus the paper's improvement of g_i - h_i.
+  bool ef21 = false;
   // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
   // feedback's virtual iterate x~ = x - e/L keeps next round: ||g||^2 / 2L less what the
   // residual e_T = v - Q_T(v) costs it, |<H e_T, g>| / L^2 <= sqrt(e_T^T H e_T g^T H g) / L^2,
