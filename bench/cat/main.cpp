@@ -196,8 +196,11 @@ int main(int argc, char** argv) {
                  "lambda the last round's total predicted improvement over its total predicted "
                  "cost: the round's best ratio, Dinkelbach's iteration) or measured (the same "
                  "with lambda the running mean of the rounds' measured decrease of f over their "
-                 "cost) or measured-common (with --step-rule pooled, a diagnostic: one level "
-                 "for all workers from every worker's noise); an experiment, see docs/cat.md")
+                 "cost; with --memory ef21, top-T and S+Q too, each worker weighing its "
+                 "improvement by its share times 1 + the rounds what it leaves stays, its "
+                 "difference's energy left over the energy it sends a round) or measured-common "
+                 "(with --step-rule pooled, a diagnostic: one level for all workers from every "
+                 "worker's noise); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"worker", "round", "measured", "measured-common"}));
   app.add_option("--noise-value", o.noise_value,
                  "with --step-rule pooled: direct (cat values less noise by what it does at the "

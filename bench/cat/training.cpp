@@ -206,6 +206,29 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   return best_ratio > -1e300 ? best : best_by_credit;
 }
 
+// cat with EF21's memory under RunLimits::measured_ratio (top-T, S+Q): the level that
+// maximises w * improvement(T) - lambda * C(T) for the difference v = g_i - h_i, lambda the
+// running measured decrease of f per unit of cost, w the weight of this push's improvement.
+tuning::TuningDecision chooseLagrangian(std::span<const float> v, bool sign_scale, double L,
+                                        double w, double lambda,
+                                        const compression::Compressor& comp,
+                                        const costmodel::CostModel& cost) {
+  const auto d = static_cast<uint32_t>(v.size());
+  const tuning::MagnitudeProfile p(v, d);
+  const auto scheme = sign_scale ? tuning::Scheme::kSignScale : tuning::Scheme::kTopT;
+  tuning::TuningDecision best{1, 0.0, 0.0, 1.0 / L, true};
+  double best_score = -1e300;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const double gain = w * tuning::improvement(scheme, p, T, L);
+    const double c = cost.cost(comp.encodedBytes(d, T));
+    if (gain - lambda * c > best_score) {
+      best_score = gain - lambda * c;
+      best = {T, c, gain, tuning::step(scheme, p, T, L), true};
+    }
+  }
+  return best;
+}
+
 // Dense rows with a 1 appended (the bias), in double.
 Eigen::MatrixXd denseWithBias(const ml::DenseMatrix& X) {
   Eigen::MatrixXd A(X.rows(), X.cols() + 1);
@@ -316,6 +339,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const bool ef21 = limits.ef21 && method.error_feedback;
   std::vector<std::vector<float>> states(ef21 ? workers : 0, std::vector<float>(d, 0.0f));
   std::vector<std::vector<float>> differences(ef21 ? workers : 0, std::vector<float>(d));
+  // With measured_ratio: running means of each worker's energy sent and left a round.
+  std::vector<double> mean_sent(workers, 0.0), mean_left(workers, 0.0);
+  std::vector<bool> have_flow(workers, false);
+  std::vector<float> sent(ef21 ? d : 0);
   std::vector<std::unique_ptr<tuning::Tuner>> tuners;
   std::vector<compression::ErrorFeedback> memories;
   std::vector<Rng> rngs;
@@ -823,6 +850,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                          limits.round_ratio ? round_lambda : -1.0);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
+      } else if (ef21 && limits.measured_ratio && method.tuner == "cat" && round_lambda > 0.0) {
+        // What a push leaves in the difference stays there: by Little's law for as many rounds
+        // on average as the difference's energy left over the energy sent a round (running means),
+        // and every one of them pays for it as this round does.
+        const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
+        const double w = shards.shares[i] * (1.0 + stay);
+        decision = chooseLagrangian(v, method.compressor == "sq", problem.L, w, round_lambda,
+                                    memories[i].inner(), tuner_cost);
+        round_cost += decision.predicted_cost;
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
         const uint32_t level =
@@ -833,6 +869,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                level, memories[i].inner(), tuner_cost);
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
+        if (ef21 && limits.measured_ratio) round_cost += decision.predicted_cost;
       }
       if (priced) {
         noises[i] = prices[i].at(decision.level);
@@ -856,6 +893,18 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       step = std::min(step, decision.step);
       steps[i] = decision.step;
       if (ef21) {
+        // The energy sent, ||Q||^2, and the energy left, ||v - Q||^2, into their running means.
+        std::fill(sent.begin(), sent.end(), 0.0f);
+        compression::addScaled(c.decoded, 1.0f, sent);
+        double sent_sq = 0.0, left_sq = 0.0;
+        for (size_t j = 0; j < d; ++j) {
+          sent_sq += static_cast<double>(sent[j]) * sent[j];
+          const double r = static_cast<double>(v[j]) - sent[j];
+          left_sq += r * r;
+        }
+        mean_sent[i] = blend(mean_sent[i], sent_sq, have_flow[i]);
+        mean_left[i] = blend(mean_left[i], left_sq, have_flow[i]);
+        have_flow[i] = true;
         compression::addScaled(c.decoded, 1.0f, states[i]);
         decoded[i] = {static_cast<uint32_t>(d), {}, states[i]};
       } else {
