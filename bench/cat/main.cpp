@@ -52,7 +52,7 @@ struct Options {
   // improvement assumes; min: all with the smallest reported step. Equal for top-T and S+Q (1/L).
   std::string step_rule = "own";
   std::string credit = "uncapped";
-  std::string memory = "residual";
+  std::string ef21_select = "measured";
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
@@ -68,7 +68,7 @@ struct Options {
   double hybrid_drift = 1.25;
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
   // S+Q) keeps a residual, fixed, dynamic and CAT alike.
-  std::vector<std::string> error_feedback = {"off", "on"};
+  std::vector<std::string> error_feedback = {"off", "on", "ef21"};
   size_t threads = 2;
   uint64_t seed = 1;
   size_t fstar_rounds = 50000;
@@ -97,11 +97,15 @@ void writeTrace(const std::string& dir, const RunResult& r) {
 
 bool biased(const std::string& compressor) { return compressor == "topk" || compressor == "sq"; }
 
-// The methods of one (problem, workers) cell. With error feedback on, only the biased
-// compressors run (stochastic sparsification is unbiased and full GD sends everything: their
-// runs without memory serve both settings), each labelled with a "+ef" suffix.
-std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, bool ef, const Options& o) {
-  const std::string suffix = ef ? "+ef" : "";
+// The methods of one (problem, workers) cell under one --error-feedback setting (off, on, ef21).
+// With memory only the biased compressors run (stochastic sparsification is unbiased and full GD
+// sends everything: their runs without memory serve every setting), each labelled with the
+// memory's suffix ("+ef": a residual; "+ef21": EF21's state).
+std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::string& setting,
+                                   const Options& o) {
+  const bool ef = setting != "off";
+  const bool ef21 = setting == "ef21";
+  const std::string suffix = !ef ? "" : ef21 ? "+ef21" : "+ef";
   auto use = [&](const std::string& compressor) { return !ef || biased(compressor); };
   std::vector<MethodSpec> m;
   if (!ef) m.push_back({"full", "full", "identity", 0, 1, "payload", false});
@@ -121,6 +125,7 @@ std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, bool ef, co
                      o.hybrid_every, model, ef, o.hybrid_drift});
     }
   }
+  for (auto& spec : m) spec.ef21 = ef21 && spec.error_feedback;
   return m;
 }
 
@@ -146,8 +151,11 @@ int main(int argc, char** argv) {
   app.add_option("--hybrid-drift", o.hybrid_drift,
                  "hybrid: recompute early when ||v||_1^2/||v||_2^2 moves by this factor (0 = off)");
   app.add_option("--error-feedback", o.error_feedback,
-                 "settings to run: off (the paper's), on (residual on top-T and S+Q), or both")
-      ->check(CLI::IsMember({"on", "off"}));
+                 "settings to run: off (the paper's), on (a residual on top-T and S+Q), ef21 "
+                 "(EF21's state on top-T and S+Q: each worker compresses g_i - h_i and adds what "
+                 "it sends to h_i, which the coordinator mirrors; the round steps along "
+                 "sum p_i h_i), or several")
+      ->check(CLI::IsMember({"on", "off", "ef21"}));
   app.add_option(
          "--step-rule", o.step_rule,
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
@@ -172,11 +180,14 @@ int main(int argc, char** argv) {
                  "virtual-oracle: the same for the sum of every worker's residual with the "
                  "global gradient (a diagnostic: no worker knows these)")
       ->check(CLI::IsMember({"gradient", "uncapped", "virtual", "virtual-oracle"}));
-  app.add_option("--memory", o.memory,
-                 "what error feedback keeps: residual (the default: v = g + e, e <- v - Q(v)) or "
-                 "ef21 (each worker compresses g_i - h_i and adds what it sends to h_i; the round "
-                 "steps along sum p_i h_i; an experiment, see docs/cat.md)")
-      ->check(CLI::IsMember({"residual", "ef21"}));
+  app.add_option("--ef21-select", o.ef21_select,
+                 "how cat chooses under --error-feedback ef21: measured (the default: each worker "
+                 "maximises its share times 1 + the rounds what it leaves stays (its difference's "
+                 "energy left over the energy it sends a round) times the improvement, less "
+                 "lambda times the cost, lambda the running measured decrease of f per unit of "
+                 "cost) or ratio (the best ratio of the state's descent plus the improvement to "
+                 "the cost, as under shifts); see docs/cat.md")
+      ->check(CLI::IsMember({"measured", "ratio"}));
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
@@ -196,9 +207,7 @@ int main(int argc, char** argv) {
                  "lambda the last round's total predicted improvement over its total predicted "
                  "cost: the round's best ratio, Dinkelbach's iteration) or measured (the same "
                  "with lambda the running mean of the rounds' measured decrease of f over their "
-                 "cost; with --memory ef21, top-T and S+Q too, each worker weighing its "
-                 "improvement by its share times 1 + the rounds what it leaves stays, its "
-                 "difference's energy left over the energy it sends a round) or measured-common "
+                 "cost) or measured-common "
                  "(with --step-rule pooled, a diagnostic: one level for all workers from every "
                  "worker's noise); an experiment, see docs/cat.md")
       ->check(CLI::IsMember({"worker", "round", "measured", "measured-common"}));
@@ -238,10 +247,11 @@ int main(int argc, char** argv) {
   app.add_option("--horizon-rounds", o.horizon_rounds,
                  "with --noise-price diagonal-hessian-horizon: the rounds the run is valued "
                  "at (taken in hindsight)");
-  app.add_option("--shift-credit", o.shift_credit,
-                 "with --shifts or --memory ef21: on (cat credits the decrease the step along "
-                 "the shift or state h earns at every T, (||g||^2 - ||g - h||^2) / 2L) or off "
-                 "(the paper's criterion on g - h alone)")
+  app.add_option(
+         "--shift-credit", o.shift_credit,
+         "with --shifts or --ef21-select ratio: on (cat credits the decrease the step along "
+         "the shift or state h earns at every T, (||g||^2 - ||g - h||^2) / 2L) or off "
+         "(the paper's criterion on g - h alone)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
@@ -350,11 +360,11 @@ int main(int argc, char** argv) {
   for (const auto& p : problems) {
     for (size_t w : o.workers) {
       shard_sets.push_back(std::make_unique<Shards>(makeShards(p, w, o.seed)));
-      for (const auto& setting : {"off", "on"}) {
+      for (const std::string setting : {"off", "on", "ef21"}) {
         if (std::find(o.error_feedback.begin(), o.error_feedback.end(), setting) ==
             o.error_feedback.end())
           continue;
-        for (auto& m : methodsFor(p, w, std::string(setting) == "on", o)) {
+        for (auto& m : methodsFor(p, w, setting, o)) {
           const bool wanted =
               o.only.empty() || std::any_of(o.only.begin(), o.only.end(), [&](const auto& prefix) {
                 return m.label.starts_with(prefix);
@@ -403,7 +413,7 @@ int main(int argc, char** argv) {
       }
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
-      limits.ef21 = o.memory == "ef21";
+      limits.ef21_ratio = o.ef21_select == "ratio";
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;

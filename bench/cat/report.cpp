@@ -37,19 +37,20 @@ std::string cell(const std::optional<double>& v, int precision = 3) {
   return v ? fmt(*v, precision) : "-";
 }
 
-// A comparison group: one problem, one worker count, error feedback off or on. Methods are
-// compared only inside a group.
+// A comparison group: one problem, one worker count, one memory (none, a residual, EF21's
+// state; memoryOf). Methods are compared only inside a group.
 struct Group {
   std::string problem;
   size_t workers = 1;
-  bool ef = false;
+  std::string memory;
   bool operator==(const Group&) const = default;
   bool contains(const RunResult& r) const {
-    return r.problem == problem && r.workers == workers && r.method.error_feedback == ef;
+    return r.problem == problem && r.workers == workers && memoryOf(r.method) == memory;
   }
+  // As --error-feedback names it.
+  std::string setting() const { return memory.empty() ? "off" : memory == "ef" ? "on" : memory; }
   std::string name() const {
-    return problem + ", " + std::to_string(workers) + " worker(s), error feedback " +
-           (ef ? "on" : "off");
+    return problem + ", " + std::to_string(workers) + " worker(s), error feedback " + setting();
   }
 };
 
@@ -57,20 +58,20 @@ struct Group {
 std::vector<Group> groups(const std::vector<RunResult>& runs) {
   std::vector<Group> out;
   for (const auto& r : runs) {
-    const Group g{r.problem, r.workers, r.method.error_feedback};
+    const Group g{r.problem, r.workers, memoryOf(r.method)};
     if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
   }
   return out;
 }
 
-// The run labelled `label` (without the "+ef" suffix) in group g under `model`. Full GD sends
-// everything and has no residual: its one run serves both settings.
+// The run labelled `label` (without the memory's suffix) in group g under `model`. Full GD sends
+// everything and has no memory: its one run serves every setting.
 const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
                          const std::string& label, const std::string& model) {
-  const bool ef = g.ef && label != "full";
-  const std::string full_label = label + (ef ? "+ef" : "");
+  const std::string memory = label == "full" ? "" : g.memory;
+  const std::string full_label = label + (memory.empty() ? "" : "+" + memory);
   for (const auto& r : runs) {
-    if (r.problem != g.problem || r.workers != g.workers || r.method.error_feedback != ef ||
+    if (r.problem != g.problem || r.workers != g.workers || memoryOf(r.method) != memory ||
         r.method.label != full_label)
       continue;
     const auto models = reportedModels(r);
@@ -149,7 +150,7 @@ void forEachHybridHit(const std::vector<RunResult>& runs, const std::vector<doub
                       F&& f) {
   for (const auto& h : runs) {
     if (!isHybrid(h)) continue;
-    const Group g{h.problem, h.workers, h.method.error_feedback};
+    const Group g{h.problem, h.workers, memoryOf(h.method)};
     const auto* base = findRun(runs, g, catLabel(h.method.compressor), h.method.tuner_cost_model);
     if (!base) continue;
     for (double t : targets) f(h, t, firstHit(*base, t), firstHit(h, t));
@@ -196,7 +197,7 @@ void writeCsv(const std::string& path, const std::vector<RunResult>& runs,
       for (double t : targets) row(r, r.method.label, model, t);
   // The best fixed T in hindsight, per setting, cost model and target, named after its run.
   for (const auto& g : groups(runs)) {
-    const std::string label = std::string("best-fixed") + (g.ef ? "+ef" : "");
+    const std::string label = "best-fixed" + (g.memory.empty() ? "" : "+" + g.memory);
     for (const std::string model : {"payload", "packet"}) {
       for (double t : targets) {
         const Best b = bestFixed(runs, g, t, model);
@@ -314,8 +315,8 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
       for (double t : targets) {
         const auto cat = bestCat(runs, g, t, model);
         const Best b = bestFixed(runs, g, t, model);
-        out << "| " << g.problem << " | " << g.workers << " | " << (g.ef ? "on" : "off") << " | "
-            << model << " | " << fmtTarget(t) << " | "
+        out << "| " << g.problem << " | " << g.workers << " | " << g.setting() << " | " << model
+            << " | " << fmtTarget(t) << " | "
             << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("not reached"))
             << " | "
             << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("none"))

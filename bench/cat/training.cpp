@@ -206,7 +206,7 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
   return best_ratio > -1e300 ? best : best_by_credit;
 }
 
-// cat with EF21's memory under RunLimits::measured_ratio (top-T, S+Q): the level that
+// cat with EF21's memory (MethodSpec::ef21, top-T and S+Q): the level that
 // maximises w * improvement(T) - lambda * C(T) for the difference v = g_i - h_i, lambda the
 // running measured decrease of f per unit of cost, w the weight of this push's improvement.
 tuning::TuningDecision chooseLagrangian(std::span<const float> v, bool sign_scale, double L,
@@ -336,10 +336,13 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   cspec.name = method.compressor;
 
   // RunLimits::ef21: each worker's state h_i and the difference it compresses.
-  const bool ef21 = limits.ef21 && method.error_feedback;
+  const bool ef21 = method.ef21 && method.error_feedback;
+  // The running measured decrease of f per unit of cost (RunLimits::measured_ratio), also the
+  // price of EF21's cat.
+  const bool measured = limits.measured_ratio || (ef21 && !limits.ef21_ratio);
   std::vector<std::vector<float>> states(ef21 ? workers : 0, std::vector<float>(d, 0.0f));
   std::vector<std::vector<float>> differences(ef21 ? workers : 0, std::vector<float>(d));
-  // With measured_ratio: running means of each worker's energy sent and left a round.
+  // With EF21: running means of each worker's energy sent and left a round.
   std::vector<double> mean_sent(workers, 0.0), mean_left(workers, 0.0);
   std::vector<bool> have_flow(workers, false);
   std::vector<float> sent(ef21 ? d : 0);
@@ -400,7 +403,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<tuning::NoisePrice::Noise> noises(workers);
   std::vector<float> mean_v(aggregate && limits.aggregate_oracle ? d : 0);
   // Virtual-iterate credit (RunLimits::virtual_credit).
-  const bool virtual_credit = limits.virtual_credit && method.error_feedback &&
+  const bool virtual_credit = limits.virtual_credit && method.error_feedback && !method.ef21 &&
                               (method.compressor == "topk" || method.compressor == "sq");
   std::vector<Eigen::MatrixXd> augmented;  // each worker's rows with a 1 appended
   if (virtual_credit) {
@@ -545,7 +548,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       break;
     }
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
-    if (limits.measured_ratio && round > 0 && last_cost > 0.0) {
+    if (measured && round > 0 && last_cost > 0.0) {
       mean_decrease = blend(mean_decrease, last_f - f, have_ratio);
       mean_cost = blend(mean_cost, last_cost, have_ratio);
       have_ratio = true;
@@ -850,7 +853,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                          limits.round_ratio ? round_lambda : -1.0);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
-      } else if (ef21 && limits.measured_ratio && method.tuner == "cat" && round_lambda > 0.0) {
+      } else if (ef21 && measured && method.tuner == "cat" && round_lambda > 0.0) {
         // What a push leaves in the difference stays there: by Little's law for as many rounds
         // on average as the difference's energy left over the energy sent a round (running means),
         // and every one of them pays for it as this round does.
@@ -869,7 +872,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                                level, memories[i].inner(), tuner_cost);
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
-        if (ef21 && limits.measured_ratio) round_cost += decision.predicted_cost;
+        if (ef21 && measured) round_cost += decision.predicted_cost;
       }
       if (priced) {
         noises[i] = prices[i].at(decision.level);
@@ -912,7 +915,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
     }
     last_cost = round_cost;
-    if (!limits.measured_ratio && round_cost > 0.0 && round_improvement > 0.0)
+    if (!measured && round_cost > 0.0 && round_improvement > 0.0)
       round_lambda = round_improvement / round_cost;
     std::fill(update.begin(), update.end(), 0.0f);
     if (pooled) {

@@ -30,7 +30,15 @@ struct MethodSpec {
   std::string tuner_cost_model;  // the model the tuner optimises: payload | packet
   bool error_feedback = false;
   double recompute_drift = 1.25;  // cat hybrid: early recompute on shape drift (0 = off)
+  // With error_feedback: EF21's state in place of the residual (Richtarik, Sokolov and
+  // Fatkhullin 2021): each worker compresses the difference g_i - h_i between its gradient and
+  // its state h_i, both sides add what it sends to h_i, and the round steps along sum p_i h_i.
+  bool ef21 = false;
 };
+// The memory a method keeps, as its label's suffix says: "" (none), "ef" (a residual), "ef21".
+inline std::string memoryOf(const MethodSpec& m) {
+  return !m.error_feedback ? "" : m.ef21 ? "ef21" : "ef";
+}
 
 struct Link {
   double latency_seconds = 5e-3;
@@ -154,13 +162,15 @@ struct RunLimits {
   // the gradient step's ||g||^2 / (2L) (binds only with error feedback); false: the paper's
   // uncapped improvement of v = g + e.
   bool gradient_credit = false;
-  // true: methods with error feedback keep EF21's memory instead of a residual (Richtarik et
-  // al. 2021): each worker compresses the difference g_i - h_i between its gradient and its
-  // state h_i, both sides add what it sends to h_i, and the round steps along sum p_i h_i.
-  // With shift_credit, cat credits every level with the base (||g_i||^2 - ||g_i - h_i||^2) / 2L
-  // as under shifts: at step 1/L the descent lemma along h_i + Q(g_i - h_i) gives exactly
-  // (||g_i||^2 - ||g_i - h_i - Q||^2) / 2L, the base plus the paper's improvement of g_i - h_i.
-  bool ef21 = false;
+  // How cat chooses under EF21's memory (MethodSpec::ef21). At step 1/L the descent lemma along
+  // h_i + Q(v_i), v_i = g_i - h_i, gives exactly (||g_i||^2 - ||v_i - Q||^2) / 2L: the base
+  // (||g_i||^2 - ||v_i||^2) / 2L the state earns whatever is sent, plus the paper's improvement
+  // of v_i. false (the default): each worker maximises w_i improvement(T) - lambda C(T), lambda
+  // the running measured decrease of f per unit of cost, w_i = p_i (1 + s_i) with s_i the
+  // rounds what a push leaves in v_i stays there (Little's law: the running mean of the energy
+  // left, ||v_i - Q||^2, over that of the energy sent, ||Q||^2). true: the best ratio of base
+  // plus improvement to cost, as under shifts (the base with shift_credit only).
+  bool ef21_ratio = false;
   // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
   // feedback's virtual iterate x~ = x - e/L keeps next round: ||g||^2 / 2L less what the
   // residual e_T = v - Q_T(v) costs it, |<H e_T, g>| / L^2 <= sqrt(e_T^T H e_T g^T H g) / L^2,
