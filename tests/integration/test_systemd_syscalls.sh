@@ -110,12 +110,14 @@ metrics_csv: $WORK/$1/coord.csv"
   # The signals go to the daemons, not to strace (their parent).
   daemon() { pgrep -P "$1" | head -1; }
   kill -TERM "$(daemon "$CPID")"
-  wait "$CPID" || fail "the coordinator exited with $? (see $WORK/$1)"
+  # (the work folder goes with the test: a failure shows the daemon's last lines here)
+  wait "$CPID" ||
+    { status=$?; tail "$WORK/$1/coord.out" "$WORK/$1/coord.err"; fail "the coordinator exited with $status"; }
   grep -q 'stop requested: checkpoint written' "$WORK/$1/coord.out" ||
     { tail "$WORK/$1/coord.out" "$WORK/$1/coord.err"; fail "the coordinator did not pause"; }
   for p in "${WPIDS[@]}"; do
     kill -TERM "$(daemon "$p")"
-    wait "$p" || fail "a worker exited with $? (see $WORK/$1)"
+    wait "$p" || { status=$?; tail "$WORK/$1"/w*.out "$WORK/$1"/w*.err; fail "a worker exited with $status"; }
   done
   grep -q 'READY=1' "$WORK/notify.log" || fail "no daemon said READY=1 on the notify socket"
   grep -q 'WATCHDOG=1' "$WORK/notify.log" || fail "no daemon pinged the watchdog"
