@@ -53,6 +53,7 @@ struct Options {
   std::string step_rule = "own";
   std::string credit = "uncapped";
   std::string ef21_select = "measured";
+  bool ef21_skip = false;
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
@@ -188,6 +189,9 @@ int main(int argc, char** argv) {
                  "cost) or ratio (the best ratio of the state's descent plus the improvement to "
                  "the cost, as under shifts); see docs/cat.md")
       ->check(CLI::IsMember({"measured", "ratio"}));
+  app.add_flag("--ef21-skip", o.ef21_skip,
+               "with --error-feedback ef21 (measured): a worker may send nothing when no level "
+               "pays at the measured price; an experiment, see docs/cat.md");
   app.add_flag("--shifts", o.shifts,
                "stochastic sparsification compresses g_i - h_i with learned shifts h_i "
                "(DIANA), fixed and CAT alike; an experiment, see docs/cat.md");
@@ -414,6 +418,7 @@ int main(int argc, char** argv) {
       limits.horizon_rounds = o.horizon_rounds;
       limits.gradient_credit = o.credit == "gradient";
       limits.ef21_ratio = o.ef21_select == "ratio";
+      limits.ef21_skip = o.ef21_skip;
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;

@@ -209,15 +209,17 @@ tuning::TuningDecision chooseVirtual(std::span<const float> v, std::span<const f
 // cat with EF21's memory (MethodSpec::ef21, top-T and S+Q): the level that
 // maximises w * improvement(T) - lambda * C(T) for the difference v = g_i - h_i, lambda the
 // running measured decrease of f per unit of cost, w the weight of this push's improvement.
+// With `skip`, level 0 (no push: the state stands for the worker this round) is a choice too,
+// worth nothing and costing nothing.
 tuning::TuningDecision chooseLagrangian(std::span<const float> v, bool sign_scale, double L,
                                         double w, double lambda,
                                         const compression::Compressor& comp,
-                                        const costmodel::CostModel& cost) {
+                                        const costmodel::CostModel& cost, bool skip) {
   const auto d = static_cast<uint32_t>(v.size());
   const tuning::MagnitudeProfile p(v, d);
   const auto scheme = sign_scale ? tuning::Scheme::kSignScale : tuning::Scheme::kTopT;
-  tuning::TuningDecision best{1, 0.0, 0.0, 1.0 / L, true};
-  double best_score = -1e300;
+  tuning::TuningDecision best{skip ? 0u : 1u, 0.0, 0.0, 1.0 / L, true};
+  double best_score = skip ? 0.0 : -1e300;
   for (uint32_t T = 1; T <= d; ++T) {
     const double gain = w * tuning::improvement(scheme, p, T, L);
     const double c = cost.cost(comp.encodedBytes(d, T));
@@ -860,7 +862,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
         const double w = shards.shares[i] * (1.0 + stay);
         decision = chooseLagrangian(v, method.compressor == "sq", problem.L, w, round_lambda,
-                                    memories[i].inner(), tuner_cost);
+                                    memories[i].inner(), tuner_cost, limits.ef21_skip);
         round_cost += decision.predicted_cost;
       } else if (block) {
         // cat scans every level; the others pick theirs as usual and get its block step.
@@ -882,6 +884,19 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         squares[i] = v_sq;
       }
       selection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (ef21 && decision.level == 0) {
+        // No push (RunLimits::ef21_skip): nothing on the wire, the state stands for the worker
+        // and all of v is left.
+        double left_sq = 0.0;
+        for (float a : v) left_sq += static_cast<double>(a) * a;
+        mean_sent[i] = blend(mean_sent[i], 0.0, have_flow[i]);
+        mean_left[i] = blend(mean_left[i], left_sq, have_flow[i]);
+        have_flow[i] = true;
+        step = std::min(step, decision.step);
+        steps[i] = decision.step;
+        decoded[i] = {static_cast<uint32_t>(d), {}, states[i]};
+        continue;
+      }
       compression::Compressed c = ef21 ? memories[i].compress(v, decision.level, rngs[i])
                                        : memories[i].compressCorrected(decision.level, rngs[i]);
       const size_t bytes = c.bytes.size();

@@ -171,6 +171,9 @@ struct RunLimits {
   // left, ||v_i - Q||^2, over that of the energy sent, ||Q||^2). true: the best ratio of base
   // plus improvement to cost, as under shifts (the base with shift_credit only).
   bool ef21_ratio = false;
+  // With EF21's measured criterion: level 0, no push at all, is a choice too (the coordinator
+  // steps along the worker's state as it stands); an experiment beyond the paper's T >= 1.
+  bool ef21_skip = false;
   // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
   // feedback's virtual iterate x~ = x - e/L keeps next round: ||g||^2 / 2L less what the
   // residual e_T = v - Q_T(v) costs it, |<H e_T, g>| / L^2 <= sqrt(e_T^T H e_T g^T H g) / L^2,
