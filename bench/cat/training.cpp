@@ -337,7 +337,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   compression::CompressorSpec cspec;
   cspec.name = method.compressor;
 
-  // RunLimits::ef21: each worker's state h_i and the difference it compresses.
+  // MethodSpec::ef21: each worker's state h_i and the difference it compresses.
   const bool ef21 = method.ef21 && method.error_feedback;
   // The running measured decrease of f per unit of cost (RunLimits::measured_ratio), also the
   // price of EF21's cat.
@@ -518,6 +518,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // The running means below weigh the newest round by kEstimateWeight (the first is taken whole).
   auto blend = [](double mean, double fresh, bool have) {
     return have ? (1.0 - kEstimateWeight) * mean + kEstimateWeight * fresh : fresh;
+  };
+  // EF21: worker i's energy sent and left this round into their running means.
+  auto recordFlow = [&](size_t i, double sent_sq, double left_sq) {
+    mean_sent[i] = blend(mean_sent[i], sent_sq, have_flow[i]);
+    mean_left[i] = blend(mean_left[i], left_sq, have_flow[i]);
+    have_flow[i] = true;
   };
   // sum_i p_i <v_i, u> for the unscaled sum u = sum p_i Q_i(v_i): each worker's inner product
   // with the sum it receives, unbiased for G and linear in the compression noise (||u||^2 - V is
@@ -889,9 +895,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // and all of v is left.
         double left_sq = 0.0;
         for (float a : v) left_sq += static_cast<double>(a) * a;
-        mean_sent[i] = blend(mean_sent[i], 0.0, have_flow[i]);
-        mean_left[i] = blend(mean_left[i], left_sq, have_flow[i]);
-        have_flow[i] = true;
+        recordFlow(i, 0.0, left_sq);
         step = std::min(step, decision.step);
         steps[i] = decision.step;
         decoded[i] = {static_cast<uint32_t>(d), {}, states[i]};
@@ -920,9 +924,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
           const double r = static_cast<double>(v[j]) - sent[j];
           left_sq += r * r;
         }
-        mean_sent[i] = blend(mean_sent[i], sent_sq, have_flow[i]);
-        mean_left[i] = blend(mean_left[i], left_sq, have_flow[i]);
-        have_flow[i] = true;
+        recordFlow(i, sent_sq, left_sq);
         compression::addScaled(c.decoded, 1.0f, states[i]);
         decoded[i] = {static_cast<uint32_t>(d), {}, states[i]};
       } else {
