@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
          "computed exactly); own-aggregate: each worker's own step, cat choosing T as under "
          "aggregate; own-share: each worker's own step, cat crediting its part of the sum's "
          "decrease under that step, with the same estimate; sum: with --block-step on several "
-         "workers, one step for the "
+         "workers (or with --error-feedback ef21 on any number), one step for the "
          "sum of what the workers send, from two scalars each worker sends after it (runs "
          "the block step does not cover take the smallest); pooled: stochastic on several workers, "
          "one step for the sum from the workers' norms and noise, cat pricing each worker's noise "

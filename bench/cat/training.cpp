@@ -266,11 +266,13 @@ Columns augmentedColumns(const ml::Dataset& data) {
 // scaled by S1 / T; everything for full GD) the descent lemma gives the decrease
 // <g, q>^2 / (2 q^T M q) at the step <g, q> / (q^T M q). X~ q is kept as coordinates join (one
 // column each), so a scan of every level costs one pass over the data. `fixed_level` > 0
-// evaluates that level only; 0 picks the best ratio to C(T) over every level (cat).
+// evaluates that level only; 0 picks the best ratio to C(T) over every level (cat), or, with
+// `lambda` > 0, the level that maximises w * improvement(T) - lambda * C(T).
 tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const float> grad,
                                    const Columns& X, double l2, bool sign_scale,
                                    uint32_t fixed_level, const compression::Compressor& comp,
-                                   const costmodel::CostModel& cost) {
+                                   const costmodel::CostModel& cost, double w = 1.0,
+                                   double lambda = -1.0) {
   const auto d = static_cast<uint32_t>(v.size());
   const double n = double(X.rows());
   const auto bias = uint32_t(X.cols() - 1);
@@ -286,7 +288,7 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
   Eigen::VectorXd Xq = Eigen::VectorXd::Zero(X.rows());
   double xq2 = 0.0, w2 = 0.0, s1 = 0.0, gq = 0.0;
   tuning::TuningDecision best{1, 0.0, 0.0, 0.0, true};
-  double best_ratio = -1.0;
+  double best_ratio = lambda > 0.0 ? -1e300 : -1.0;
   for (uint32_t T = 1; T <= last; ++T) {
     const uint32_t j = order[T - 1];
     const double g = v[j];
@@ -308,8 +310,9 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
     // The compressor decodes S+Q to (S1 / T) * signs: the step on what it decodes.
     const double step = imp > 0.0 ? (gq / quad) / (sign_scale ? s1 / T : 1.0) : 0.0;
     const double c = cost.cost(comp.encodedBytes(d, T));
-    if (imp / c > best_ratio) {
-      best_ratio = imp / c;
+    const double score = lambda > 0.0 ? w * imp - lambda * c : imp / c;
+    if (score > best_ratio) {
+      best_ratio = score;
       best = {T, c, imp, step, true};
     }
   }
@@ -418,6 +421,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   if (virtual_credit && limits.virtual_oracle) whole = denseWithBias(problem.data.dense);
   const bool block = limits.block_step && (method.compressor == "topk" ||
                                            method.compressor == "sq" || method.tuner == "full");
+  // One block step for the sum (RunLimits::sum_block_step): on several workers, or on one with
+  // EF21's state (the step along the state, which the compressed push alone does not give).
+  const bool sum_step = block && limits.sum_block_step && (workers > 1 || ef21);
   // Each worker prices with its own rows' M_i (its only view of the data's curvature).
   std::vector<Columns> columns;
   if (block)
@@ -861,6 +867,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                          limits.round_ratio ? round_lambda : -1.0);
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
+      } else if (ef21 && measured && sum_step && method.tuner == "cat" && round_lambda > 0.0) {
+        // Under the sum's block step: the block improvement of the difference itself, weighted
+        // by 1 + the rounds what is left stays (as below) but not by p_i: worker i's part p_i q_i
+        // of the sum scales <g, u> by p_i and u^T M u by p_i^2, so at a step common to workers
+        // whose parts are alike the round's decrease is the sum of their own improvements.
+        const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
+        decision = chooseBlock(v, v, columns[i], problem.l2, method.compressor == "sq", 0,
+                               memories[i].inner(), tuner_cost, 1.0 + stay, round_lambda);
+        round_cost += decision.predicted_cost;
       } else if (ef21 && measured && method.tuner == "cat" && round_lambda > 0.0) {
         // What a push leaves in the difference stays there: by Little's law for as many rounds
         // on average as the difference's energy left over the energy sent a round (running means),
@@ -878,6 +893,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
                 : tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base).level;
         decision = chooseBlock(v, grads[i], columns[i], problem.l2, method.compressor == "sq",
                                level, memories[i].inner(), tuner_cost);
+        if (ef21 && measured) round_cost += decision.predicted_cost;
       } else {
         decision = tuners[i]->choose(v, 0, memories[i].inner(), tuner_cost, grad_sq, base);
         if (ef21 && measured) round_cost += decision.predicted_cost;
@@ -974,7 +990,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
       continue;
     }
-    if (block && limits.sum_block_step && workers > 1) {
+    if (sum_step) {
       for (size_t i = 0; i < workers; ++i)
         compression::addScaled(decoded[i], static_cast<float>(shards.shares[i]), update);
       const Eigen::VectorXd u =
@@ -995,6 +1011,8 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         bits += 8.0 * kScalarBytes;
         packets += static_cast<double>(packet.packets(kScalarBytes));
         packet_cost += packet.cost(kScalarBytes);
+        // What the round cost in full is the measured price's denominator.
+        if (ef21 && measured) last_cost += tuner_cost.cost(kScalarBytes);
       }
       // <g, u> <= 0: u is no descent direction for the sum; the round moves nothing.
       const double gamma = along > 0.0 && curvature > 0.0 ? along / curvature : 0.0;

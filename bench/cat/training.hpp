@@ -197,7 +197,10 @@ struct RunLimits {
   // gamma = sum p_i <g_i, u> / sum p_i u^T M_i u (M = sum p_i M_i). Each worker computes its two
   // scalars from u and its own rows and sends them in a message of their own (16 bytes, one more
   // packet per worker and round, counted); the workers still choose T alone. false: each worker's
-  // vector scaled by its own step, or all by the smallest (per_worker_step).
+  // vector scaled by its own step, or all by the smallest (per_worker_step). With EF21's state
+  // (MethodSpec::ef21) also on one worker, u = sum p_i h_i being the states; cat (measured) then
+  // maximises (1 + s_i) <v, q>^2 / (2 q^T M_i q) - lambda C(T) for the difference v, with s_i and
+  // lambda as without the block step, lambda's cost counting the scalars' messages too.
   bool sum_block_step = false;
   // With block_step: cat picks T by the paper's criterion (improvement at 1/L) and only the
   // step comes from the block bound; false: cat scans every level's block improvement.
