@@ -54,6 +54,8 @@ struct Options {
   std::string credit = "uncapped";
   std::string ef21_select = "measured";
   bool ef21_skip = false;
+  size_t batch = 0;
+  double ef21_momentum = 0.0;
   bool shifts = false;
   std::string shift_credit = "on";
   std::string noise_price = "smoothness";
@@ -189,6 +191,16 @@ int main(int argc, char** argv) {
                  "cost) or ratio (the best ratio of the state's descent plus the improvement to "
                  "the cost, as under shifts); see docs/cat.md")
       ->check(CLI::IsMember({"measured", "ratio"}));
+  app.add_option("--batch", o.batch,
+                 "each worker's gradient from this many of its rows, drawn afresh every round "
+                 "(0 = all; f and the targets stay the whole objective's); an experiment, see "
+                 "docs/cat.md");
+  app.add_option(
+         "--ef21-momentum", o.ef21_momentum,
+         "with --error-feedback ef21: each worker compresses m_i - h_i for the running mean "
+         "m_i <- (1 - eta) m_i + eta g_i of its gradients (EF21-SGDM; 0 = off, the "
+         "gradient itself); an experiment, see docs/cat.md")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "
                "pays at the measured price; an experiment, see docs/cat.md");
@@ -419,6 +431,8 @@ int main(int argc, char** argv) {
       limits.gradient_credit = o.credit == "gradient";
       limits.ef21_ratio = o.ef21_select == "ratio";
       limits.ef21_skip = o.ef21_skip;
+      limits.batch = o.batch;
+      limits.ef21_momentum = o.ef21_momentum;
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -347,6 +348,9 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const bool measured = limits.measured_ratio || (ef21 && !limits.ef21_ratio);
   std::vector<std::vector<float>> states(ef21 ? workers : 0, std::vector<float>(d, 0.0f));
   std::vector<std::vector<float>> differences(ef21 ? workers : 0, std::vector<float>(d));
+  // RunLimits::ef21_momentum: each worker's running mean of its gradients.
+  std::vector<std::vector<float>> momenta(ef21 && limits.ef21_momentum > 0.0 ? workers : 0,
+                                          std::vector<float>(d, 0.0f));
   // With EF21: running means of each worker's energy sent and left a round.
   std::vector<double> mean_sent(workers, 0.0), mean_left(workers, 0.0);
   std::vector<bool> have_flow(workers, false);
@@ -540,6 +544,21 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     have_estimate = true;
     g_estimate = std::max(mean_estimate, 0.0);
   };
+  // RunLimits::batch: each worker's row indices (the first `batch` of them drawn each round) and
+  // the generator that draws them. Empty: full gradients.
+  std::vector<std::vector<size_t>> batch_rows;
+  std::vector<Rng> batch_rngs;
+  if (limits.batch > 0) {
+    for (size_t i = 0; i < workers; ++i) {
+      const size_t n = shards.data[i].rows();
+      if (limits.batch > n)
+        throw std::runtime_error("--batch " + std::to_string(limits.batch) +
+                                 " exceeds a worker's " + std::to_string(n) + " rows");
+      batch_rows.emplace_back(n);
+      for (size_t r = 0; r < n; ++r) batch_rows.back()[r] = r;
+      batch_rngs.emplace_back(deriveSeed(seed, 2000 + i));
+    }
+  }
   // RunLimits::round_ratio: the last round's sum of predicted improvements over predicted costs.
   double round_lambda = -1.0;
   // RunLimits::measured_ratio: running means of the round's measured decrease and its cost.
@@ -549,8 +568,20 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     double round_improvement = 0.0, round_cost = 0.0;
     // f(x) is the share-weighted sum of the local objectives (each carries the same L2 term).
     double f = 0.0;
-    for (size_t i = 0; i < workers; ++i)
-      f += shards.shares[i] * problem.model->lossAndGradient(x, shards.data[i], {}, grads[i]);
+    for (size_t i = 0; i < workers; ++i) {
+      if (batch_rows.empty()) {
+        f += shards.shares[i] * problem.model->lossAndGradient(x, shards.data[i], {}, grads[i]);
+        continue;
+      }
+      f += shards.shares[i] * problem.model->loss(x, shards.data[i]);
+      // A partial Fisher-Yates shuffle: the first `batch` rows of a fresh permutation.
+      std::vector<size_t>& rows = batch_rows[i];
+      for (size_t k = 0; k < limits.batch; ++k) {
+        std::uniform_int_distribution<size_t> pick(k, rows.size() - 1);
+        std::swap(rows[k], rows[pick(batch_rngs[i])]);
+      }
+      problem.model->lossAndGradient(x, shards.data[i], {rows.data(), limits.batch}, grads[i]);
+    }
     // Totals so far are what it took to reach x_round.
     trace.f.push_back(f);
     trace.bits.push_back(bits);
@@ -798,8 +829,15 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       std::span<const float> v;
       if (ef21) {
         double gs = 0.0, ds = 0.0;
+        if (!momenta.empty()) {
+          // RunLimits::ef21_momentum: the running mean stands for the gradient.
+          const auto eta = static_cast<float>(round == 0 ? 1.0 : limits.ef21_momentum);
+          for (size_t j = 0; j < d; ++j)
+            momenta[i][j] = (1.0f - eta) * momenta[i][j] + eta * grads[i][j];
+        }
+        const std::vector<float>& tracked = momenta.empty() ? grads[i] : momenta[i];
         for (size_t j = 0; j < d; ++j) {
-          differences[i][j] = grads[i][j] - states[i][j];
+          differences[i][j] = tracked[j] - states[i][j];
           gs += static_cast<double>(grads[i][j]) * grads[i][j];
           ds += static_cast<double>(differences[i][j]) * differences[i][j];
         }

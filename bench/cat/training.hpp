@@ -174,6 +174,14 @@ struct RunLimits {
   // With EF21's measured criterion: level 0, no push at all, is a choice too (the coordinator
   // steps along the worker's state as it stands); an experiment beyond the paper's T >= 1.
   bool ef21_skip = false;
+  // Each worker's gradient from `batch` of its rows drawn afresh every round (without
+  // replacement, seeded per worker), as the daemons compute theirs; 0 = all its rows. f, its
+  // decrease (the measured price) and the targets stay the whole objective's.
+  size_t batch = 0;
+  // With EF21's state: each worker compresses m_i - h_i for a running mean of its gradients,
+  // m_i <- (1 - eta) m_i + eta g_i (the first round's m_i = g_i), in place of g_i - h_i (EF21-SGDM,
+  // Fatkhullin et al. 2023); 0 = off.
+  double ef21_momentum = 0.0;
   // true: with error feedback, cat (top-T and S+Q) credits level T with the descent that error
   // feedback's virtual iterate x~ = x - e/L keeps next round: ||g||^2 / 2L less what the
   // residual e_T = v - Q_T(v) costs it, |<H e_T, g>| / L^2 <= sqrt(e_T^T H e_T g^T H g) / L^2,
