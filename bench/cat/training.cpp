@@ -320,6 +320,73 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
   return best;
 }
 
+// cat with EF21's state and the block step on one worker (RunLimits::sum_block_step): the level
+// that maximises w * D(h + Q_T(v)) - lambda * C(T), where D(u) = <g, u>^2 / (2 u^T M u) is the
+// decrease along the new state u at the best step (the descent lemma with the data's curvature
+// bound M; 0 where u is no descent direction) and v = g - h the difference the worker
+// compresses. X~ h is formed once and X~ q kept as coordinates join, so a scan of every level
+// costs two passes over the worker's rows.
+tuning::TuningDecision chooseBlockState(std::span<const float> v, std::span<const float> grad,
+                                        std::span<const float> state, const Columns& X, double l2,
+                                        bool sign_scale, double w, double lambda,
+                                        const compression::Compressor& comp,
+                                        const costmodel::CostModel& cost) {
+  const auto d = static_cast<uint32_t>(v.size());
+  const double n = double(X.rows());
+  const auto bias = uint32_t(X.cols() - 1);
+  const Eigen::VectorXd h =
+      Eigen::Map<const Eigen::VectorXf>(state.data(), Eigen::Index(d)).cast<double>();
+  const Eigen::VectorXd Xh = X * h;
+  const double xh2 = Xh.squaredNorm();
+  double gh = 0.0, hh = 0.0;
+  for (uint32_t j = 0; j < d; ++j) {
+    gh += double(grad[j]) * h[j];
+    if (j != bias) hh += h[j] * h[j];
+  }
+  std::vector<uint32_t> order(d);
+  for (uint32_t j = 0; j < d; ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const float x = std::fabs(v[a]), y = std::fabs(v[b]);
+    return x > y || (x == y && a < b);
+  });
+  Eigen::VectorXd Xq = Eigen::VectorXd::Zero(X.rows());
+  double xq2 = 0.0, xhq = 0.0, qq = 0.0, hq = 0.0, gq = 0.0, s1 = 0.0;
+  tuning::TuningDecision best{1, 0.0, 0.0, 0.0, true};
+  double best_score = -1e300;
+  for (uint32_t T = 1; T <= d; ++T) {
+    const uint32_t j = order[T - 1];
+    const double vj = v[j];
+    const double a = sign_scale ? (vj > 0 ? 1.0 : vj < 0 ? -1.0 : 0.0) : vj;
+    s1 += std::fabs(vj);
+    gq += a * double(grad[j]);
+    double dot = 0.0, col2 = 0.0, hdot = 0.0;
+    for (Columns::InnerIterator it(X, j); it; ++it) {
+      dot += Xq[it.index()] * it.value();
+      hdot += Xh[it.index()] * it.value();
+      col2 += it.value() * it.value();
+    }
+    xq2 += 2.0 * a * dot + a * a * col2;
+    xhq += a * hdot;
+    for (Columns::InnerIterator it(X, j); it; ++it) Xq[it.index()] += a * it.value();
+    if (j != bias) {
+      qq += a * a;
+      hq += a * h[j];
+    }
+    const double c = sign_scale ? s1 / T : 1.0;
+    const double along = gh + c * gq;
+    const double quad = 0.25 * std::max(xh2 + 2.0 * c * xhq + c * c * xq2, 0.0) / n +
+                        l2 * (hh + 2.0 * c * hq + c * c * qq);
+    const double decrease = quad > 0.0 && along > 0.0 ? along * along / (2.0 * quad) : 0.0;
+    const double price = cost.cost(comp.encodedBytes(d, T));
+    const double score = w * decrease - lambda * price;
+    if (score > best_score) {
+      best_score = score;
+      best = {T, price, decrease, 0.0, true};
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 Trace train(const Problem& problem, const Shards& shards, const MethodSpec& method,
@@ -562,7 +629,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   // RunLimits::round_ratio: the last round's sum of predicted improvements over predicted costs.
   double round_lambda = -1.0;
   // RunLimits::measured_ratio: running means of the round's measured decrease and its cost.
-  double last_f = 0.0, last_cost = 0.0, mean_decrease = 0.0, mean_cost = 0.0;
+  double last_f = 0.0, last_cost = 0.0, mean_decrease = 0.0, mean_cost = 0.0, last_u_sq = 0.0;
   bool have_ratio = false;
   for (size_t round = 0;; ++round) {
     double round_improvement = 0.0, round_cost = 0.0;
@@ -594,10 +661,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     }
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
     if (measured && round > 0 && last_cost > 0.0) {
-      mean_decrease = blend(mean_decrease, last_f - f, have_ratio);
+      // With EF21's state and the sum's block step the decrease is measured per unit of
+      // ||u||^2, u the direction the round stepped along, and priced at the last round's: the
+      // descent lemma's decrease is quadratic in the gradient, which the state tracks, so the
+      // running mean no longer lags a return that falls with the gap.
+      const bool per_direction = ef21 && sum_step && last_u_sq > 0.0;
+      const double scale = per_direction ? last_u_sq : 1.0;
+      mean_decrease = blend(mean_decrease, (last_f - f) / scale, have_ratio);
       mean_cost = blend(mean_cost, last_cost, have_ratio);
       have_ratio = true;
-      round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost : -1.0;
+      round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost * scale : -1.0;
     }
     last_f = f;
     if (horizon) {
@@ -906,13 +979,21 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         round_improvement += decision.predicted_improvement;
         round_cost += decision.predicted_cost;
       } else if (ef21 && measured && sum_step && method.tuner == "cat" && round_lambda > 0.0) {
-        // Under the sum's block step: the block improvement of the difference itself, weighted
-        // by 1 + the rounds what is left stays (as below) but not by p_i: worker i's part p_i q_i
-        // of the sum scales <g, u> by p_i and u^T M u by p_i^2, so at a step common to workers
-        // whose parts are alike the round's decrease is the sum of their own improvements.
+        // Under the sum's block step each worker values a level by the round's decrease it
+        // predicts, weighted by 1 + the rounds what is left stays (as below). On one worker the
+        // round steps along its state, so that decrease is exact: D(h + Q). On several a worker
+        // sees only its part, and values the block improvement of its difference, not weighted by
+        // p_i: its part p_i q_i of the sum scales <g, u> by p_i and u^T M u by p_i^2, so at a step
+        // common to workers whose parts are alike the round's decrease is the sum of their own
+        // improvements.
         const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
-        decision = chooseBlock(v, v, columns[i], problem.l2, method.compressor == "sq", 0,
-                               memories[i].inner(), tuner_cost, 1.0 + stay, round_lambda);
+        if (workers == 1)
+          decision = chooseBlockState(v, grads[i], states[i], columns[i], problem.l2,
+                                      method.compressor == "sq", 1.0 + stay, round_lambda,
+                                      memories[i].inner(), tuner_cost);
+        else
+          decision = chooseBlock(v, v, columns[i], problem.l2, method.compressor == "sq", 0,
+                                 memories[i].inner(), tuner_cost, 1.0 + stay, round_lambda);
         round_cost += decision.predicted_cost;
       } else if (ef21 && measured && method.tuner == "cat" && round_lambda > 0.0) {
         // What a push leaves in the difference stays there: by Little's law for as many rounds
@@ -1052,6 +1133,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // What the round cost in full is the measured price's denominator.
         if (ef21 && measured) last_cost += tuner_cost.cost(kScalarBytes);
       }
+      last_u_sq = u.squaredNorm();
       // <g, u> <= 0: u is no descent direction for the sum; the round moves nothing.
       const double gamma = along > 0.0 && curvature > 0.0 ? along / curvature : 0.0;
       for (size_t j = 0; j < d; ++j) x[j] -= static_cast<float>(gamma * update[j]);

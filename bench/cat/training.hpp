@@ -207,8 +207,11 @@ struct RunLimits {
   // packet per worker and round, counted); the workers still choose T alone. false: each worker's
   // vector scaled by its own step, or all by the smallest (per_worker_step). With EF21's state
   // (MethodSpec::ef21) also on one worker, u = sum p_i h_i being the states; cat (measured) then
-  // maximises (1 + s_i) <v, q>^2 / (2 q^T M_i q) - lambda C(T) for the difference v, with s_i and
-  // lambda as without the block step, lambda's cost counting the scalars' messages too.
+  // maximises (1 + s_i) D(T) - lambda C(T), D(T) the round's decrease along the new state on one
+  // worker, <g, h + Q>^2 / (2 (h + Q)^T M (h + Q)), and on several the block improvement of the
+  // worker's difference v, <v, q>^2 / (2 q^T M_i q); s_i as without the block step, lambda the
+  // running measured decrease per unit of ||u||^2 over the round's cost (the scalars' messages
+  // counted), times the last round's ||u||^2.
   bool sum_block_step = false;
   // With block_step: cat picks T by the paper's criterion (improvement at 1/L) and only the
   // step comes from the block bound; false: cat scans every level's block improvement.
