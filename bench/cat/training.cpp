@@ -261,14 +261,72 @@ Columns augmentedColumns(const ml::Dataset& data) {
   return X;
 }
 
+// The levels of a block scan, one coordinate at a time by descending |v| (ties by index): the
+// direction q of the level (top-T: v on the kept set; S+Q: its signs there) and what its
+// curvature needs, with X~ q kept as coordinates join (one column each, so a scan of every level
+// costs one pass over the rows). Only the first `last` coordinates are ordered.
+class BlockScan {
+ public:
+  BlockScan(std::span<const float> v, std::span<const float> grad, const Columns& X,
+            bool sign_scale, uint32_t last)
+      : v_(v),
+        grad_(grad),
+        X_(X),
+        sign_scale_(sign_scale),
+        order_(v.size()),
+        Xq_(Eigen::VectorXd::Zero(X.rows())),
+        bias_(uint32_t(X.cols() - 1)) {
+    for (uint32_t j = 0; j < order_.size(); ++j) order_[j] = j;
+    auto larger = [&](uint32_t a, uint32_t b) {
+      const float x = std::fabs(v[a]), y = std::fabs(v[b]);
+      return x > y || (x == y && a < b);
+    };
+    if (last < order_.size())
+      std::nth_element(order_.begin(), order_.begin() + last, order_.end(), larger);
+    std::sort(order_.begin(), order_.begin() + last, larger);
+  }
+  // Adds the T-th coordinate (T counting from 1) and returns it; with `with`, also adds a times
+  // <X~_j, with> to *with_dot.
+  uint32_t add(uint32_t T, const Eigen::VectorXd* with = nullptr, double* with_dot = nullptr) {
+    const uint32_t j = order_[T - 1];
+    const double g = v_[j];
+    a = sign_scale_ ? (g > 0 ? 1.0 : g < 0 ? -1.0 : 0.0) : g;
+    s1 += std::fabs(g);
+    gq += a * double(grad_[j]);
+    double dot = 0.0, col2 = 0.0, other = 0.0;
+    for (Columns::InnerIterator it(X_, j); it; ++it) {
+      dot += Xq_[it.index()] * it.value();
+      col2 += it.value() * it.value();
+      if (with) other += (*with)[it.index()] * it.value();
+    }
+    xq2 += 2.0 * a * dot + a * a * col2;
+    if (with) *with_dot += a * other;
+    for (Columns::InnerIterator it(X_, j); it; ++it) Xq_[it.index()] += a * it.value();
+    if (j != bias_) qq += a * a;
+    return j;
+  }
+  double a = 0.0;    // the last coordinate's entry in q
+  double s1 = 0.0;   // sum |v_j| over the kept set
+  double gq = 0.0;   // <grad, q>
+  double xq2 = 0.0;  // ||X~ q||^2
+  double qq = 0.0;   // ||q||^2 without the bias (unpenalised)
+
+ private:
+  std::span<const float> v_, grad_;
+  const Columns& X_;
+  bool sign_scale_;
+  std::vector<uint32_t> order_;
+  Eigen::VectorXd Xq_;
+  uint32_t bias_;
+};
+
 // RunLimits::block_step: the level's improvement and step from q^T M q of the block it sends,
 // M = 0.25 X~^T X~ / n + lambda I (bias unpenalised), which bounds the Hessian everywhere. For
 // the direction q the compressor decodes to (top-T: g on the top-T set; S+Q: the signs there,
 // scaled by S1 / T; everything for full GD) the descent lemma gives the decrease
-// <g, q>^2 / (2 q^T M q) at the step <g, q> / (q^T M q). X~ q is kept as coordinates join (one
-// column each), so a scan of every level costs one pass over the data. `fixed_level` > 0
-// evaluates that level only; 0 picks the best ratio to C(T) over every level (cat), or, with
-// `lambda` > 0, the level that maximises w * improvement(T) - lambda * C(T).
+// <g, q>^2 / (2 q^T M q) at the step <g, q> / (q^T M q). `fixed_level` > 0 evaluates that level
+// only; 0 picks the best ratio to C(T) over every level (cat), or, with `lambda` > 0, the level
+// that maximises w * improvement(T) - lambda * C(T).
 tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const float> grad,
                                    const Columns& X, double l2, bool sign_scale,
                                    uint32_t fixed_level, const compression::Compressor& comp,
@@ -276,40 +334,19 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
                                    double lambda = -1.0) {
   const auto d = static_cast<uint32_t>(v.size());
   const double n = double(X.rows());
-  const auto bias = uint32_t(X.cols() - 1);
-  std::vector<uint32_t> order(d);
-  for (uint32_t j = 0; j < d; ++j) order[j] = j;
   const uint32_t last = fixed_level > 0 ? std::min(fixed_level, d) : d;
-  auto larger = [&](uint32_t a, uint32_t b) {
-    const float x = std::fabs(v[a]), y = std::fabs(v[b]);
-    return x > y || (x == y && a < b);
-  };
-  if (last < d) std::nth_element(order.begin(), order.begin() + last, order.end(), larger);
-  std::sort(order.begin(), order.begin() + last, larger);
-  Eigen::VectorXd Xq = Eigen::VectorXd::Zero(X.rows());
-  double xq2 = 0.0, w2 = 0.0, s1 = 0.0, gq = 0.0;
+  BlockScan scan(v, grad, X, sign_scale, last);
   tuning::TuningDecision best{1, 0.0, 0.0, 0.0, true};
   double best_ratio = lambda > 0.0 ? -1e300 : -1.0;
   for (uint32_t T = 1; T <= last; ++T) {
-    const uint32_t j = order[T - 1];
-    const double g = v[j];
-    const double a = sign_scale ? (g > 0 ? 1.0 : g < 0 ? -1.0 : 0.0) : g;
-    s1 += std::fabs(g);
-    gq += a * double(grad[j]);
-    double dot = 0.0, col2 = 0.0;
-    for (Columns::InnerIterator it(X, j); it; ++it) {
-      dot += Xq[it.index()] * it.value();
-      col2 += it.value() * it.value();
-    }
-    xq2 += 2.0 * a * dot + a * a * col2;
-    for (Columns::InnerIterator it(X, j); it; ++it) Xq[it.index()] += a * it.value();
-    if (j != bias) w2 += a * a;
+    scan.add(T);
     if (fixed_level > 0 && T < last) continue;
-    const double quad = 0.25 * std::max(xq2, 0.0) / n + l2 * w2;  // q^T M q for q = the a's
+    const double gq = scan.gq;
+    const double quad = 0.25 * std::max(scan.xq2, 0.0) / n + l2 * scan.qq;  // q^T M q
     // <g, q> <= 0 (with error feedback the residual can outweigh the gradient): no descent.
     const double imp = quad > 0.0 && gq > 0.0 ? gq * gq / (2.0 * quad) : 0.0;
     // The compressor decodes S+Q to (S1 / T) * signs: the step on what it decodes.
-    const double step = imp > 0.0 ? (gq / quad) / (sign_scale ? s1 / T : 1.0) : 0.0;
+    const double step = imp > 0.0 ? (gq / quad) / (sign_scale ? scan.s1 / T : 1.0) : 0.0;
     const double c = cost.cost(comp.encodedBytes(d, T));
     const double score = lambda > 0.0 ? w * imp - lambda * c : imp / c;
     if (score > best_ratio) {
@@ -324,8 +361,7 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
 // that maximises w * D(h + Q_T(v)) - lambda * C(T), where D(u) = <g, u>^2 / (2 u^T M u) is the
 // decrease along the new state u at the best step (the descent lemma with the data's curvature
 // bound M; 0 where u is no descent direction) and v = g - h the difference the worker
-// compresses. X~ h is formed once and X~ q kept as coordinates join, so a scan of every level
-// costs two passes over the worker's rows.
+// compresses. X~ h is formed once, so a scan of every level costs two passes over the rows.
 tuning::TuningDecision chooseBlockState(std::span<const float> v, std::span<const float> grad,
                                         std::span<const float> state, const Columns& X, double l2,
                                         bool sign_scale, double w, double lambda,
@@ -343,39 +379,18 @@ tuning::TuningDecision chooseBlockState(std::span<const float> v, std::span<cons
     gh += double(grad[j]) * h[j];
     if (j != bias) hh += h[j] * h[j];
   }
-  std::vector<uint32_t> order(d);
-  for (uint32_t j = 0; j < d; ++j) order[j] = j;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const float x = std::fabs(v[a]), y = std::fabs(v[b]);
-    return x > y || (x == y && a < b);
-  });
-  Eigen::VectorXd Xq = Eigen::VectorXd::Zero(X.rows());
-  double xq2 = 0.0, xhq = 0.0, qq = 0.0, hq = 0.0, gq = 0.0, s1 = 0.0;
+  BlockScan scan(v, grad, X, sign_scale, d);
+  double xhq = 0.0, hq = 0.0;  // <X~ h, X~ q> and <h, q> without the bias
   tuning::TuningDecision best{1, 0.0, 0.0, 0.0, true};
   double best_score = -1e300;
   for (uint32_t T = 1; T <= d; ++T) {
-    const uint32_t j = order[T - 1];
-    const double vj = v[j];
-    const double a = sign_scale ? (vj > 0 ? 1.0 : vj < 0 ? -1.0 : 0.0) : vj;
-    s1 += std::fabs(vj);
-    gq += a * double(grad[j]);
-    double dot = 0.0, col2 = 0.0, hdot = 0.0;
-    for (Columns::InnerIterator it(X, j); it; ++it) {
-      dot += Xq[it.index()] * it.value();
-      hdot += Xh[it.index()] * it.value();
-      col2 += it.value() * it.value();
-    }
-    xq2 += 2.0 * a * dot + a * a * col2;
-    xhq += a * hdot;
-    for (Columns::InnerIterator it(X, j); it; ++it) Xq[it.index()] += a * it.value();
-    if (j != bias) {
-      qq += a * a;
-      hq += a * h[j];
-    }
-    const double c = sign_scale ? s1 / T : 1.0;
-    const double along = gh + c * gq;
-    const double quad = 0.25 * std::max(xh2 + 2.0 * c * xhq + c * c * xq2, 0.0) / n +
-                        l2 * (hh + 2.0 * c * hq + c * c * qq);
+    const uint32_t j = scan.add(T, &Xh, &xhq);
+    if (j != bias) hq += scan.a * h[j];
+    // u = h + c q, c the scale the compressor decodes q with.
+    const double c = sign_scale ? scan.s1 / T : 1.0;
+    const double along = gh + c * scan.gq;
+    const double quad = 0.25 * std::max(xh2 + 2.0 * c * xhq + c * c * scan.xq2, 0.0) / n +
+                        l2 * (hh + 2.0 * c * hq + c * c * scan.qq);
     const double decrease = quad > 0.0 && along > 0.0 ? along * along / (2.0 * quad) : 0.0;
     const double price = cost.cost(comp.encodedBytes(d, T));
     const double score = w * decrease - lambda * price;
