@@ -54,6 +54,7 @@ struct Options {
   std::string credit = "uncapped";
   std::string ef21_select = "measured";
   bool ef21_skip = false;
+  bool ef21_block_oracle = false;
   size_t batch = 0;
   double ef21_momentum = 0.0;
   bool shifts = false;
@@ -201,6 +202,10 @@ int main(int argc, char** argv) {
          "m_i <- (1 - eta) m_i + eta g_i of its gradients (EF21-SGDM; 0 = off, the "
          "gradient itself); an experiment, see docs/cat.md")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--ef21-block-oracle", o.ef21_block_oracle,
+               "with --error-feedback ef21 --block-step --step-rule sum on several workers, a "
+               "diagnostic: cat values each level by the round's exact decrease, from the global "
+               "gradient, every row and the other workers' states; see docs/cat.md");
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "
                "pays at the measured price; an experiment, see docs/cat.md");
@@ -431,6 +436,7 @@ int main(int argc, char** argv) {
       limits.gradient_credit = o.credit == "gradient";
       limits.ef21_ratio = o.ef21_select == "ratio";
       limits.ef21_skip = o.ef21_skip;
+      limits.ef21_block_oracle = o.ef21_block_oracle;
       limits.batch = o.batch;
       limits.ef21_momentum = o.ef21_momentum;
       limits.virtual_credit = o.credit.starts_with("virtual");

@@ -362,11 +362,13 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
 // decrease along the new state u at the best step (the descent lemma with the data's curvature
 // bound M; 0 where u is no descent direction) and v = g - h the difference the worker
 // compresses. X~ h is formed once, so a scan of every level costs two passes over the rows.
+// With `part`, u = h + part Q_T(v) (RunLimits::ef21_block_oracle: h the rest of the sum, part
+// the worker's share).
 tuning::TuningDecision chooseBlockState(std::span<const float> v, std::span<const float> grad,
                                         std::span<const float> state, const Columns& X, double l2,
                                         bool sign_scale, double w, double lambda,
                                         const compression::Compressor& comp,
-                                        const costmodel::CostModel& cost) {
+                                        const costmodel::CostModel& cost, double part = 1.0) {
   const auto d = static_cast<uint32_t>(v.size());
   const double n = double(X.rows());
   const auto bias = uint32_t(X.cols() - 1);
@@ -386,8 +388,8 @@ tuning::TuningDecision chooseBlockState(std::span<const float> v, std::span<cons
   for (uint32_t T = 1; T <= d; ++T) {
     const uint32_t j = scan.add(T, &Xh, &xhq);
     if (j != bias) hq += scan.a * h[j];
-    // u = h + c q, c the scale the compressor decodes q with.
-    const double c = sign_scale ? scan.s1 / T : 1.0;
+    // u = h + c q, c the scale the compressor decodes q with (times `part`).
+    const double c = part * (sign_scale ? scan.s1 / T : 1.0);
     const double along = gh + c * scan.gq;
     const double quad = 0.25 * std::max(xh2 + 2.0 * c * xhq + c * c * scan.xq2, 0.0) / n +
                         l2 * (hh + 2.0 * c * hq + c * c * scan.qq);
@@ -514,6 +516,10 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   std::vector<Columns> columns;
   if (block)
     for (size_t i = 0; i < workers; ++i) columns.push_back(augmentedColumns(shards.data[i]));
+  // RunLimits::ef21_block_oracle: every row, the global gradient and the rest of the sum.
+  const bool block_oracle = block && limits.ef21_block_oracle && method.ef21 && workers > 1;
+  const Columns oracle_rows = block_oracle ? augmentedColumns(problem.data) : Columns();
+  std::vector<float> oracle_grad(block_oracle ? d : 0), oracle_rest(block_oracle ? d : 0);
   // RunLimits::hessian_noise: each worker's rows with a 1 appended, for its Hessian's diagonal.
   // With hessian_global, every row's (one matrix, the same price for every worker).
   std::vector<Columns> own_rows;
@@ -1002,7 +1008,22 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // common to workers whose parts are alike the round's decrease is the sum of their own
         // improvements.
         const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
-        if (workers == 1)
+        if (workers > 1 && limits.ef21_block_oracle) {
+          // What no worker knows: the global gradient, every row, and the others' states as they
+          // stand (this round's for those that chose before it); the round's exact decrease.
+          std::fill(oracle_grad.begin(), oracle_grad.end(), 0.0f);
+          std::fill(oracle_rest.begin(), oracle_rest.end(), 0.0f);
+          for (size_t k = 0; k < workers; ++k) {
+            const auto p = static_cast<float>(shards.shares[k]);
+            for (size_t j = 0; j < d; ++j) {
+              oracle_grad[j] += p * grads[k][j];
+              oracle_rest[j] += p * states[k][j];
+            }
+          }
+          decision = chooseBlockState(v, oracle_grad, oracle_rest, oracle_rows, problem.l2,
+                                      method.compressor == "sq", 1.0 + stay, round_lambda,
+                                      memories[i].inner(), tuner_cost, shards.shares[i]);
+        } else if (workers == 1)
           decision = chooseBlockState(v, grads[i], states[i], columns[i], problem.l2,
                                       method.compressor == "sq", 1.0 + stay, round_lambda,
                                       memories[i].inner(), tuner_cost);

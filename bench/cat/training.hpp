@@ -174,6 +174,10 @@ struct RunLimits {
   // With EF21's measured criterion: level 0, no push at all, is a choice too (the coordinator
   // steps along the worker's state as it stands); an experiment beyond the paper's T >= 1.
   bool ef21_skip = false;
+  // A diagnostic for EF21's state with the sum's block step on several workers: cat values each
+  // level by the round's exact decrease along the sum of the states, from the global gradient,
+  // every row and the other workers' states (which no worker knows).
+  bool ef21_block_oracle = false;
   // Each worker's gradient from `batch` of its rows drawn afresh every round (without
   // replacement, seeded per worker), as the daemons compute theirs; 0 = all its rows. f, its
   // decrease (the measured price) and the targets stay the whole objective's.
