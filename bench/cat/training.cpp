@@ -518,6 +518,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     for (size_t i = 0; i < workers; ++i) columns.push_back(augmentedColumns(shards.data[i]));
   // RunLimits::ef21_block_oracle: every row, the global gradient and the rest of the sum.
   const bool block_oracle = block && limits.ef21_block_oracle && method.ef21 && workers > 1;
+  const bool gradient_scale = ef21 && sum_step && (workers == 1 || block_oracle);
   const Columns oracle_rows = block_oracle ? augmentedColumns(problem.data) : Columns();
   std::vector<float> oracle_grad(block_oracle ? d : 0), oracle_rest(block_oracle ? d : 0);
   // RunLimits::hessian_noise: each worker's rows with a 1 appended, for its Hessian's diagonal.
@@ -651,6 +652,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   double round_lambda = -1.0;
   // RunLimits::measured_ratio: running means of the round's measured decrease and its cost.
   double last_f = 0.0, last_cost = 0.0, mean_decrease = 0.0, mean_cost = 0.0, last_u_sq = 0.0;
+  double gsq_prev = 0.0;
   bool have_ratio = false;
   for (size_t round = 0;; ++round) {
     double round_improvement = 0.0, round_cost = 0.0;
@@ -681,18 +683,32 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       break;
     }
     if (round >= limits.max_rounds || f - problem.fstar <= limits.stop_gap) break;
+    // With EF21's state and the sum's block step on one worker, or with the oracle: ||grad f||^2
+    // at this round's start (one worker's gradient is f's).
+    double gsq_now = 0.0;
+    if (gradient_scale) {
+      std::vector<double> gsum(d, 0.0);
+      for (size_t k = 0; k < workers; ++k)
+        for (size_t j = 0; j < d; ++j) gsum[j] += shards.shares[k] * grads[k][j];
+      for (double a : gsum) gsq_now += a * a;
+    }
     if (measured && round > 0 && last_cost > 0.0) {
-      // With EF21's state and the sum's block step the decrease is measured per unit of
-      // ||u||^2, u the direction the round stepped along, and priced at the last round's: the
-      // descent lemma's decrease is quadratic in the gradient, which the state tracks, so the
-      // running mean no longer lags a return that falls with the gap.
-      const bool per_direction = ef21 && sum_step && last_u_sq > 0.0;
-      const double scale = per_direction ? last_u_sq : 1.0;
+      // With EF21's state and the sum's block step the decrease is measured per unit of the
+      // squared gradient at the round's start and priced at this round's: the descent lemma's
+      // decrease is quadratic in the gradient, so the running mean no longer lags a return that
+      // falls with the gap. One worker knows f's gradient (its own); on several, where no one
+      // does, the stand-in is the direction the last round stepped along, u = sum p_i h_i, which
+      // the states make track it (the oracle, RunLimits::ef21_block_oracle, takes the gradient).
+      const bool per_gradient = gradient_scale && gsq_prev > 0.0;
+      const bool per_direction = !gradient_scale && ef21 && sum_step && last_u_sq > 0.0;
+      const double scale = per_gradient ? gsq_prev : per_direction ? last_u_sq : 1.0;
+      const double now = per_gradient ? gsq_now : scale;
       mean_decrease = blend(mean_decrease, (last_f - f) / scale, have_ratio);
       mean_cost = blend(mean_cost, last_cost, have_ratio);
       have_ratio = true;
-      round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost * scale : -1.0;
+      round_lambda = mean_decrease > 0.0 ? mean_decrease / mean_cost * now : -1.0;
     }
+    gsq_prev = gsq_now;
     last_f = f;
     if (horizon) {
       // W's weights at the horizon left; F's decrease over the last round under the same W.
