@@ -214,8 +214,9 @@ struct RunLimits {
   // maximises (1 + s_i) D(T) - lambda C(T), D(T) the round's decrease along the new state on one
   // worker, <g, h + Q>^2 / (2 (h + Q)^T M (h + Q)), and on several the block improvement of the
   // worker's difference v, <v, q>^2 / (2 q^T M_i q); s_i as without the block step, lambda the
-  // running measured decrease per unit of ||u||^2 over the round's cost (the scalars' messages
-  // counted), times the last round's ||u||^2.
+  // running measured decrease per unit of the squared gradient over the round's cost (the
+  // scalars' messages counted), times the squared gradient now: on one worker (and for
+  // ef21_block_oracle) ||grad f||^2, on several the last round's ||u||^2 in its place.
   bool sum_block_step = false;
   // With block_step: cat picks T by the paper's criterion (improvement at 1/L) and only the
   // step comes from the block bound; false: cat scans every level's block improvement.
