@@ -55,6 +55,9 @@ struct Options {
   std::string ef21_select = "measured";
   bool ef21_skip = false;
   bool ef21_block_oracle = false;
+  std::string ef21_block_rule = "alike";
+  double dirichlet_alpha = 0.0;
+  double volume_ratio = 1.0;
   size_t batch = 0;
   double ef21_momentum = 0.0;
   bool shifts = false;
@@ -206,6 +209,13 @@ int main(int argc, char** argv) {
                "with --error-feedback ef21 --block-step --step-rule sum on several workers, a "
                "diagnostic: cat values each level by the round's exact decrease, from the global "
                "gradient, every row and the other workers' states; see docs/cat.md");
+  app.add_option("--ef21-block-rule", o.ef21_block_rule,
+                 "with --error-feedback ef21 --block-step --step-rule sum on several workers, what "
+                 "cat values a level by: the round's decrease as if every worker's difference were "
+                 "its own, its share of it (alike); its part alone moving the sum (part), with its "
+                 "own gradient (part-own) or, a diagnostic, the global one (part-global); its "
+                 "difference's block improvement (difference); see docs/cat.md")
+      ->check(CLI::IsMember({"alike", "part", "part-own", "part-global", "difference"}));
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "
                "pays at the measured price; an experiment, see docs/cat.md");
@@ -277,6 +287,12 @@ int main(int argc, char** argv) {
   app.add_flag("--full", o.full,
                "the complete grid: Fashion-MNIST with 5000 rows and the synthetic problem, "
                "80000 rounds (hours on two cores); explicit options still win");
+  app.add_option("--dirichlet-alpha", o.dirichlet_alpha,
+                 "label skew of the workers' shards (Dirichlet concentration; 0 = IID labels)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--volume-ratio", o.volume_ratio,
+                 "largest worker's share of the rows over the smallest's (1 = equal)")
+      ->check(CLI::Range(1.0, 1000.0));
   app.add_option("--threads", o.threads, "runs in parallel");
   app.add_option("--seed", o.seed, "seed for data, partitions and compressors");
   app.add_option("--fstar-rounds", o.fstar_rounds, "accelerated rounds for f*");
@@ -380,7 +396,8 @@ int main(int argc, char** argv) {
   std::vector<Cell> cells;
   for (const auto& p : problems) {
     for (size_t w : o.workers) {
-      shard_sets.push_back(std::make_unique<Shards>(makeShards(p, w, o.seed)));
+      shard_sets.push_back(
+          std::make_unique<Shards>(makeShards(p, w, o.seed, o.dirichlet_alpha, o.volume_ratio)));
       for (const std::string setting : {"off", "on", "ef21"}) {
         if (std::find(o.error_feedback.begin(), o.error_feedback.end(), setting) ==
             o.error_feedback.end())
@@ -437,6 +454,12 @@ int main(int argc, char** argv) {
       limits.ef21_ratio = o.ef21_select == "ratio";
       limits.ef21_skip = o.ef21_skip;
       limits.ef21_block_oracle = o.ef21_block_oracle;
+      limits.ef21_block_rule =
+          o.ef21_block_rule == "part"          ? RunLimits::BlockRule::kPart
+          : o.ef21_block_rule == "part-own"    ? RunLimits::BlockRule::kPartOwn
+          : o.ef21_block_rule == "part-global" ? RunLimits::BlockRule::kPartGlobal
+          : o.ef21_block_rule == "difference"  ? RunLimits::BlockRule::kDifference
+                                               : RunLimits::BlockRule::kAlike;
       limits.batch = o.batch;
       limits.ef21_momentum = o.ef21_momentum;
       limits.virtual_credit = o.credit.starts_with("virtual");

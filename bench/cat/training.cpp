@@ -20,7 +20,8 @@
 
 namespace tern::bench::cat {
 
-Shards makeShards(const Problem& problem, size_t workers, uint64_t seed) {
+Shards makeShards(const Problem& problem, size_t workers, uint64_t seed, double dirichlet_alpha,
+                  double volume_ratio) {
   Shards s;
   if (workers == 1) {
     s.data.push_back(problem.data);
@@ -29,6 +30,8 @@ Shards makeShards(const Problem& problem, size_t workers, uint64_t seed) {
   }
   ml::PartitionSpec spec;
   spec.seed = seed;
+  spec.dirichlet_alpha = dirichlet_alpha;
+  spec.volume_ratio = volume_ratio;
   const auto parts = ml::partition(problem.data.labels, problem.data.num_classes, workers, spec);
   size_t total = 0;
   for (const auto& rows : parts) total += rows.size();
@@ -521,6 +524,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const bool gradient_scale = ef21 && sum_step && (workers == 1 || block_oracle);
   const Columns oracle_rows = block_oracle ? augmentedColumns(problem.data) : Columns();
   std::vector<float> oracle_grad(block_oracle ? d : 0), oracle_rest(block_oracle ? d : 0);
+  // RunLimits::ef21_block_rule: the sum of the states at the round's start, and f's gradient as
+  // worker i takes it.
+  using BlockRule = RunLimits::BlockRule;
+  const bool block_state = block && ef21 && sum_step && workers > 1 && !block_oracle &&
+                           limits.ef21_block_rule != BlockRule::kDifference;
+  std::vector<float> start_sum(block_state ? d : 0), taken_grad(block_state ? d : 0);
   // RunLimits::hessian_noise: each worker's rows with a 1 appended, for its Hessian's diagonal.
   // With hessian_global, every row's (one matrix, the same price for every worker).
   std::vector<Columns> own_rows;
@@ -910,6 +919,12 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
       }
     }
 
+    if (block_state) {
+      std::fill(start_sum.begin(), start_sum.end(), 0.0f);
+      for (size_t k = 0; k < workers; ++k)
+        for (size_t j = 0; j < d; ++j)
+          start_sum[j] += static_cast<float>(shards.shares[k]) * states[k][j];
+    }
     double step = std::numeric_limits<double>::infinity();
     if (aggregate && limits.aggregate_oracle) {
       std::fill(mean_v.begin(), mean_v.end(), 0.0f);
@@ -1019,12 +1034,35 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // Under the sum's block step each worker values a level by the round's decrease it
         // predicts, weighted by 1 + the rounds what is left stays (as below). On one worker the
         // round steps along its state, so that decrease is exact: D(h + Q). On several a worker
-        // sees only its part, and values the block improvement of its difference, not weighted by
-        // p_i: its part p_i q_i of the sum scales <g, u> by p_i and u^T M u by p_i^2, so at a step
-        // common to workers whose parts are alike the round's decrease is the sum of their own
-        // improvements.
+        // knows the sum u of the states, its rows and its difference, not the others': it takes
+        // their differences as its own (f's gradient u + v_i, the sum moving to u + Q(v_i)) and
+        // its share p_i of that round's decrease as its own (RunLimits::ef21_block_rule). Priced
+        // by its part alone, p_i Q moves the sum too little for any coordinate to pay.
         const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
-        if (workers > 1 && limits.ef21_block_oracle) {
+        if (block_state) {
+          for (size_t j = 0; j < d; ++j) {
+            switch (limits.ef21_block_rule) {
+              case BlockRule::kPartOwn:
+                taken_grad[j] = grads[i][j];
+                break;
+              case BlockRule::kPartGlobal: {
+                float g = 0.0f;
+                for (size_t k = 0; k < workers; ++k)
+                  g += static_cast<float>(shards.shares[k]) * grads[k][j];
+                taken_grad[j] = g;
+                break;
+              }
+              default:
+                taken_grad[j] = start_sum[j] + v[j];
+            }
+          }
+          const bool alike = limits.ef21_block_rule == BlockRule::kAlike;
+          const double p = shards.shares[i];
+          decision =
+              chooseBlockState(v, taken_grad, start_sum, columns[i], problem.l2,
+                               method.compressor == "sq", (alike ? p : 1.0) * (1.0 + stay),
+                               round_lambda, memories[i].inner(), tuner_cost, alike ? 1.0 : p);
+        } else if (block_oracle) {
           // What no worker knows: the global gradient, every row, and the others' states as they
           // stand (this round's for those that chose before it); the round's exact decrease.
           std::fill(oracle_grad.begin(), oracle_grad.end(), 0.0f);

@@ -19,7 +19,10 @@ struct Shards {
   std::vector<double> shares;  // p_i = n_i / n
 };
 // IID, equal shares; every worker computes the same split from the seed.
-Shards makeShards(const Problem& problem, size_t workers, uint64_t seed);
+// Rows split among `workers` by ml::partition: IID and of equal volumes unless
+// `dirichlet_alpha` > 0 (label skew) or `volume_ratio` > 1 (largest share over smallest).
+Shards makeShards(const Problem& problem, size_t workers, uint64_t seed,
+                  double dirichlet_alpha = 0.0, double volume_ratio = 1.0);
 
 struct MethodSpec {
   std::string label;             // e.g. full, fixed-topk-T64, dynamic-sq, cat-sq
@@ -178,6 +181,16 @@ struct RunLimits {
   // level by the round's exact decrease along the sum of the states, from the global gradient,
   // every row and the other workers' states (which no worker knows).
   bool ef21_block_oracle = false;
+  // With EF21's state and the sum's block step on several workers, what worker i's cat values a
+  // level by. Each knows the sum of the states, u = sum p_k h_k (the round's direction, sent to
+  // it for the step's scalars), its own rows (M_i) and its difference v_i; f's gradient is
+  // u + sum p_k v_k. kAlike: the round's decrease as if every worker's difference were its own,
+  // D(u + Q(v_i)) with f's gradient u + v_i, of which its share p_i is its own. kPart: the same
+  // gradient, its part alone moving the sum, D(u + p_i Q(v_i)), unweighted; kPartOwn: that with
+  // its own gradient g_i; kPartGlobal: with the global gradient (a diagnostic). kDifference: the
+  // block improvement of its difference, <v, q>^2 / (2 q^T M_i q), unweighted.
+  enum class BlockRule { kAlike, kPart, kPartOwn, kPartGlobal, kDifference };
+  BlockRule ef21_block_rule = BlockRule::kAlike;
   // Each worker's gradient from `batch` of its rows drawn afresh every round (without
   // replacement, seeded per worker), as the daemons compute theirs; 0 = all its rows. f, its
   // decrease (the measured price) and the targets stay the whole objective's.
@@ -212,10 +225,10 @@ struct RunLimits {
   // vector scaled by its own step, or all by the smallest (per_worker_step). With EF21's state
   // (MethodSpec::ef21) also on one worker, u = sum p_i h_i being the states; cat (measured) then
   // maximises (1 + s_i) D(T) - lambda C(T), D(T) the round's decrease along the new state on one
-  // worker, <g, h + Q>^2 / (2 (h + Q)^T M (h + Q)), and on several the block improvement of the
-  // worker's difference v, <v, q>^2 / (2 q^T M_i q); s_i as without the block step, lambda the
-  // running measured decrease per unit of the squared gradient over the round's cost (the
-  // scalars' messages counted), times the squared gradient now: on one worker (and for
+  // worker, <g, h + Q>^2 / (2 (h + Q)^T M (h + Q)), and on several as ef21_block_rule says
+  // (by default p_i D(u + Q(v_i)) at f's gradient taken as u + v_i); s_i as without the block step,
+  // lambda the running measured decrease per unit of the squared gradient over the round's cost
+  // (the scalars' messages counted), times the squared gradient now: on one worker (and for
   // ef21_block_oracle) ||grad f||^2, on several the last round's ||u||^2 in its place.
   bool sum_block_step = false;
   // With block_step: cat picks T by the paper's criterion (improvement at 1/L) and only the
