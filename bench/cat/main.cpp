@@ -75,7 +75,7 @@ struct Options {
   double hybrid_drift = 1.25;
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
   // S+Q) keeps a residual, fixed, dynamic and CAT alike.
-  std::vector<std::string> error_feedback = {"off", "on", "ef21"};
+  std::vector<std::string> error_feedback = {"off", "on", "ef21", "ef21-block"};
   size_t threads = 2;
   uint64_t seed = 1;
   size_t fstar_rounds = 50000;
@@ -111,11 +111,14 @@ bool biased(const std::string& compressor) { return compressor == "topk" || comp
 std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::string& setting,
                                    const Options& o) {
   const bool ef = setting != "off";
-  const bool ef21 = setting == "ef21";
-  const std::string suffix = !ef ? "" : ef21 ? "+ef21" : "+ef";
+  const bool block_sum = setting == "ef21-block";
+  const bool ef21 = setting == "ef21" || block_sum;
+  const std::string suffix = !ef ? "" : "+" + (ef21 ? setting : std::string("ef"));
   auto use = [&](const std::string& compressor) { return !ef || biased(compressor); };
   std::vector<MethodSpec> m;
   if (!ef) m.push_back({"full", "full", "identity", 0, 1, "payload", false});
+  // Full GD with the block step: the reference of the setting's full GD / CAT column.
+  if (block_sum) m.push_back({"full" + suffix, "full", "identity", 0, 1, "payload", false});
   const auto grid = o.grid.empty() ? geometricGrid(o.grid_first, o.grid_factor, p.dim) : o.grid;
   for (const auto& c : o.fixed_compressors)
     for (uint32_t t : grid)
@@ -132,7 +135,10 @@ std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::
                      o.hybrid_every, model, ef, o.hybrid_drift});
     }
   }
-  for (auto& spec : m) spec.ef21 = ef21 && spec.error_feedback;
+  for (auto& spec : m) {
+    spec.ef21 = ef21 && spec.error_feedback;
+    spec.block_sum = block_sum;
+  }
   return m;
 }
 
@@ -161,8 +167,10 @@ int main(int argc, char** argv) {
                  "settings to run: off (the paper's), on (a residual on top-T and S+Q), ef21 "
                  "(EF21's state on top-T and S+Q: each worker compresses g_i - h_i and adds what "
                  "it sends to h_i, which the coordinator mirrors; the round steps along "
-                 "sum p_i h_i), or several")
-      ->check(CLI::IsMember({"on", "off", "ef21"}));
+                 "sum p_i h_i), ef21-block (EF21's state with one block step for the sum, as "
+                 "--block-step --step-rule sum give; full GD with the block step as its "
+                 "reference), or several")
+      ->check(CLI::IsMember({"on", "off", "ef21", "ef21-block"}));
   app.add_option(
          "--step-rule", o.step_rule,
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
@@ -398,7 +406,7 @@ int main(int argc, char** argv) {
     for (size_t w : o.workers) {
       shard_sets.push_back(
           std::make_unique<Shards>(makeShards(p, w, o.seed, o.dirichlet_alpha, o.volume_ratio)));
-      for (const std::string setting : {"off", "on", "ef21"}) {
+      for (const std::string setting : {"off", "on", "ef21", "ef21-block"}) {
         if (std::find(o.error_feedback.begin(), o.error_feedback.end(), setting) ==
             o.error_feedback.end())
           continue;
@@ -465,8 +473,8 @@ int main(int argc, char** argv) {
       limits.virtual_credit = o.credit.starts_with("virtual");
       limits.virtual_oracle = o.credit == "virtual-oracle";
       limits.shifts = o.shifts;
-      limits.block_step = o.block_step;
-      limits.sum_block_step = o.step_rule == "sum";
+      limits.block_step = o.block_step || c.method.block_sum;
+      limits.sum_block_step = o.step_rule == "sum" || c.method.block_sum;
       limits.paper_selection = o.block_select == "paper";
       limits.round_ratio = o.select == "round" || o.select.starts_with("measured");
       limits.measured_ratio = o.select.starts_with("measured");

@@ -65,19 +65,23 @@ std::vector<Group> groups(const std::vector<RunResult>& runs) {
 }
 
 // The run labelled `label` (without the memory's suffix) in group g under `model`. Full GD sends
-// everything and has no memory: its one run serves every setting.
+// everything and has no memory: its one run serves every setting that has no full GD of its own
+// (ef21-block has one, with the block step).
 const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
                          const std::string& label, const std::string& model) {
-  const std::string memory = label == "full" ? "" : g.memory;
-  const std::string full_label = label + (memory.empty() ? "" : "+" + memory);
-  for (const auto& r : runs) {
-    if (r.problem != g.problem || r.workers != g.workers || memoryOf(r.method) != memory ||
-        r.method.label != full_label)
-      continue;
-    const auto models = reportedModels(r);
-    if (std::find(models.begin(), models.end(), model) != models.end()) return &r;
-  }
-  return nullptr;
+  auto find = [&](const std::string& memory) -> const RunResult* {
+    const std::string full_label = label + (memory.empty() ? "" : "+" + memory);
+    for (const auto& r : runs) {
+      if (r.problem != g.problem || r.workers != g.workers || memoryOf(r.method) != memory ||
+          r.method.label != full_label)
+        continue;
+      const auto models = reportedModels(r);
+      if (std::find(models.begin(), models.end(), model) != models.end()) return &r;
+    }
+    return nullptr;
+  };
+  const RunResult* own = find(g.memory);
+  return own || label != "full" ? own : find("");
 }
 
 std::optional<double> costOf(const RunResult* r, double target, const std::string& model) {

@@ -37,9 +37,14 @@ struct MethodSpec {
   // Fatkhullin 2021): each worker compresses the difference g_i - h_i between its gradient and
   // its state h_i, both sides add what it sends to h_i, and the round steps along sum p_i h_i.
   bool ef21 = false;
+  // The setting ef21-block: EF21's state (top-T and S+Q) with one block step for the sum
+  // (RunLimits::block_step and sum_block_step for this run); full GD in it takes the block step.
+  bool block_sum = false;
 };
-// The memory a method keeps, as its label's suffix says: "" (none), "ef" (a residual), "ef21".
+// The memory a method keeps, as its label's suffix says: "" (none), "ef" (a residual), "ef21",
+// "ef21-block" (EF21's state with the sum's block step; full GD's block-step run too).
 inline std::string memoryOf(const MethodSpec& m) {
+  if (m.block_sum) return "ef21-block";
   return !m.error_feedback ? "" : m.ef21 ? "ef21" : "ef";
 }
 

@@ -60,7 +60,8 @@ PY
 # CAT S+Q fills the packet it pays for and needs at most half the packets of the dynamic rule, at
 # every target, each push carrying at least one coordinate (the dynamic rule's own rows are the
 # reference); and CAT's cost is within 1.1x of the best fixed T's of the grid 8, 64, 512.
-"$BIN/tern-bench-cat" --workers 1 4 --error-feedback ef21 --block-step --step-rule sum \
+# (--error-feedback ef21-block is ef21 with --block-step --step-rule sum for its runs alone.)
+"$BIN/tern-bench-cat" --workers 1 4 --error-feedback ef21-block \
   --only fixed dynamic-sq cat --grid 8 64 512 --csv "$WORK/block.csv" --plot "$WORK/block.png" \
   --threads 2 \
   > "$WORK/block.log" 2>&1 || { tail "$WORK/block.log"; fail "tern-bench-cat (block) failed"; }
