@@ -74,7 +74,8 @@ struct Options {
   uint32_t hybrid_every = 200;
   double hybrid_drift = 1.25;
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
-  // S+Q) keeps a residual, fixed, dynamic and CAT alike.
+  // S+Q) keeps a residual, fixed, dynamic and CAT alike; ef21: EF21's state in its place;
+  // ef21-block: EF21's state with the sum's block step (for its runs alone).
   std::vector<std::string> error_feedback = {"off", "on", "ef21", "ef21-block"};
   size_t threads = 2;
   uint64_t seed = 1;
@@ -104,10 +105,11 @@ void writeTrace(const std::string& dir, const RunResult& r) {
 
 bool biased(const std::string& compressor) { return compressor == "topk" || compressor == "sq"; }
 
-// The methods of one (problem, workers) cell under one --error-feedback setting (off, on, ef21).
-// With memory only the biased compressors run (stochastic sparsification is unbiased and full GD
-// sends everything: their runs without memory serve every setting), each labelled with the
-// memory's suffix ("+ef": a residual; "+ef21": EF21's state).
+// The methods of one (problem, workers) cell under one --error-feedback setting (off, on, ef21,
+// ef21-block). With memory only the biased compressors run (stochastic sparsification is unbiased
+// and full GD sends everything: their runs without memory serve every setting but ef21-block,
+// which has its own full GD under the block step), each labelled with the memory's suffix ("+ef":
+// a residual; "+ef21": EF21's state; "+ef21-block": EF21's state with the sum's block step).
 std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::string& setting,
                                    const Options& o) {
   const bool ef = setting != "off";
@@ -214,15 +216,18 @@ int main(int argc, char** argv) {
          "gradient itself); an experiment, see docs/cat.md")
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--ef21-block-oracle", o.ef21_block_oracle,
-               "with --error-feedback ef21 --block-step --step-rule sum on several workers, a "
-               "diagnostic: cat values each level by the round's exact decrease, from the global "
+               "with --error-feedback ef21-block (or ef21 --block-step --step-rule sum) on several "
+               "workers, a diagnostic (it overrides --ef21-block-rule): cat values each level by "
+               "the round's exact decrease, from the global "
                "gradient, every row and the other workers' states; see docs/cat.md");
-  app.add_option("--ef21-block-rule", o.ef21_block_rule,
-                 "with --error-feedback ef21 --block-step --step-rule sum on several workers, what "
-                 "cat values a level by: the round's decrease as if every worker's difference were "
-                 "its own, its share of it (alike); its part alone moving the sum (part), with its "
-                 "own gradient (part-own) or, a diagnostic, the global one (part-global); its "
-                 "difference's block improvement (difference); see docs/cat.md")
+  app.add_option(
+         "--ef21-block-rule", o.ef21_block_rule,
+         "with --error-feedback ef21-block (or ef21 --block-step --step-rule sum) on several "
+         "workers, what cat values a level by: the round's decrease as if every worker's "
+         "difference were "
+         "its own, its share of it (alike); its part alone moving the sum (part), with its "
+         "own gradient (part-own) or, a diagnostic, the global one (part-global); its "
+         "difference's block improvement (difference); see docs/cat.md")
       ->check(CLI::IsMember({"alike", "part", "part-own", "part-global", "difference"}));
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "
@@ -339,6 +344,10 @@ int main(int argc, char** argv) {
                  "measured\n";
     return 2;
   }
+  if (!std::isfinite(o.dirichlet_alpha) || !std::isfinite(o.volume_ratio)) {
+    std::cerr << "--dirichlet-alpha and --volume-ratio must be finite\n";
+    return 2;
+  }
   if (o.grid_factor < 2 || o.grid_first < 1) {
     std::cerr << "--grid-factor must be >= 2 and --grid-first >= 1\n";
     return 2;
@@ -404,8 +413,14 @@ int main(int argc, char** argv) {
   std::vector<Cell> cells;
   for (const auto& p : problems) {
     for (size_t w : o.workers) {
-      shard_sets.push_back(
-          std::make_unique<Shards>(makeShards(p, w, o.seed, o.dirichlet_alpha, o.volume_ratio)));
+      try {
+        shard_sets.push_back(
+            std::make_unique<Shards>(makeShards(p, w, o.seed, o.dirichlet_alpha, o.volume_ratio)));
+      } catch (const std::exception& e) {
+        std::cerr << "error: cannot split " << p.name << " among " << w << " workers: " << e.what()
+                  << "\n";
+        return 1;
+      }
       for (const std::string setting : {"off", "on", "ef21", "ef21-block"}) {
         if (std::find(o.error_feedback.begin(), o.error_feedback.end(), setting) ==
             o.error_feedback.end())

@@ -38,7 +38,8 @@ std::string cell(const std::optional<double>& v, int precision = 3) {
 }
 
 // A comparison group: one problem, one worker count, one memory (none, a residual, EF21's
-// state; memoryOf). Methods are compared only inside a group.
+// state, EF21's state with the sum's block step; memoryOf). Methods are compared only inside a
+// group.
 struct Group {
   std::string problem;
   size_t workers = 1;
@@ -81,7 +82,8 @@ const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
     return nullptr;
   };
   const RunResult* own = find(g.memory);
-  return own || label != "full" ? own : find("");
+  // ef21-block's reference is its own full GD, never the one at step 1/L.
+  return own || label != "full" || g.memory == "ef21-block" ? own : find("");
 }
 
 std::optional<double> costOf(const RunResult* r, double target, const std::string& model) {
@@ -378,8 +380,9 @@ bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs,
     return false;
   }
   // Curves: every method except the hybrid runs and the fixed grid, of which only the best in
-  // hindsight (fewest bits to the smallest target) is drawn. Full GD is drawn
-  // in every panel of its problem and worker count.
+  // hindsight (fewest bits to the smallest target) is drawn. Full GD (step 1/L) is drawn
+  // in every panel of its problem and worker count; ef21-block's panel also has its own full GD
+  // under the block step.
   size_t block = 0;
   const size_t cols = 2;
   const size_t rows = (gs.size() + cols - 1) / cols;

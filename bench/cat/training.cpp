@@ -360,7 +360,8 @@ tuning::TuningDecision chooseBlock(std::span<const float> v, std::span<const flo
   return best;
 }
 
-// cat with EF21's state and the block step on one worker (RunLimits::sum_block_step): the level
+// cat with EF21's state and the block step (RunLimits::sum_block_step; on several workers as
+// RunLimits::ef21_block_rule or ef21_block_oracle set `grad`, `state` and `part`): the level
 // that maximises w * D(h + Q_T(v)) - lambda * C(T), where D(u) = <g, u>^2 / (2 u^T M u) is the
 // decrease along the new state u at the best step (the descent lemma with the data's curvature
 // bound M; 0 where u is no descent direction) and v = g - h the difference the worker

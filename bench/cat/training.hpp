@@ -18,9 +18,9 @@ struct Shards {
   std::vector<ml::Dataset> data;
   std::vector<double> shares;  // p_i = n_i / n
 };
-// IID, equal shares; every worker computes the same split from the seed.
-// Rows split among `workers` by ml::partition: IID and of equal volumes unless
-// `dirichlet_alpha` > 0 (label skew) or `volume_ratio` > 1 (largest share over smallest).
+// Every worker computes the same split from the seed. Rows split among `workers` by ml::partition:
+// IID and of equal volumes unless `dirichlet_alpha` > 0 (label skew) or `volume_ratio` > 1 (largest
+// share over smallest).
 Shards makeShards(const Problem& problem, size_t workers, uint64_t seed,
                   double dirichlet_alpha = 0.0, double volume_ratio = 1.0);
 
