@@ -218,16 +218,15 @@ int main(int argc, char** argv) {
   app.add_flag("--ef21-block-oracle", o.ef21_block_oracle,
                "with --error-feedback ef21-block (or ef21 --block-step --step-rule sum) on several "
                "workers, a diagnostic (it overrides --ef21-block-rule): cat values each level by "
-               "the round's exact decrease, from the global "
-               "gradient, every row and the other workers' states; see docs/cat.md");
+               "the round's exact decrease, from the global gradient, every row and the other "
+               "workers' states; see docs/cat.md");
   app.add_option(
          "--ef21-block-rule", o.ef21_block_rule,
          "with --error-feedback ef21-block (or ef21 --block-step --step-rule sum) on several "
          "workers, what cat values a level by: the round's decrease as if every worker's "
-         "difference were "
-         "its own, its share of it (alike); its part alone moving the sum (part), with its "
-         "own gradient (part-own) or, a diagnostic, the global one (part-global); its "
-         "difference's block improvement (difference); see docs/cat.md")
+         "difference were its own, its share of it (alike); its part alone moving the sum "
+         "(part), with its own gradient (part-own) or, a diagnostic, the global one "
+         "(part-global); its difference's block improvement (difference); see docs/cat.md")
       ->check(CLI::IsMember({"alike", "part", "part-own", "part-global", "difference"}));
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "

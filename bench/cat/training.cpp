@@ -526,7 +526,7 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
   const Columns oracle_rows = block_oracle ? augmentedColumns(problem.data) : Columns();
   std::vector<float> oracle_grad(block_oracle ? d : 0), oracle_rest(block_oracle ? d : 0);
   // RunLimits::ef21_block_rule: the sum of the states at the round's start, and f's gradient as
-  // worker i takes it.
+  // worker i takes it (for kPartGlobal the round's global gradient, formed once a round).
   using BlockRule = RunLimits::BlockRule;
   const bool block_state = block && ef21 && sum_step && workers > 1 && !block_oracle &&
                            limits.ef21_block_rule != BlockRule::kDifference;
@@ -921,10 +921,16 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
     }
 
     if (block_state) {
+      const bool global = limits.ef21_block_rule == BlockRule::kPartGlobal;
       std::fill(start_sum.begin(), start_sum.end(), 0.0f);
-      for (size_t k = 0; k < workers; ++k)
-        for (size_t j = 0; j < d; ++j)
-          start_sum[j] += static_cast<float>(shards.shares[k]) * states[k][j];
+      if (global) std::fill(taken_grad.begin(), taken_grad.end(), 0.0f);
+      for (size_t k = 0; k < workers; ++k) {
+        const auto p = static_cast<float>(shards.shares[k]);
+        for (size_t j = 0; j < d; ++j) {
+          start_sum[j] += p * states[k][j];
+          if (global) taken_grad[j] += p * grads[k][j];
+        }
+      }
     }
     double step = std::numeric_limits<double>::infinity();
     if (aggregate && limits.aggregate_oracle) {
@@ -1041,22 +1047,11 @@ Trace train(const Problem& problem, const Shards& shards, const MethodSpec& meth
         // by its part alone, p_i Q moves the sum too little for any coordinate to pay.
         const double stay = have_flow[i] && mean_sent[i] > 0.0 ? mean_left[i] / mean_sent[i] : 0.0;
         if (block_state) {
-          for (size_t j = 0; j < d; ++j) {
-            switch (limits.ef21_block_rule) {
-              case BlockRule::kPartOwn:
-                taken_grad[j] = grads[i][j];
-                break;
-              case BlockRule::kPartGlobal: {
-                float g = 0.0f;
-                for (size_t k = 0; k < workers; ++k)
-                  g += static_cast<float>(shards.shares[k]) * grads[k][j];
-                taken_grad[j] = g;
-                break;
-              }
-              default:
-                taken_grad[j] = start_sum[j] + v[j];
-            }
-          }
+          // kPartGlobal's gradient is the round's, already in taken_grad.
+          if (limits.ef21_block_rule == BlockRule::kPartOwn)
+            std::copy(grads[i].begin(), grads[i].end(), taken_grad.begin());
+          else if (limits.ef21_block_rule != BlockRule::kPartGlobal)
+            for (size_t j = 0; j < d; ++j) taken_grad[j] = start_sum[j] + v[j];
           const bool alike = limits.ef21_block_rule == BlockRule::kAlike;
           const double p = shards.shares[i];
           decision =
