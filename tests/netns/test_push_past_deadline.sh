@@ -58,6 +58,7 @@ wait "$WPID" || fail "the worker exited with $?"
 rejoins=$(grep -c "worker slow re-joined" "$WORK/coord.out" || true)
 spared=$(grep -cE "worker slow holds the model of round [0-9]+: welcomed (without it|with the update)" \
   "$WORK/coord.out" || true)
+[ "$rejoins" -ge 1 ] || fail "the worker never re-joined: no push was marked gone while the link was learnt"
 [ "$spared" = "$rejoins" ] || fail "$spared of $rejoins re-joins were welcomed without the whole model"
 echo "PASS: a worker whose push at its cap outlasts the round's deadline sends what arrives in time" \
   "(its $rejoins re-joins welcomed without the whole model)"
