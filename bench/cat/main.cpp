@@ -13,6 +13,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,6 +36,16 @@ std::vector<uint32_t> geometricGrid(uint32_t first, uint32_t factor, uint32_t di
   for (uint64_t t = first; t < dim; t *= factor) grid.push_back(static_cast<uint32_t>(t));
   return grid;
 }
+
+// The --error-feedback settings, in the order a run takes them.
+const std::vector<std::string> kSettings = {"off", "on", "ef21", "ef21-block"};
+// The --ef21-block-rule names.
+const std::map<std::string, RunLimits::BlockRule> kBlockRules = {
+    {"alike", RunLimits::BlockRule::kAlike},
+    {"part", RunLimits::BlockRule::kPart},
+    {"part-own", RunLimits::BlockRule::kPartOwn},
+    {"part-global", RunLimits::BlockRule::kPartGlobal},
+    {"difference", RunLimits::BlockRule::kDifference}};
 
 struct Options {
   std::string csv = "cat.csv";
@@ -76,7 +87,7 @@ struct Options {
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
   // S+Q) keeps a residual, fixed, dynamic and CAT alike; ef21: EF21's state in its place;
   // ef21-block: EF21's state with the sum's block step (for its runs alone).
-  std::vector<std::string> error_feedback = {"off", "on", "ef21", "ef21-block"};
+  std::vector<std::string> error_feedback = kSettings;
   size_t threads = 2;
   uint64_t seed = 1;
   size_t fstar_rounds = 50000;
@@ -172,7 +183,7 @@ int main(int argc, char** argv) {
                  "sum p_i h_i), ef21-block (EF21's state with one block step for the sum, as "
                  "--block-step --step-rule sum give; full GD with the block step as its "
                  "reference), or several")
-      ->check(CLI::IsMember({"on", "off", "ef21", "ef21-block"}));
+      ->check(CLI::IsMember(kSettings));
   app.add_option(
          "--step-rule", o.step_rule,
          "own: each worker's vector scaled by its own step; min: all by the smallest; "
@@ -227,7 +238,7 @@ int main(int argc, char** argv) {
          "difference were its own, its share of it (alike); its part alone moving the sum "
          "(part), with its own gradient (part-own) or, a diagnostic, the global one "
          "(part-global); its difference's block improvement (difference); see docs/cat.md")
-      ->check(CLI::IsMember({"alike", "part", "part-own", "part-global", "difference"}));
+      ->check(CLI::IsMember(kBlockRules));
   app.add_flag("--ef21-skip", o.ef21_skip,
                "with --error-feedback ef21 (measured): a worker may send nothing when no level "
                "pays at the measured price; an experiment, see docs/cat.md");
@@ -420,7 +431,7 @@ int main(int argc, char** argv) {
                   << "\n";
         return 1;
       }
-      for (const std::string setting : {"off", "on", "ef21", "ef21-block"}) {
+      for (const std::string& setting : kSettings) {
         if (std::find(o.error_feedback.begin(), o.error_feedback.end(), setting) ==
             o.error_feedback.end())
           continue;
@@ -476,12 +487,7 @@ int main(int argc, char** argv) {
       limits.ef21_ratio = o.ef21_select == "ratio";
       limits.ef21_skip = o.ef21_skip;
       limits.ef21_block_oracle = o.ef21_block_oracle;
-      limits.ef21_block_rule =
-          o.ef21_block_rule == "part"          ? RunLimits::BlockRule::kPart
-          : o.ef21_block_rule == "part-own"    ? RunLimits::BlockRule::kPartOwn
-          : o.ef21_block_rule == "part-global" ? RunLimits::BlockRule::kPartGlobal
-          : o.ef21_block_rule == "difference"  ? RunLimits::BlockRule::kDifference
-                                               : RunLimits::BlockRule::kAlike;
+      limits.ef21_block_rule = kBlockRules.at(o.ef21_block_rule);
       limits.batch = o.batch;
       limits.ef21_momentum = o.ef21_momentum;
       limits.virtual_credit = o.credit.starts_with("virtual");
