@@ -35,7 +35,10 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/plot.sh
 install(FILES ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT daemons)
 # The pages the README and the daemons' messages point an operator to.
-install(FILES ${PROJECT_SOURCE_DIR}/docs/configuration.md
+install(FILES ${PROJECT_SOURCE_DIR}/docs/getting-started.md
+              ${PROJECT_SOURCE_DIR}/docs/deploy.md
+              ${PROJECT_SOURCE_DIR}/docs/operations.md
+              ${PROJECT_SOURCE_DIR}/docs/configuration.md
               ${PROJECT_SOURCE_DIR}/docs/reliability.md
               ${PROJECT_SOURCE_DIR}/docs/security.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT daemons)
