@@ -140,6 +140,8 @@ class Run {
   const size_t d_;
   const costmodel::PacketCostModel packet_;
   const costmodel::PayloadCostModel payload_;
+  // Prices the codec's bytes (Compressor::encodedBytes), not the paper's T (ceil(log2 d) + 32)
+  // bits: docs/cat.md, "Deviations from the paper".
   const costmodel::CostModel& tuner_cost_;
   const bool ef21_;  // EF21's state; also the measured price of its cat
   const bool cat_, sign_scale_;
