@@ -23,19 +23,6 @@ Problem finish(std::string name, ml::Dataset data) {
   p.model = ml::makeModel(spec);
   p.dim = static_cast<uint32_t>(p.model->numParams());
   p.L = *p.model->smoothness(p.data);
-  p.curvature.assign(p.dim, 0.0);
-  const auto n = static_cast<double>(p.data.rows());
-  if (p.data.is_sparse) {
-    for (Eigen::Index r = 0; r < p.data.sparse.outerSize(); ++r)
-      for (ml::SparseMatrix::InnerIterator it(p.data.sparse, r); it; ++it)
-        p.curvature[size_t(it.col())] += double(it.value()) * it.value();
-  } else {
-    for (Eigen::Index r = 0; r < p.data.dense.rows(); ++r)
-      for (Eigen::Index c = 0; c < p.data.dense.cols(); ++c)
-        p.curvature[size_t(c)] += double(p.data.dense(r, c)) * p.data.dense(r, c);
-  }
-  for (size_t j = 0; j + 1 < p.dim; ++j) p.curvature[j] = 0.25 * p.curvature[j] / n + p.l2;
-  p.curvature[p.dim - 1] = 0.25;  // the bias: its column of ones, no penalty
   std::vector<float> zero(p.dim, 0.0f);
   p.f0 = p.model->loss(zero, p.data);
   return p;

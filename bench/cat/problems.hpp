@@ -16,14 +16,9 @@ struct Problem {
   std::string name;
   ml::Dataset data;
   std::unique_ptr<ml::Model> model;
-  uint32_t dim = 0;  // parameters (features + bias)
-  double l2 = 0.0;   // lambda = 1 / n
-  double L = 0.0;    // smoothness bound of the model on this data
-  // M_jj of M = 0.25 X~^T X~ / n + diag(lambda, .., lambda, 0) (X~ = rows with a 1 appended,
-  // the bias unpenalised): M bounds the Hessian everywhere (sigma' <= 1/4) and L bounds M's
-  // largest eigenvalue. For noise with independent zero-mean coordinates, E[n^T M n] is
-  // sum_j M_jj Var(n_j): the price of compression noise by coordinate (RunLimits::diagonal_noise).
-  std::vector<double> curvature;
+  uint32_t dim = 0;          // parameters (features + bias)
+  double l2 = 0.0;           // lambda = 1 / n
+  double L = 0.0;            // smoothness bound of the model on this data
   double f0 = 0.0;           // f(0)
   double fstar = 0.0;        // from solveOptimum
   std::vector<float> xstar;  // the point solveOptimum ended at

@@ -218,8 +218,14 @@ void writeCsv(const std::string& path, const std::vector<RunResult>& runs,
   }
 }
 
-void printTables(std::ostream& out, const std::vector<RunResult>& runs,
-                 const std::vector<double>& targets) {
+namespace {
+
+bool anyHybrid(const std::vector<RunResult>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return isHybrid(r); });
+}
+
+void printCostTables(std::ostream& out, const std::vector<RunResult>& runs,
+                     const std::vector<double>& targets) {
   // 1. Cost to target per method, and CAT (its best compressor) against the best fixed T.
   out << "\n== Cost to reach f - f* <= target * (f0 - f*)   (payload: bits; packet: seconds on "
          "the modelled link; '-' = not reached; '*' = a fixed T stopped by the iteration limit "
@@ -252,7 +258,10 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
       }
     }
   }
+}
 
+void printPacketTable(std::ostream& out, const std::vector<RunResult>& runs,
+                      const std::vector<double>& targets) {
   // 2. Packet model: CAT S+Q against the dynamic S+Q rule, in packets.
   out << "\n== Packet model: packets to target, CAT S+Q vs dynamic S+Q (Alistarh et al.) ==\n";
   out << std::left << std::setw(40) << "group" << std::setw(8) << "target" << std::setw(12)
@@ -267,7 +276,10 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
           << "\n";
     }
   }
+}
 
+void printFullTable(std::ostream& out, const std::vector<RunResult>& runs,
+                    const std::vector<double>& targets) {
   // 3. Full gradient descent's bits against CAT's (its best compressor, payload model).
   out << "\n== Bits to target: full GD / CAT (best compressor, payload model); paper: up to 1e5 on "
          "RCV1 ==\n";
@@ -284,11 +296,12 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
           << (full && cat ? fmt(*full / cat->first) : "-") << "\n";
     }
   }
+}
 
+void printHybridTable(std::ostream& out, const std::vector<RunResult>& runs,
+                      const std::vector<double>& targets) {
   // 4. Hybrid heuristic: recompute T* every S calls against every call.
-  bool any_hybrid = false;
-  for (const auto& r : runs) any_hybrid |= isHybrid(r);
-  if (any_hybrid) {
+  if (anyHybrid(runs)) {
     out << "\n== Hybrid heuristic: CAT recomputing T* every S calls vs every call ==\n";
     out << std::left << std::setw(18) << "problem" << std::setw(9) << "workers" << std::setw(22)
         << "method" << std::setw(9) << "model" << std::setw(8) << "target" << std::setw(12)
@@ -310,7 +323,10 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
               << (hh ? fmt(hh->bits) : "-") << (hb && hh ? fmt(hh->bits / hb->bits) : "-") << "\n";
         });
   }
+}
 
+void printSummary(std::ostream& out, const std::vector<RunResult>& runs,
+                  const std::vector<double>& targets) {
   // 5. The summary, as a Markdown table.
   out << "\n== Summary (Markdown) ==\n\n"
       << "| problem | workers | error feedback | cost model | target | CAT (best compressor) | "
@@ -346,7 +362,7 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
       }
     }
   }
-  if (any_hybrid) {
+  if (anyHybrid(runs)) {
     out << "\n| problem | cost model | method | target | selection time S=1 / S | bits S / S=1 "
            "|\n|---|---|---|---|---|---|\n";
     forEachHybridHit(runs, targets,
@@ -360,6 +376,17 @@ void printTables(std::ostream& out, const std::vector<RunResult>& runs,
                            << " | " << (hb && hh ? fmt(hh->bits / hb->bits) : "") << " |\n";
                      });
   }
+}
+
+}  // namespace
+
+void printTables(std::ostream& out, const std::vector<RunResult>& runs,
+                 const std::vector<double>& targets) {
+  printCostTables(out, runs, targets);
+  printPacketTable(out, runs, targets);
+  printFullTable(out, runs, targets);
+  printHybridTable(out, runs, targets);
+  printSummary(out, runs, targets);
 }
 
 bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs,

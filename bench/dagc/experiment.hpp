@@ -1,6 +1,6 @@
 #pragma once
-// The experiments of the DAGC reproduction (issue 6, papers/dagc.md "Experiments to compare
-// against"): what one simulator run is (RunSpec), the methods compared, and the translation of a
+// The experiments of the DAGC reproduction (docs/dagc.md, "The study in the simulator"):
+// what one simulator run is (RunSpec), the methods compared, and the translation of a
 // run into simulator settings. Every method shares the same model, data split, learning rate and
 // batch size; only the allocator and the compressor differ.
 #include <cstdint>

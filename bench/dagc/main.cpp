@@ -1,4 +1,4 @@
-// tern-bench-dagc: reproduces DAGC (papers/dagc.md, issue 6) in the simulator, with the real
+// tern-bench-dagc: reproduces DAGC (docs/dagc.md) in the simulator, with the real
 // coordinator and worker cores. Softmax regression on Fashion-MNIST, Dirichlet(0.5) label skew,
 // geometric volume skew; uniform, dagc-r, dagc-opt, cost-aware (top-k) and uniform-ht, dagc-a
 // (hard threshold) under one traffic budget; rounds and simulated seconds to a target test

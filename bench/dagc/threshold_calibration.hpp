@@ -1,7 +1,7 @@
 #pragma once
 // Picks lambda_bar for a hard-threshold method (uniform-ht, dagc-a) so that its upload traffic
 // matches the top-k budget it is compared with. A threshold does not fix how much is sent
-// (papers/dagc.md, DAGC-A), so the match is measured: short pilot runs on a calibration seed
+// (docs/dagc.md, "DAGC-A"), so the match is measured: short pilot runs on a calibration seed
 // that no reported run uses, a top-k uniform pilot for the reference bytes per round, then a
 // secant search on log(bytes) against log(lambda_bar), which is close to linear.
 #include <cstdint>

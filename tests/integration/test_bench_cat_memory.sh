@@ -4,9 +4,10 @@
 # coordinates a push stalls above 1e-4, while EF21's state learns it and the difference it
 # compresses vanishes, so the same level gets there. And CAT with EF21's state reaches every
 # target at no more than 1.1x the bits of the best fixed T of the grid with the same memory (the
-# goal in README, "CAT"), the fixed runs' own rows being the reference. With one block step for
-# the sum as well, CAT S+Q needs at most half the packets of dynamic S+Q, and CAT stays within
-# 1.1x of the best fixed T with the same memory and step on one and on four workers.
+# goal in docs/cat.md, "Where the goals stand"), the fixed runs' own rows being the reference.
+# With one block step for the sum as well, CAT S+Q needs at most half the packets of dynamic S+Q,
+# and CAT stays within 1.1x of the best fixed T with the same memory and step on one and on four
+# workers.
 source "$(dirname "$0")/lib.sh"
 
 [ -x "$BIN/tern-bench-cat" ] || { echo "SKIP: tern-bench-cat not built"; exit 77; }
