@@ -1,5 +1,5 @@
 #pragma once
-// Tuners decide each push's compression level T under the coordinator's cap (papers/cat.md):
+// Tuners decide each push's compression level T under the coordinator's cap (docs/cat.md, method):
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift) or the
@@ -24,6 +24,7 @@
 #include "common/costmodel/cost_model.hpp"
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/magnitude_profile.hpp"
+#include "common/tuning/tuner_kind.hpp"
 
 namespace tern::tuning {
 
