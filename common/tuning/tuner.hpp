@@ -48,7 +48,8 @@ struct TunerSpec {
   // cat with S > 1: recompute before S calls have passed once the vector's effective sparsity
   // ||v||_1^2 / ||v||_2^2 has moved by more than this factor since T* was computed (an O(d)
   // pass per call, no sorting); 0 = off: the paper's plain hybrid, except for S+Q's binned
-  // levels under a cost without packets.
+  // levels under a cost without packets. Both deviate from the paper's hybrid: docs/cat.md,
+  // "Deviations from the paper", says how.
   double recompute_drift = 1.25;
   double smoothness = 1.0;  // L of the objective
 };
