@@ -1,9 +1,10 @@
 #pragma once
-// Compression caps per worker (papers/dagc.md). An allocator maps the workers' data shares
+// Compression caps per worker (docs/dagc.md, method). An allocator maps the workers' data shares
 // (and, for cost-aware allocation, their fitted link models) to a keep-ratio delta_i, an integer
 // cap k_i in [1, d] and, for threshold compressors, a threshold lambda_i.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ struct Allocation {
   std::vector<double> ratios;      // delta_i
   std::vector<uint32_t> caps;      // k_i
   std::vector<double> thresholds;  // lambda_i (empty unless a threshold method)
-  double phi = 0.0;                // key factor of the ratios (papers/dagc.md)
+  double phi = 0.0;                // key factor of the ratios (docs/dagc.md, method)
 };
 
 class Allocator {
@@ -65,6 +66,12 @@ class Allocator {
 // Phi(delta) = (sum_i p_i / sqrt(delta_i)) / sqrt(min_i delta_i).
 double keyFactor(const std::vector<double>& shares, const std::vector<double>& ratios);
 
+// The allocation methods, one per name of allocatorNames().
+enum class Method { kUniform, kDagcR, kDagcA, kDagcOpt, kCostAware };
+
+// The method named `name` (allocatorNames()), or nullopt.
+std::optional<Method> methodNamed(const std::string& name);
+std::unique_ptr<Allocator> makeAllocator(Method method);
 // uniform | dagc-r | dagc-a | dagc-opt | cost-aware. Throws std::invalid_argument otherwise.
 std::unique_ptr<Allocator> makeAllocator(const std::string& name);
 std::vector<std::string> allocatorNames();

@@ -1,5 +1,5 @@
 #pragma once
-// The concrete allocators behind makeAllocator (papers/dagc.md): uniform, the paper's DAGC-R
+// The concrete allocators behind makeAllocator (docs/dagc.md, method): uniform, the paper's DAGC-R
 // closed form (Theorem 4 / Alg. 2) and DAGC-A thresholds (Eq. 17), the exact minimiser of the
 // key factor Phi, and its cost-aware generalisation (ratios ~ (p_i / b_i)^(2/3), floor, caps,
 // optional deadline). Each fills ratios, integer caps and Phi; threshold methods also lambda_i.

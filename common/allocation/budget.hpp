@@ -2,7 +2,7 @@
 // Shared plumbing of the allocators: validating the workers' shares, turning a Budget into a
 // total keep-ratio sum_i delta_i (weighted by each worker's price per coordinate when workers
 // are priced apart), rounding ratios into integer caps k_i in [1, d] that still respect the
-// budget (largest-remainder rounding, papers/dagc.md "Budget"), and pricing a cap handed out
+// budget (largest-remainder rounding, docs/dagc.md, method), and pricing a cap handed out
 // within a round that is already open.
 #include <cstdint>
 #include <vector>

@@ -13,7 +13,7 @@ double keyFactor(const std::vector<double>& shares, const std::vector<double>& r
   }
   if (ratios.empty()) return 0.0;
   const double floor = *std::min_element(ratios.begin(), ratios.end());
-  // A worker that sends nothing makes the bound vacuous (papers/dagc.md, "Key factor").
+  // A worker that sends nothing makes the bound vacuous (docs/dagc.md, method: the key factor).
   if (!(floor > 0.0)) return std::numeric_limits<double>::infinity();
   double sum = 0.0;
   for (std::size_t i = 0; i < shares.size(); ++i) sum += shares[i] / std::sqrt(ratios[i]);

@@ -1,6 +1,6 @@
 #pragma once
-// The exact minimiser of the key factor Phi (papers/dagc.md, "What we found when checking the
-// math"): minimise (sum_i p_i / sqrt(delta_i)) / sqrt(min_i delta_i) subject to a linear budget
+// The exact minimiser of the key factor Phi (docs/dagc.md, "Deviations from the paper"):
+// minimise (sum_i p_i / sqrt(delta_i)) / sqrt(min_i delta_i) subject to a linear budget
 // sum_i w_i delta_i = B and 0 < delta_i <= u_i. For a floor m the optimum is the water-filling
 // delta_i = clip(c * (p_i / w_i)^(2/3), m, u_i); dagc-opt has w_i = 1, cost-aware w_i = b_i * d.
 #include <vector>

@@ -20,34 +20,36 @@ bool fitted(const WorkerLoad& w) {
   return std::isfinite(w.seconds_per_packet) && w.seconds_per_packet > 0.0;
 }
 
-// A fixed cost of exactly 0 is what a fit clamped at a >= 0 reports (papers/cat.md, measured
-// model), never a real link's latency: it counts as unknown, like b = 0.
+// A fixed cost of exactly 0 is what a fit clamped at a >= 0 reports (docs/cat.md, method: the
+// measured cost model), never a real link's latency: it counts as unknown, like b = 0.
 bool fittedFixed(const WorkerLoad& w) {
   return fitted(w) && std::isfinite(w.seconds_fixed) && w.seconds_fixed > 0.0;
 }
 
-}  // namespace
+// Each worker's push prices, and its packets per coordinate at its own bytes per coordinate.
+struct WorkerPrices {
+  std::vector<PushPrice> push;
+  std::vector<double> packets_per_coordinate;
+};
 
-LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget) {
-  if (budget.packet_bytes == 0) {
-    throw std::invalid_argument("allocation: packet_bytes must be positive");
-  }
-  if (!(budget.bytes_per_coordinate > 0.0)) {
-    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
-  }
-  // Each worker's coordinates take the link time of their own bytes (its compressor's price);
-  // the fallback b is a median at the budget's price, rescaled to the worker's.
-  const double packets_per_coordinate = budget.bytes_per_coordinate / budget.packet_bytes;
-  std::vector<PushPrice> prices(workers.size());
-  std::vector<double> own_packets_per_coordinate(workers.size());
+WorkerPrices workerPrices(const std::vector<WorkerLoad>& workers, const Budget& budget) {
+  WorkerPrices out{std::vector<PushPrice>(workers.size()), std::vector<double>(workers.size())};
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    prices[i] = pushPrice(workers[i], budget);
-    if (!(prices[i].per_coordinate > 0.0)) {
+    out.push[i] = pushPrice(workers[i], budget);
+    if (!(out.push[i].per_coordinate > 0.0)) {
       throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
     }
-    own_packets_per_coordinate[i] = prices[i].per_coordinate / budget.packet_bytes;
+    out.packets_per_coordinate[i] = out.push[i].per_coordinate / budget.packet_bytes;
   }
-  LinkCosts links;
+  return out;
+}
+
+// b_i and a_i of every worker: fitted, else the median of the fitted ones. Each worker's
+// coordinates take the link time of their own bytes (its compressor's price); the fallback b is
+// a median at the budget's price, rescaled to the worker's.
+void priceCoordinates(const std::vector<WorkerLoad>& workers, const Budget& budget,
+                      const WorkerPrices& prices, LinkCosts& links) {
+  const double packets_per_coordinate = budget.bytes_per_coordinate / budget.packet_bytes;
   std::vector<double> known_b;
   std::vector<double> known_a;
   for (const WorkerLoad& w : workers) {
@@ -62,40 +64,58 @@ LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget
   const bool whole_packets = links.known && pricesWholePackets(budget);
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const WorkerLoad& w = workers[i];
+    const PushPrice& price = prices.push[i];
     links.per_coordinate[i] =
-        fitted(w) ? w.seconds_per_packet * own_packets_per_coordinate[i]
-                  : fallback_b * (prices[i].per_coordinate / budget.bytes_per_coordinate);
+        fitted(w) ? w.seconds_per_packet * prices.packets_per_coordinate[i]
+                  : fallback_b * (price.per_coordinate / budget.bytes_per_coordinate);
     links.fixed[i] = fittedFixed(w) ? w.seconds_fixed : fallback_a;
     // The push's own bytes (envelope, frames, codec header) take link time on every upload;
     // whole packets hold them in the first packet's room instead.
     if (!whole_packets) {
-      links.fixed[i] += links.per_coordinate[i] / prices[i].per_coordinate * prices[i].per_push;
+      links.fixed[i] += links.per_coordinate[i] / price.per_coordinate * price.per_push;
     }
   }
+}
+
+// Prices worker i in whole packets: its packets hold the coordinates that fit beside its push's
+// fixed bytes at its own prices.
+void priceWholePackets(std::size_t i, const Budget& budget, const WorkerPrices& prices,
+                       LinkCosts& links) {
+  // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted or
+  // the median fallback.
+  links.per_unit[i] = links.per_coordinate[i] / prices.packets_per_coordinate[i];
+  Budget own = budget;
+  own.bytes_per_coordinate = prices.push[i].per_coordinate;
+  own.bytes_per_push = prices.push[i].per_push;
+  Packing packing = wholePackets(own);
+  // Fixed bytes that fill whole packets before the first coordinate's (a push of more than a
+  // packet's fixed bytes) go on every upload whatever its cap: they are fixed time, like a_i,
+  // and the packets the budget buys start at the one the first coordinate is in.
+  const double filled =
+      std::ceil((packing.push_bytes + packing.coordinate_bytes) / packing.packet_bytes) - 1.0;
+  if (filled >= 1.0 && packing.coordinate_bytes <= packing.packet_bytes) {
+    packing.push_bytes -= filled * packing.packet_bytes;
+    links.fixed[i] += filled * links.per_unit[i];
+  }
+  links.packing[i] = packing;
+}
+
+}  // namespace
+
+LinkCosts linkCosts(const std::vector<WorkerLoad>& workers, const Budget& budget) {
+  if (budget.packet_bytes == 0) {
+    throw std::invalid_argument("allocation: packet_bytes must be positive");
+  }
+  if (!(budget.bytes_per_coordinate > 0.0)) {
+    throw std::invalid_argument("allocation: bytes_per_coordinate must be positive");
+  }
+  const WorkerPrices prices = workerPrices(workers, budget);
+  LinkCosts links;
+  priceCoordinates(workers, budget, prices, links);
   links.packing.assign(workers.size(), Packing{});
-  if (whole_packets) {
-    // Each worker's packets hold the coordinates that fit beside its push's fixed bytes at its
-    // own prices.
+  if (links.known && pricesWholePackets(budget)) {
     links.per_unit.resize(workers.size());
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      // per_coordinate * packet_bytes / bytes_per_coordinate is the seconds per packet, fitted
-      // or the median fallback.
-      links.per_unit[i] = links.per_coordinate[i] / own_packets_per_coordinate[i];
-      Budget own = budget;
-      own.bytes_per_coordinate = prices[i].per_coordinate;
-      own.bytes_per_push = prices[i].per_push;
-      Packing packing = wholePackets(own);
-      // Fixed bytes that fill whole packets before the first coordinate's (a push of more than
-      // a packet's fixed bytes) go on every upload whatever its cap: they are fixed time, like
-      // a_i, and the packets the budget buys start at the one the first coordinate is in.
-      const double filled =
-          std::ceil((packing.push_bytes + packing.coordinate_bytes) / packing.packet_bytes) - 1.0;
-      if (filled >= 1.0 && packing.coordinate_bytes <= packing.packet_bytes) {
-        packing.push_bytes -= filled * packing.packet_bytes;
-        links.fixed[i] += filled * links.per_unit[i];
-      }
-      links.packing[i] = packing;
-    }
+    for (std::size_t i = 0; i < workers.size(); ++i) priceWholePackets(i, budget, prices, links);
   } else {
     links.per_unit = links.per_coordinate;
   }

@@ -1,5 +1,5 @@
 #pragma once
-// Per-coordinate link costs for cost-aware allocation (papers/dagc.md, cost-aware
+// Per-coordinate link costs for cost-aware allocation (docs/dagc.md, method: the cost-aware
 // generalisation): b_i = seconds_per_packet * bytes_per_coordinate / packet_bytes from each
 // worker's fitted link model at its own bytes per coordinate (WorkerLoad, else the budget's),
 // a_i its fixed cost. Workers without a fitted link get the median of

@@ -1,19 +1,52 @@
 #include <stdexcept>
+#include <utility>
 
 #include "common/allocation/allocators.hpp"
 
 namespace tern::allocation {
 
+namespace {
+
+// Every method's name and kind, in allocatorNames() order.
+constexpr std::pair<const char*, Method> kMethods[] = {{"uniform", Method::kUniform},
+                                                       {"dagc-r", Method::kDagcR},
+                                                       {"dagc-a", Method::kDagcA},
+                                                       {"dagc-opt", Method::kDagcOpt},
+                                                       {"cost-aware", Method::kCostAware}};
+
+}  // namespace
+
 std::vector<std::string> allocatorNames() {
-  return {"uniform", "dagc-r", "dagc-a", "dagc-opt", "cost-aware"};
+  std::vector<std::string> names;
+  for (const auto& [name, method] : kMethods) names.emplace_back(name);
+  return names;
+}
+
+std::optional<Method> methodNamed(const std::string& name) {
+  for (const auto& [n, method] : kMethods) {
+    if (name == n) return method;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Allocator> makeAllocator(Method method) {
+  switch (method) {
+    case Method::kUniform:
+      return std::make_unique<UniformAllocator>();
+    case Method::kDagcR:
+      return std::make_unique<DagcRAllocator>();
+    case Method::kDagcA:
+      return std::make_unique<DagcAAllocator>();
+    case Method::kDagcOpt:
+      return std::make_unique<DagcOptAllocator>();
+    case Method::kCostAware:
+      return std::make_unique<CostAwareAllocator>();
+  }
+  throw std::invalid_argument("unknown allocation method");
 }
 
 std::unique_ptr<Allocator> makeAllocator(const std::string& name) {
-  if (name == "uniform") return std::make_unique<UniformAllocator>();
-  if (name == "dagc-r") return std::make_unique<DagcRAllocator>();
-  if (name == "dagc-a") return std::make_unique<DagcAAllocator>();
-  if (name == "dagc-opt") return std::make_unique<DagcOptAllocator>();
-  if (name == "cost-aware") return std::make_unique<CostAwareAllocator>();
+  if (const std::optional<Method> method = methodNamed(name)) return makeAllocator(*method);
   std::string known;
   for (const std::string& n : allocatorNames()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown allocator '" + name + "' (known: " + known + ")");

@@ -96,6 +96,125 @@ const char* readRiceIndices(const uint8_t* p, const uint8_t* end, uint32_t dim, 
   return nullptr;
 }
 
+// Reads the header from p (at least 5 bytes before end), leaving p at the index section.
+const char* readHeader(const uint8_t*& p, const uint8_t* end, const DecodeLimits& limits,
+                       Header& h) {
+  if (p[0] != kMagic0 || p[1] != kMagic1) return "bad magic";
+  if (p[2] != kVersion) return "unsupported format version";
+  if (p[3] == 0 || p[3] > kMaxScheme) return "unknown scheme";
+  if (p[4] > kMaxIndexCoding) return "unknown index coding";
+  h.scheme = Scheme(p[3]);
+  h.coding = IndexCoding(p[4]);
+  p += 5;
+  if (!getVarint(p, end, h.dim)) return "bad dimension";
+  if (!getVarint(p, end, h.count)) return "bad count";
+  if (h.dim == 0) return "zero dimension";
+  if (h.dim > limits.max_dim) return "dimension above the configured limit";
+  if (limits.expected_dim != 0 && h.dim != limits.expected_dim)
+    return "dimension differs from the model's";
+  if (h.count > h.dim) return "count exceeds dimension";
+  if (isDenseOnly(h.scheme) && h.coding != IndexCoding::kDense)
+    return "scheme requires dense coding";
+  if (h.coding == IndexCoding::kDense && h.count != h.dim) return "dense message with count != dim";
+  if (hasScale(h.scheme)) {
+    if (end - p < 4) return "truncated scale";
+    std::memcpy(&h.scale, p, 4);
+    p += 4;
+    if (!std::isfinite(h.scale) || h.scale < 0.0f) return "scale not finite and non-negative";
+  }
+  if (h.scheme == Scheme::kQsgd) {
+    if (!getVarint(p, end, h.qsgd_levels)) return "bad QSGD level count";
+    if (h.qsgd_levels == 0 || h.qsgd_levels > kMaxQsgdLevels)
+      return "QSGD level count out of range";
+  }
+  return nullptr;
+}
+
+// The index section [p, end) in the header's coding.
+const char* readIndices(const uint8_t* p, const uint8_t* end, const Header& h,
+                        std::vector<uint32_t>& out) {
+  switch (h.coding) {
+    case IndexCoding::kDense:
+      return p != end ? "unexpected index section in dense message" : nullptr;
+    case IndexCoding::kDeltaVarint:
+      return readVarintIndices(p, end, h.dim, h.count, out);
+    case IndexCoding::kBitmap:
+      return readBitmapIndices(p, end, h.dim, h.count, out);
+    case IndexCoding::kRice:
+      return readRiceIndices(p, end, h.dim, h.count, out);
+  }
+  return nullptr;
+}
+
+// Each value reader fills `out` (sized to the count) from the value section at v.
+const char* readFp32Values(const uint8_t* v, std::vector<float>& out) {
+  if (!out.empty()) std::memcpy(out.data(), v, out.size() * 4);
+  // One vectorisable pass: not finite means an all-ones exponent.
+  uint32_t bad = 0;
+  for (float x : out) bad |= uint32_t((floatBits(x) & 0x7F800000u) == 0x7F800000u);
+  return bad ? "non-finite value" : nullptr;
+}
+
+const char* readFp16Values(const uint8_t* v, std::vector<float>& out) {
+  // Block by block through a small buffer: vectorised checks and conversions without a large
+  // temporary.
+  constexpr uint32_t kBlock = 4096;
+  uint16_t halves[kBlock];
+  const auto count = uint32_t(out.size());
+  for (uint32_t base = 0; base < count; base += kBlock) {
+    const uint32_t n = std::min(kBlock, count - base);
+    std::memcpy(halves, v + size_t(base) * 2, size_t(n) * 2);
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < n; ++i) bad |= uint32_t(!halfIsFinite(halves[i]));
+    if (bad) return "non-finite value";
+    halvesToFloats(halves, n, out.data() + base);
+  }
+  return nullptr;
+}
+
+const char* readSignValues(const uint8_t* v, float scale, std::vector<float>& out) {
+  const auto count = uint32_t(out.size());
+  if (count % 8 != 0 && (v[count / 8] >> (count % 8)) != 0) return "sign padding bits set";
+  for (uint32_t i = 0; i < count; ++i) out[i] = ((v[i >> 3] >> (i & 7)) & 1u) ? -scale : scale;
+  return nullptr;
+}
+
+const char* readQsgdValues(const uint8_t* v, uint64_t vbytes, const Header& h,
+                           std::vector<float>& out) {
+  const uint32_t count = h.count;
+  const unsigned w = qsgdBitsPerLevel(h.qsgd_levels);
+  const uint64_t used_bits = uint64_t(count) * w;
+  if (used_bits % 8 != 0 && (v[vbytes - 1] >> (used_bits % 8)) != 0) return "QSGD padding bits set";
+  const QsgdTable table(h.scale, h.qsgd_levels, count);
+  constexpr uint32_t kBlock = 4096;  // kBlock * w bits is a whole number of bytes
+  uint32_t symbols[kBlock];
+  for (uint32_t base = 0; base < count; base += kBlock) {
+    const uint32_t n = std::min(kBlock, count - base);
+    unpackFixed(v + size_t(base / 8) * w, n, w, symbols);
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < n; ++i) top = std::max(top, symbols[i]);
+    if (top > 2 * h.qsgd_levels) return "QSGD level out of range";
+    for (uint32_t i = 0; i < n; ++i) out[base + i] = table.value(symbols[i]);
+  }
+  return nullptr;
+}
+
+// The value section at v (vbytes long) in the scheme's value coding; out holds h.count values.
+const char* readValues(const uint8_t* v, uint64_t vbytes, const Header& h,
+                       std::vector<float>& out) {
+  switch (valueCodingOf(h.scheme)) {
+    case ValueCoding::kFp32:
+      return readFp32Values(v, out);
+    case ValueCoding::kFp16:
+      return readFp16Values(v, out);
+    case ValueCoding::kSigns:
+      return readSignValues(v, h.scale, out);
+    case ValueCoding::kQsgdLevels:
+      return readQsgdValues(v, vbytes, h, out);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
@@ -103,116 +222,19 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
   const uint8_t* p = bytes.data();
   const uint8_t* const end = p + bytes.size();
   if (bytes.size() < 5) return fail("message shorter than its header");
-  if (p[0] != kMagic0 || p[1] != kMagic1) return fail("bad magic");
-  if (p[2] != kVersion) return fail("unsupported format version");
-  if (p[3] == 0 || p[3] > kMaxScheme) return fail("unknown scheme");
-  if (p[4] > kMaxIndexCoding) return fail("unknown index coding");
-  const Scheme scheme = Scheme(p[3]);
-  const IndexCoding coding = IndexCoding(p[4]);
-  p += 5;
-
-  uint32_t dim, count;
-  if (!getVarint(p, end, dim)) return fail("bad dimension");
-  if (!getVarint(p, end, count)) return fail("bad count");
-  if (dim == 0) return fail("zero dimension");
-  if (dim > limits.max_dim) return fail("dimension above the configured limit");
-  if (limits.expected_dim != 0 && dim != limits.expected_dim)
-    return fail("dimension differs from the model's");
-  if (count > dim) return fail("count exceeds dimension");
-  if (isDenseOnly(scheme) && coding != IndexCoding::kDense)
-    return fail("scheme requires dense coding");
-  if (coding == IndexCoding::kDense && count != dim) return fail("dense message with count != dim");
-
-  float scale = 0.0f;
-  if (hasScale(scheme)) {
-    if (end - p < 4) return fail("truncated scale");
-    std::memcpy(&scale, p, 4);
-    p += 4;
-    if (!std::isfinite(scale) || scale < 0.0f) return fail("scale not finite and non-negative");
-  }
-  uint32_t levels = 0;
-  if (scheme == Scheme::kQsgd) {
-    if (!getVarint(p, end, levels)) return fail("bad QSGD level count");
-    if (levels == 0 || levels > kMaxQsgdLevels) return fail("QSGD level count out of range");
-  }
+  Header h;
+  if (const char* err = readHeader(p, end, limits, h)) return fail(err);
 
   const size_t header_bytes = size_t(p - bytes.data());
-  const ValueCoding vc = valueCodingOf(scheme);
-  const uint64_t vbytes = valueBytes(vc, count, levels);
+  const uint64_t vbytes = valueBytes(valueCodingOf(h.scheme), h.count, h.qsgd_levels);
   if (uint64_t(end - p) < vbytes) return fail("message shorter than its value section");
   const uint8_t* const index_end = end - vbytes;
 
   SparseGradient g;
-  g.dim = dim;
-  const char* err = nullptr;
-  switch (coding) {
-    case IndexCoding::kDense:
-      if (p != index_end) err = "unexpected index section in dense message";
-      break;
-    case IndexCoding::kDeltaVarint:
-      err = readVarintIndices(p, index_end, dim, count, g.indices);
-      break;
-    case IndexCoding::kBitmap:
-      err = readBitmapIndices(p, index_end, dim, count, g.indices);
-      break;
-    case IndexCoding::kRice:
-      err = readRiceIndices(p, index_end, dim, count, g.indices);
-      break;
-  }
-  if (err) return fail(err);
-
-  const uint8_t* v = index_end;
-  g.values.resize(count);
-  switch (vc) {
-    case ValueCoding::kFp32: {
-      if (count > 0) std::memcpy(g.values.data(), v, size_t(count) * 4);
-      // One vectorisable pass: not finite means an all-ones exponent.
-      uint32_t bad = 0;
-      for (float x : g.values) bad |= uint32_t((floatBits(x) & 0x7F800000u) == 0x7F800000u);
-      if (bad) return fail("non-finite value");
-      break;
-    }
-    case ValueCoding::kFp16: {
-      // Block by block through a small buffer: vectorised checks and conversions without a
-      // large temporary.
-      constexpr uint32_t kBlock = 4096;
-      uint16_t halves[kBlock];
-      for (uint32_t base = 0; base < count; base += kBlock) {
-        const uint32_t n = std::min(kBlock, count - base);
-        std::memcpy(halves, v + size_t(base) * 2, size_t(n) * 2);
-        uint32_t bad = 0;
-        for (uint32_t i = 0; i < n; ++i) bad |= uint32_t(!halfIsFinite(halves[i]));
-        if (bad) return fail("non-finite value");
-        halvesToFloats(halves, n, g.values.data() + base);
-      }
-      break;
-    }
-    case ValueCoding::kSigns: {
-      if (count % 8 != 0 && (v[count / 8] >> (count % 8)) != 0)
-        return fail("sign padding bits set");
-      for (uint32_t i = 0; i < count; ++i)
-        g.values[i] = ((v[i >> 3] >> (i & 7)) & 1u) ? -scale : scale;
-      break;
-    }
-    case ValueCoding::kQsgdLevels: {
-      const unsigned w = qsgdBitsPerLevel(levels);
-      const uint64_t used_bits = uint64_t(count) * w;
-      if (used_bits % 8 != 0 && (v[vbytes - 1] >> (used_bits % 8)) != 0)
-        return fail("QSGD padding bits set");
-      const QsgdTable table(scale, levels, count);
-      constexpr uint32_t kBlock = 4096;  // kBlock * w bits is a whole number of bytes
-      uint32_t symbols[kBlock];
-      for (uint32_t base = 0; base < count; base += kBlock) {
-        const uint32_t n = std::min(kBlock, count - base);
-        unpackFixed(v + size_t(base / 8) * w, n, w, symbols);
-        uint32_t top = 0;
-        for (uint32_t i = 0; i < n; ++i) top = std::max(top, symbols[i]);
-        if (top > 2 * levels) return fail("QSGD level out of range");
-        for (uint32_t i = 0; i < n; ++i) g.values[base + i] = table.value(symbols[i]);
-      }
-      break;
-    }
-  }
+  g.dim = h.dim;
+  if (const char* err = readIndices(p, index_end, h, g.indices)) return fail(err);
+  g.values.resize(h.count);
+  if (const char* err = readValues(index_end, vbytes, h, g.values)) return fail(err);
   if (!g.isDense() && g.indices.size() != g.values.size()) return fail("internal size mismatch");
 
   DecodeResult res;

@@ -1,10 +1,11 @@
 #pragma once
-// Gradient compressors (papers/cat.md, papers/dagc.md): one interface for the whole family.
+// Gradient compressors (docs/cat.md and docs/dagc.md, method): one interface for the whole family.
 // compress() returns the encoded wire bytes together with the exact vector the receiver will
 // decode from them, so error feedback (error_feedback.hpp) can keep e <- e + g - C(e + g)
 // without decoding its own message. decode() (codec.hpp) reads any scheme strictly.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,21 @@ struct Compressed {
   SparseGradient decoded;      // exactly what decode(bytes) yields
 };
 
+// The members of the family, one per name of compressorNames().
+enum class CompressorKind {
+  kIdentity,
+  kFp16,
+  kTopK,
+  kRandomK,
+  kThreshold,
+  kSq,
+  kStochastic,
+  kQsgd
+};
+
+// The kind named `name` (compressorNames()), or nullopt.
+std::optional<CompressorKind> compressorKindNamed(const std::string& name);
+
 struct CompressorSpec {
   std::string name =
       "topk";              // identity | fp16 | topk | randomk | threshold | sq | stochastic | qsgd
@@ -47,6 +63,7 @@ class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
+  virtual CompressorKind kind() const = 0;
   // `level` is the scheme's knob: coordinates kept for the sparsifiers (k or T, clamped to
   // [1, dim]); expected coordinates for stochastic sparsification; for the hard threshold the
   // most coordinates a push may carry (the largest of those at or above lambda when more pass;

@@ -1,8 +1,8 @@
 #pragma once
 // The concrete members of the compressor family behind makeCompressor (compressor.hpp). Each
 // turns a gradient into a wire message (wire_format.hpp) and the exact vector the receiver will
-// decode from it. Sparsifiers: top-k and S+Q (papers/cat.md eq. 9 and 12), random-k, hard
-// threshold (papers/dagc.md, DAGC-A), stochastic sparsification (Wangni et al., cat.md eq. 15).
+// decode from it. Sparsifiers: top-k and S+Q (docs/cat.md, method), random-k, hard threshold
+// (docs/dagc.md, method: DAGC-A), stochastic sparsification (Wangni et al.; docs/cat.md, method).
 // Quantisers: identity (fp32), fp16 and QSGD (Alistarh et al.).
 #include <cstdint>
 #include <span>
@@ -16,6 +16,7 @@ namespace tern::compression {
 class IdentityCompressor final : public Compressor {
  public:
   std::string name() const override { return "identity"; }
+  CompressorKind kind() const override { return CompressorKind::kIdentity; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return false; }
@@ -25,6 +26,7 @@ class IdentityCompressor final : public Compressor {
 class TopKCompressor final : public Compressor {
  public:
   std::string name() const override { return "topk"; }
+  CompressorKind kind() const override { return CompressorKind::kTopK; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return true; }
@@ -38,6 +40,7 @@ class TopKCompressor final : public Compressor {
 class Fp16Compressor final : public Compressor {
  public:
   std::string name() const override { return "fp16"; }
+  CompressorKind kind() const override { return CompressorKind::kFp16; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return false; }
@@ -48,6 +51,7 @@ class Fp16Compressor final : public Compressor {
 class RandomKCompressor final : public Compressor {
  public:
   std::string name() const override { return "randomk"; }
+  CompressorKind kind() const override { return CompressorKind::kRandomK; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return true; }
@@ -63,6 +67,7 @@ class ThresholdCompressor final : public Compressor {
  public:
   explicit ThresholdCompressor(double lambda);
   std::string name() const override { return "threshold"; }
+  CompressorKind kind() const override { return CompressorKind::kThreshold; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return false; }
@@ -83,6 +88,7 @@ class ThresholdCompressor final : public Compressor {
 class SqCompressor final : public Compressor {
  public:
   std::string name() const override { return "sq"; }
+  CompressorKind kind() const override { return CompressorKind::kSq; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return true; }
@@ -97,6 +103,7 @@ class SqCompressor final : public Compressor {
 class StochasticCompressor final : public Compressor {
  public:
   std::string name() const override { return "stochastic"; }
+  CompressorKind kind() const override { return CompressorKind::kStochastic; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return true; }
@@ -116,6 +123,7 @@ class QsgdCompressor final : public Compressor {
  public:
   explicit QsgdCompressor(uint32_t levels);
   std::string name() const override { return "qsgd"; }
+  CompressorKind kind() const override { return CompressorKind::kQsgd; }
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng) override;
   size_t encodedBytes(uint32_t dim, uint32_t level) const override;
   bool hasLevel() const override { return false; }

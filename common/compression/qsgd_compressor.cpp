@@ -13,8 +13,11 @@ QsgdCompressor::QsgdCompressor(uint32_t levels) : levels_(levels) {
     throw std::invalid_argument("qsgd: levels must be in [1, 65535]");
 }
 
-Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng) {
-  const uint32_t d = detail::checkedDim(g, "qsgd");
+namespace {
+
+// ||g||_2 as the float the receiver multiplies by. The levels are rounded against that same
+// float: E[norm_f * l_j / s] = |g_j| exactly up to the final float rounding.
+float qsgdNorm(std::span<const float> g, uint32_t d) {
   double sq[4] = {0, 0, 0, 0};
   size_t j = 0;
   for (; j + 4 <= d; j += 4)
@@ -22,11 +25,45 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
   for (; j < d; ++j) sq[0] += double(g[j]) * double(g[j]);
   const double norm2 = (sq[0] + sq[1]) + (sq[2] + sq[3]);
   if (!std::isfinite(norm2)) throw std::invalid_argument("qsgd: gradient holds a non-finite value");
-  // The receiver multiplies by the float norm, so the levels are rounded against that same
-  // float: E[norm_f * l_j / s] = |g_j| exactly up to the final float rounding.
   const float norm = float(std::sqrt(norm2));
   if (!std::isfinite(norm)) throw std::invalid_argument("qsgd: gradient norm overflows float");
+  return norm;
+}
 
+// Stochastic rounding of |x| * levels / norm to a level in [0, levels], sent as the signed level
+// plus levels. Below a norm of about levels / FLT_MAX, levels / norm overflows float: such a
+// gradient is scaled in double (|g_j| / norm <= 1, so r stays in [0, levels]).
+class LevelRounding {
+ public:
+  LevelRounding(float norm, uint32_t levels)
+      : per_unit_(norm > 0.0f ? float(levels) / norm : 0.0f),
+        tiny_(!std::isfinite(per_unit_)),
+        per_unit_d_(norm > 0.0f ? double(levels) / double(norm) : 0.0),
+        s_(int32_t(levels)) {}
+
+  // Rounding up with probability frac(r) makes E[level] = r; `coin` is uniform in [0, 1).
+  uint32_t symbol(float x, float coin) const {
+    const float r = tiny_ ? float(std::min(double(std::fabs(x)) * per_unit_d_, double(s_)))
+                          : std::fabs(x) * per_unit_;
+    int32_t level = int32_t(r);  // r >= 0: truncation is the floor
+    level += int32_t(coin < r - float(level));
+    level = std::min(level, s_);
+    const int32_t signed_level = (wire::floatBits(x) >> 31) ? -level : level;
+    return uint32_t(signed_level + s_);
+  }
+
+ private:
+  float per_unit_;
+  bool tiny_;
+  double per_unit_d_;
+  int32_t s_;
+};
+
+}  // namespace
+
+Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng) {
+  const uint32_t d = detail::checkedDim(g, "qsgd");
+  const float norm = qsgdNorm(g, d);
   wire::Header h;
   h.scheme = wire::Scheme::kQsgd;
   h.coding = wire::IndexCoding::kDense;
@@ -41,12 +78,7 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
   std::vector<float> decoded(d);
   const wire::QsgdTable table(norm, levels_, d);
   detail::CoinStream coin_stream(rng);
-  // Below a norm of about levels / FLT_MAX, levels / norm overflows float: such a gradient is
-  // scaled in double (|g_j| / norm <= 1, so r stays in [0, levels]).
-  const float per_unit = norm > 0.0f ? float(levels_) / norm : 0.0f;
-  const bool tiny = !std::isfinite(per_unit);
-  const double per_unit_d = norm > 0.0f ? double(levels_) / double(norm) : 0.0;
-  const int32_t s = int32_t(levels_);
+  const LevelRounding rounding(norm, levels_);
   // Blocks of kBlock coordinates keep the coins and symbols in small buffers (no large
   // temporaries to fault in per call); kBlock * width bits is a whole number of bytes, so each
   // block packs on its own.
@@ -55,19 +87,10 @@ Compressed QsgdCompressor::compress(std::span<const float> g, uint32_t, Rng& rng
   uint32_t symbols[kBlock];
   for (uint32_t base = 0; base < d; base += kBlock) {
     const uint32_t n = std::min(kBlock, d - base);
-    // Rounding up with probability frac(r) makes E[level] = r; 24-bit uniforms resolve that
-    // probability as finely as r itself is resolved in float.
+    // 24-bit uniforms resolve the rounding probability as finely as r itself is resolved in
+    // float.
     coin_stream.fill24(std::span(coins, n));
-    for (uint32_t i = 0; i < n; ++i) {
-      const float x = g[base + i];
-      const float r = tiny ? float(std::min(double(std::fabs(x)) * per_unit_d, double(s)))
-                           : std::fabs(x) * per_unit;
-      int32_t level = int32_t(r);  // r >= 0: truncation is the floor
-      level += int32_t(coins[i] < r - float(level));
-      level = std::min(level, s);
-      const int32_t signed_level = (wire::floatBits(x) >> 31) ? -level : level;
-      symbols[i] = uint32_t(signed_level + s);
-    }
+    for (uint32_t i = 0; i < n; ++i) symbols[i] = rounding.symbol(g[base + i], coins[i]);
     for (uint32_t i = 0; i < n; ++i) decoded[base + i] = table.value(symbols[i]);
     wire::packFixed(symbols, n, width, c.bytes.data() + at + size_t(base / 8) * width);
   }

@@ -1,5 +1,5 @@
 #pragma once
-// Exact top-k selection by magnitude (papers/cat.md, Q_T in eq. 9): the k largest |g_j|, ties
+// Exact top-k selection by magnitude (docs/cat.md, method: top-T): the k largest |g_j|, ties
 // broken towards the lower index, returned in increasing index order. It is the inner loop of
 // the top-k, S+Q and stochastic compressors, so it avoids a full selection over d: a threshold
 // estimated from a small sample keeps a few more than k candidates in one streaming pass, and an

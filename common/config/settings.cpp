@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config/data_source_reader.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
 #include "common/util/bind_address.hpp"
@@ -53,91 +54,6 @@ void readLogging(MapReader m, LoggingSettings& s) {
   m.done();
 }
 
-// The keys each data format reads besides 'format' (ml::loadDataset); another would be ignored.
-const std::vector<std::string>& keysOfFormat(const std::string& format) {
-  static const std::map<std::string, std::vector<std::string>> keys = {
-      {"idx", {"images", "labels"}},
-      {"libsvm", {"path", "features"}},
-      {"csv", {"path", "label_column"}},
-      {"synthetic", {"rows", "features", "classes", "seed", "test_fraction"}},
-      {"synthetic_sparse", {"rows", "features", "nnz_per_row", "seed", "test_fraction"}}};
-  return keys.at(format);
-}
-
-void readDataSource(MapReader& m, ml::DataSource& d, ml::DataSource::Split split) {
-  d.split = split;
-  d.format = m.oneOf("format", m.get<std::string>("format", d.format),
-                     {"idx", "libsvm", "csv", "synthetic", "synthetic_sparse"});
-  const std::vector<std::string>& used = keysOfFormat(d.format);
-  for (const std::string key : {"images", "labels", "path", "label_column", "features", "rows",
-                                "classes", "nnz_per_row", "seed", "test_fraction"}) {
-    if (!m.has(key) || std::find(used.begin(), used.end(), key) != used.end()) continue;
-    std::string reads;
-    for (const auto& k : used) reads += (reads.empty() ? "'" : ", '") + k + "'";
-    m.fail(key, "'" + key + "' is not read by format " + d.format + " (it reads " + reads + ")");
-  }
-  d.images = m.get<std::string>("images", d.images);
-  d.labels = m.get<std::string>("labels", d.labels);
-  d.path = m.get<std::string>("path", d.path);
-  d.images_at = m.at("images");
-  d.labels_at = m.at("labels");
-  d.path_at = m.at("path");
-  d.label_column = m.get<std::string>("label_column", d.label_column);
-  // No model is wider than kMaxFeatures: a wider data set could never be trained on.
-  d.features =
-      m.inRange<size_t>("features", m.get<size_t>("features", d.features), 0, ml::kMaxFeatures);
-  d.rows = m.inRange<size_t>("rows", m.get<size_t>("rows", d.rows), 0, ml::kMaxSyntheticValues);
-  d.classes = m.inRange<int32_t>("classes", m.get<int32_t>("classes", d.classes), 2, 1 << 16);
-  d.nnz_per_row =
-      m.inRange<size_t>("nnz_per_row", m.get<size_t>("nnz_per_row", d.nnz_per_row), 1, 1u << 20);
-  d.seed = m.get<uint64_t>("seed", d.seed);
-  d.test_fraction =
-      m.inRange("test_fraction", m.get<double>("test_fraction", d.test_fraction), 0.0, 0.9);
-  if (d.format == "idx" && (d.images.empty() || d.labels.empty())) {
-    m.failHere("idx data needs 'images' and 'labels'");
-  }
-  if ((d.format == "libsvm" || d.format == "csv") && d.path.empty()) {
-    m.failHere(d.format + " data needs 'path'");
-  }
-  const bool synthetic = d.format == "synthetic" || d.format == "synthetic_sparse";
-  if (synthetic && (d.rows == 0 || d.features == 0)) {
-    m.failHere(d.format + " data needs 'rows' and 'features'");
-  }
-  if (d.format == "synthetic_sparse" && d.nnz_per_row > d.features) {
-    m.fail("nnz_per_row", "'nnz_per_row' must not exceed 'features'");
-  }
-  // The generators' budgets (ml::syntheticDense, ml::syntheticSparse), said at the key's line
-  // rather than by the generator, or by std::bad_alloc.
-  const std::string budget = std::to_string(ml::kMaxSyntheticValues) + " values (1 GiB of floats)";
-  if (d.format == "synthetic" &&
-      (uint64_t(d.rows) + uint64_t(d.classes)) * d.features > ml::kMaxSyntheticValues) {
-    m.fail("rows", "synthetic data of " + std::to_string(d.rows) + " 'rows' and " +
-                       std::to_string(d.classes) + " class means of " + std::to_string(d.features) +
-                       " 'features' is more than " + budget);
-  }
-  if (d.format == "synthetic_sparse" && d.features > ml::kMaxSyntheticSparseFeatures) {
-    m.fail("features", "'features' of synthetic_sparse data must be at most " +
-                           std::to_string(ml::kMaxSyntheticSparseFeatures) +
-                           " (the generator keeps ~70 bytes a feature)");
-  }
-  if (d.format == "synthetic_sparse" &&
-      uint64_t(d.rows) * d.nnz_per_row > ml::kMaxSyntheticValues) {
-    m.fail("rows", "synthetic_sparse data of " + std::to_string(d.rows) + " 'rows' of " +
-                       std::to_string(d.nnz_per_row) + " 'nnz_per_row' is more than " + budget);
-  }
-  if (synthetic && split != ml::DataSource::Split::kAll) {
-    // Training data may keep every row (test_fraction 0); test data needs one at least.
-    const double test = std::round(double(d.rows) * d.test_fraction);
-    const bool is_test = split == ml::DataSource::Split::kTest;
-    if ((is_test && test < 1.0) || test >= double(d.rows)) {
-      m.fail(m.has("test_fraction") ? "test_fraction" : "rows",
-             is_test ? "'test_fraction' of 'rows' must leave at least one test and one "
-                       "training row"
-                     : "'test_fraction' of 'rows' must leave at least one training row");
-    }
-  }
-}
-
 void readPartition(MapReader m, ml::PartitionSpec& p) {
   p.dirichlet_alpha =
       m.inRange("dirichlet_alpha", m.get<double>("dirichlet_alpha", p.dirichlet_alpha), 0.0, 1e6);
@@ -179,6 +95,7 @@ void readTraining(MapReader m, TrainingSettings& s) {
 void readAllocation(MapReader m, AllocationSettings& s) {
   s.method = m.oneOf("method", m.get<std::string>("method", s.method),
                      {"uniform", "dagc-r", "dagc-a", "dagc-opt", "cost-aware"});
+  s.method_kind = *allocation::methodNamed(s.method);
   auto& b = s.budget;
   b.mean_ratio = m.inRange("mean_ratio", m.get<double>("mean_ratio", b.mean_ratio), 1e-9, 1.0);
   b.bytes_per_round =
@@ -193,7 +110,7 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
-  if (s.method != "cost-aware") {
+  if (s.method_kind != allocation::Method::kCostAware) {
     // Link-seconds budgets are cost-aware's: another method would ignore them.
     for (const std::string key :
          {"seconds_per_round", "deadline_seconds", "round_overhead_seconds", "whole_packets"}) {
@@ -209,7 +126,7 @@ void readAllocation(MapReader m, AllocationSettings& s) {
   b.bytes_per_coordinate =
       m.inRange("bytes_per_coordinate",
                 m.get<double>("bytes_per_coordinate", b.bytes_per_coordinate), 0.125, 64.0);
-  if (s.method == "dagc-a" && !(b.mean_threshold > 0.0)) {
+  if (s.method_kind == allocation::Method::kDagcA && !(b.mean_threshold > 0.0)) {
     m.fail(
         m.has("mean_threshold") ? "mean_threshold" : "method",
         "'dagc-a' sets each worker's threshold from the mean one: it needs 'mean_threshold' > 0");
@@ -222,7 +139,8 @@ void readAllocation(MapReader m, AllocationSettings& s) {
   m.done();
 }
 
-void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
+// The coordinator's own keys: where it listens, how many workers, rounds and timings.
+void readCoordinatorLimits(MapReader& m, CoordinatorSettings& s) {
   s.bind = m.get<std::string>("bind", s.bind);
   if (m.has("bind")) checkEndpoint(m, "bind", s.bind, true);
   s.endpoint_file = m.get<std::string>("endpoint_file", s.endpoint_file);
@@ -253,6 +171,10 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
                 m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
   s.eval_every =
       m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
+}
+
+void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
+  readCoordinatorLimits(m, s);
   MapReader model = m.child("model");
   s.model_features_at = model.has("features") ? model.at("features")
                         : m.has("model")      ? m.at("model")
@@ -291,6 +213,7 @@ void readCompression(MapReader m, WorkerSettings& s) {
   s.compressor.name =
       m.oneOf("name", m.get<std::string>("name", s.compressor.name),
               {"identity", "fp16", "topk", "randomk", "threshold", "sq", "stochastic", "qsgd"});
+  s.compressor_kind = *compression::compressorKindNamed(s.compressor.name);
   s.compressor.threshold =
       m.inRange("threshold", m.get<double>("threshold", s.compressor.threshold), 0.0, kInf);
   s.compressor.qsgd_levels = m.inRange<uint32_t>(
@@ -308,6 +231,7 @@ void readCompression(MapReader m, WorkerSettings& s) {
 void readTuning(MapReader m, TuningSettings& s) {
   s.method = m.oneOf("method", m.get<std::string>("method", s.method),
                      {"cat", "fixed", "dynamic", "full"});
+  s.method_kind = *tuning::tunerKindNamed(s.method);
   s.fixed_level = m.get<uint32_t>("fixed_level", s.fixed_level);
   s.recompute_every = m.inRange<uint32_t>(
       "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);
@@ -318,8 +242,12 @@ void readTuning(MapReader m, TuningSettings& s) {
                                   formatNumber(s.recompute_drift));
   }
   s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"auto", "coordinator", "paper"});
+  s.step_kind = s.step == "paper"         ? StepRule::kPaper
+                : s.step == "coordinator" ? StepRule::kCoordinator
+                                          : StepRule::kAuto;
   s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
                          {"payload", "packet", "measured"});
+  s.cost_model_kind = *costmodel::costModelKindNamed(s.cost_model);
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
   // A packet that costs nothing would make every level past the first free: the packet cost
   // model refuses it, so it is refused here, at its line.

@@ -7,9 +7,11 @@
 
 #include "common/allocation/allocator.hpp"
 #include "common/compression/compressor.hpp"
+#include "common/costmodel/cost_model.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/ml/model.hpp"
 #include "common/ml/optimizer.hpp"
+#include "common/tuning/tuner_kind.hpp"
 #include "common/util/printable.hpp"
 
 namespace tern::config {
@@ -46,6 +48,7 @@ struct TrainingSettings {
 
 struct AllocationSettings {
   std::string method = "uniform";
+  allocation::Method method_kind = allocation::Method::kUniform;  // `method`, parsed
   allocation::Budget budget;
   // Re-plan every this many rounds (0 = never on a schedule). Membership changes re-plan at
   // once; changed plan inputs (a link model or the measured push bytes) at the round's close.
@@ -105,19 +108,27 @@ struct CoordinatorSettings {
   LoggingSettings logging;
 };
 
+// What tuning.step prices levels at (TuningSettings::step).
+enum class StepRule { kAuto, kCoordinator, kPaper };
+
 struct TuningSettings {
-  std::string method = "fixed";  // cat | fixed | dynamic | full
-  uint32_t fixed_level = 0;      // 0 = use the coordinator's cap
+  std::string method = "fixed";                               // cat | fixed | dynamic | full
+  tuning::TunerKind method_kind = tuning::TunerKind::kFixed;  // `method`, parsed
+  uint32_t fixed_level = 0;                                   // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   // The step cat and the other tuners price levels at: the coordinator's learning rate as each
   // round start says it (the paper's step until one does), always the paper's (1/L), or auto:
   // the coordinator's where the model's smoothness bound L guarantees the round's own step a
   // decrease (lr L < 2; momentum's later reuse of the push is not counted), else the paper's (a
-  // bound that loose says nothing about the coordinator's step).
-  std::string step = "auto";            // auto | coordinator | paper
-  std::string cost_model = "measured";  // payload | packet | measured
-  double c_fixed = 0.005;               // packet model constants (seconds) until a link fit exists
+  // bound that loose says nothing about the coordinator's step). Pricing at the coordinator's
+  // step deviates from the paper: docs/cat.md, "Deviations from the paper", says how.
+  std::string step = "auto";                  // auto | coordinator | paper
+  StepRule step_kind = StepRule::kAuto;       // `step`, parsed
+  std::string cost_model = "measured";        // payload | packet | measured
+  costmodel::CostModelKind cost_model_kind =  // `cost_model`, parsed
+      costmodel::CostModelKind::kMeasured;
+  double c_fixed = 0.005;  // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;
 };
 
@@ -142,6 +153,8 @@ struct WorkerSettings {
   size_t shard_total = 1;
   ml::PartitionSpec partition;
   compression::CompressorSpec compressor;
+  compression::CompressorKind compressor_kind =  // compressor.name, parsed
+      compression::CompressorKind::kTopK;
   // Error feedback: "auto" (the default) turns it on for the biased compressors (topk,
   // threshold, sq) and off for the unbiased ones (randomk, stochastic, qsgd), whose d/k-style
   // scaling makes the residual grow without bound; an explicit true/false overrides it.

@@ -55,14 +55,31 @@ double paperPayloadBits(uint64_t dim, uint64_t coordinates, uint32_t bits_per_va
   return static_cast<double>(coordinates) * static_cast<double>(index_bits + bits_per_value);
 }
 
+std::optional<CostModelKind> costModelKindNamed(const std::string& name) {
+  if (name == "payload") return CostModelKind::kPayload;
+  if (name == "packet") return CostModelKind::kPacket;
+  if (name == "measured") return CostModelKind::kMeasured;
+  if (name == "affine") return CostModelKind::kAffine;
+  return std::nullopt;
+}
+
 std::unique_ptr<CostModel> makeCostModel(const CostModelSpec& spec) {
-  if (spec.name == "payload") return std::make_unique<PayloadCostModel>(spec.header_bytes);
-  // "measured" is the packet model whose constants the caller took from its link fit.
-  if (spec.name == "packet" || spec.name == "measured")
-    return std::make_unique<PacketCostModel>(spec.c_fixed, spec.c_packet, spec.packet_bytes);
-  if (spec.name == "affine") return std::make_unique<AffineCostModel>(spec.c_fixed, spec.c_byte);
-  throw std::invalid_argument("unknown cost model '" + spec.name +
-                              "' (expected payload, packet, measured or affine)");
+  const std::optional<CostModelKind> kind = costModelKindNamed(spec.name);
+  if (!kind) {
+    throw std::invalid_argument("unknown cost model '" + spec.name +
+                                "' (expected payload, packet, measured or affine)");
+  }
+  switch (*kind) {
+    case CostModelKind::kPayload:
+      return std::make_unique<PayloadCostModel>(spec.header_bytes);
+    // "measured" is the packet model whose constants the caller took from its link fit.
+    case CostModelKind::kPacket:
+    case CostModelKind::kMeasured:
+      return std::make_unique<PacketCostModel>(spec.c_fixed, spec.c_packet, spec.packet_bytes);
+    case CostModelKind::kAffine:
+      return std::make_unique<AffineCostModel>(spec.c_fixed, spec.c_byte);
+  }
+  return nullptr;
 }
 
 }  // namespace tern::costmodel

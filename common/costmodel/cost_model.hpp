@@ -1,8 +1,10 @@
 #pragma once
-// Communication cost models C(.) for CAT (papers/cat.md, "Cost models"): what putting a message
+// Communication cost models C(.) for CAT (docs/cat.md, method): what putting a message
 // of a given size on the wire costs on one technology. All take the real encoded size in bytes
 // (Compressor::encodedBytes), so the tuner prices exactly what the codec sends:
 //  - payload: C = 8 * (bytes + header) bits;                                    [paper, payload]
+//    it deviates from the paper, which counts T (ceil(log2 d) + 32) bits (paperPayloadBits):
+//    docs/cat.md, "Deviations from the paper", says how;
 //  - packet:  C = c_fixed + c_packet * ceil((bytes + overhead) / P_max), e.g. seconds, where
 //    overhead is what every message carries besides the codec's bytes (envelope, framing);
 //                                                                               [paper, packet]
@@ -88,6 +90,12 @@ PacketCostModel packetModelOfLink(double latency_seconds, double rate_bits_per_s
 // The paper's payload count for T coordinates of a d-dimensional vector:
 // T * (ceil(log2 d) + bits_per_value) bits (an index and a value per coordinate).
 double paperPayloadBits(uint64_t dim, uint64_t coordinates, uint32_t bits_per_value = 32);
+
+// The cost models, one per name CostModelSpec takes.
+enum class CostModelKind { kPayload, kPacket, kMeasured, kAffine };
+
+// The kind named `name` (payload | packet | measured | affine), or nullopt.
+std::optional<CostModelKind> costModelKindNamed(const std::string& name);
 
 struct CostModelSpec {
   std::string name = "packet";  // payload | packet | measured | affine

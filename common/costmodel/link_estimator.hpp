@@ -1,8 +1,8 @@
 #pragma once
-// Online estimate of one worker's link, the measured affine packet model of papers/cat.md
-// ("Cost models"): t(bytes) = a + b * ceil(bytes / P_max), fitted from the worker's own pushes by
-// exponentially weighted recursive least squares that survives stalled acks and follows real
-// rate changes; plus the probe policy (join-time calibration, exploration when pushes are too
+// Online estimate of one worker's link, the measured affine packet model of docs/cat.md
+// (method, cost models): t(bytes) = a + b * ceil(bytes / P_max), fitted from the worker's own
+// pushes by exponentially weighted recursive least squares that survives stalled acks and follows
+// real rate changes; plus the probe policy (join-time calibration, exploration when pushes are too
 // alike in size to tell a from b) under a bytes-per-minute cap. Sans-I/O: callers pass measured
 // seconds and clock readings in; nothing here reads a clock.
 #include <cstddef>
@@ -33,7 +33,8 @@ struct LinkEstimatorSpec {
   // one new line before the estimator believes the link changed rather than stalled: a step
   // change is followed after about this many samples.
   uint32_t shift_confirm_samples = 4;
-  // Recent pushes looked at to decide whether their sizes still identify b.
+  // Recent pushes looked at to decide whether their sizes still identify b (at least
+  // kMinExplorationWindow).
   uint32_t exploration_window = 32;
   // No link moves a packet faster than this. A fitted b never goes below packet_bytes * 8 / this
   // (0.116 us for 1448 bytes at 100 Gbit/s): on a link so fast that its per-packet time drowns
@@ -41,6 +42,9 @@ struct LinkEstimatorSpec {
   // (the allocator) take for "not measured yet".
   double max_bits_per_second = 100e9;
 };
+
+// The smallest exploration_window, and the recent pushes needed before a probe is asked for.
+inline constexpr size_t kMinExplorationWindow = 8;
 
 struct LinkFit {
   double a = 0, b = 0;                // seconds, seconds per packet
@@ -135,6 +139,9 @@ class LinkEstimator {
   double minSlope() const;
   bool slopeIdentified() const;
   Line currentLine(bool* identified) const;
+  // Probe bytes the last minute's probes leave of the probe budget (probe_bytes_per_minute, and
+  // probe_link_share of the fitted link).
+  double probeRoom() const;
   double predictPackets(double x) const;
   double robustScale() const;
   double predictionVariance(double x, double prediction) const;

@@ -43,10 +43,50 @@ bool isBlankLine(std::string_view line) {
                      [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
+// The label column's index among the header's fields (the last one when no name is given).
+size_t labelIndex(const std::vector<Field>& header, const std::string& label_column,
+                  const std::string& path, size_t line_no) {
+  if (header.size() < 2) {
+    detail::textError(path, line_no, 1, "header needs a label and a feature column");
+  }
+  if (label_column.empty()) return header.size() - 1;
+  const auto it = std::find_if(header.begin(), header.end(),
+                               [&](const Field& f) { return f.text == label_column; });
+  if (it == header.end()) {
+    detail::textError(path, line_no, 1, "no column named '" + label_column + "' in the header");
+  }
+  return size_t(it - header.begin());
+}
+
+// Reads one data row's fields: the label goes to `labels`, the features to `values`.
+void readRow(std::string_view line, const std::vector<Field>& fields, size_t num_columns,
+             size_t label_index, const std::string& path, size_t line_no,
+             detail::LabelCollector& labels, std::vector<float>& values) {
+  if (fields.size() != num_columns) {
+    const size_t column =
+        fields.size() > num_columns ? fields[num_columns].column : line.size() + 1;
+    detail::textError(path, line_no, column,
+                      "expected " + std::to_string(num_columns) + " fields, found " +
+                          std::to_string(fields.size()));
+  }
+  for (size_t k = 0; k < fields.size(); ++k) {
+    if (k == label_index) {
+      labels.add(fields[k].text, line_no, fields[k].column);
+      continue;
+    }
+    const auto value = detail::parseFeature(fields[k].text);
+    if (!value) {
+      detail::textError(
+          path, line_no, fields[k].column,
+          "value '" + std::string(fields[k].text) + "' is not a number a float can hold");
+    }
+    values.push_back(*value);
+  }
+}
+
 }  // namespace
 
 Dataset readCsv(const std::string& path, const std::string& label_column) {
-  using detail::textError;
   const std::string text = detail::readTextFile(path);
   detail::LabelCollector labels(path);
   std::vector<Field> fields;
@@ -66,43 +106,13 @@ Dataset readCsv(const std::string& path, const std::string& label_column) {
     ++line_no;
     if (isBlankLine(line)) continue;
     splitFields(line, fields);
-
     if (!have_header) {
       have_header = true;
       num_columns = fields.size();
-      if (num_columns < 2) textError(path, line_no, 1, "header needs a label and a feature column");
-      if (label_column.empty()) {
-        label_index = num_columns - 1;
-      } else {
-        const auto it = std::find_if(fields.begin(), fields.end(),
-                                     [&](const Field& f) { return f.text == label_column; });
-        if (it == fields.end()) {
-          textError(path, line_no, 1, "no column named '" + label_column + "' in the header");
-        }
-        label_index = size_t(it - fields.begin());
-      }
+      label_index = labelIndex(fields, label_column, path, line_no);
       continue;
     }
-
-    if (fields.size() != num_columns) {
-      const size_t column =
-          fields.size() > num_columns ? fields[num_columns].column : line.size() + 1;
-      textError(path, line_no, column,
-                "expected " + std::to_string(num_columns) + " fields, found " +
-                    std::to_string(fields.size()));
-    }
-    for (size_t k = 0; k < fields.size(); ++k) {
-      if (k == label_index) {
-        labels.add(fields[k].text, line_no, fields[k].column);
-        continue;
-      }
-      const auto value = detail::parseFeature(fields[k].text);
-      if (!value) {
-        textError(path, line_no, fields[k].column,
-                  "value '" + std::string(fields[k].text) + "' is not a number a float can hold");
-      }
-      values.push_back(*value);
-    }
+    readRow(line, fields, num_columns, label_index, path, line_no, labels, values);
     ++rows;
   }
   if (!have_header) throw std::runtime_error("'" + path + "': empty file, expected a header line");

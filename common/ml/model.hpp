@@ -3,7 +3,7 @@
 //  - softmax: multinomial logistic regression, params = W (classes x features, row-major) then b.
 //  - logistic: binary logistic regression with L2 (labels 0/1), params = w (features) then b;
 //    smoothness L = 0.25 * max_i ||[x_i,1]||^2 + l2 (an upper bound on the Hessian norm), which is
-//    what CAT (papers/cat.md) needs for its step 1/L.
+//    what CAT (docs/cat.md, method) needs for its step 1/L.
 //  - mlp: one hidden layer (ReLU) then softmax; params = W1, b1, W2, b2.
 // The L2 term l2/2 * ||w||^2 covers the weight matrices/vectors only, never the biases (a bias
 // penalty would pull class priors towards uniform). smoothness(): logistic as above; softmax

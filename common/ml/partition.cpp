@@ -122,6 +122,110 @@ std::vector<double> geometricShares(size_t parts, double ratio) {
   return shares;
 }
 
+namespace {
+
+using Parts = std::vector<std::vector<size_t>>;
+
+// Without label skew: a seeded shuffle cut into the workers' sizes.
+Parts iidPartition(size_t rows, const std::vector<size_t>& sizes, uint64_t seed) {
+  std::vector<size_t> order(rows);
+  std::iota(order.begin(), order.end(), size_t{0});
+  Rng rng(deriveSeed(seed, kIidShuffle));
+  detail::shuffle(order.begin(), order.end(), rng);
+  Parts out(sizes.size());
+  size_t next = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out[i].assign(order.begin() + ptrdiff_t(next), order.begin() + ptrdiff_t(next + sizes[i]));
+    next += sizes[i];
+    std::sort(out[i].begin(), out[i].end());
+  }
+  return out;
+}
+
+// The rows of each class, shuffled. Refused before the tables are allocated, naming the label
+// that makes them so wide.
+Parts classPools(std::span<const int32_t> labels, int32_t num_classes, size_t parts,
+                 uint64_t seed) {
+  if (num_classes < 1) throw std::invalid_argument("partition: num_classes must be >= 1");
+  const auto classes = static_cast<size_t>(num_classes);
+  if (uint64_t{parts} * classes > kMaxLabelSkewTable) {
+    const int32_t largest = *std::max_element(labels.begin(), labels.end());
+    throw std::invalid_argument(
+        "partition: label skew needs tables of " + std::to_string(parts) + " workers x " +
+        std::to_string(classes) + " classes (the largest label is " + std::to_string(largest) +
+        "), more than " + std::to_string(kMaxLabelSkewTable) +
+        " entries; number the classes densely from 0, or partition without label skew "
+        "(dirichlet_alpha 0)");
+  }
+  Parts pools(classes);
+  for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] < 0 || labels[r] >= num_classes) {
+      throw std::invalid_argument("partition: label " + std::to_string(labels[r]) + " of row " +
+                                  std::to_string(r) + " outside [0, " +
+                                  std::to_string(num_classes) + ")");
+    }
+    pools[size_t(labels[r])].push_back(r);
+  }
+  Rng pool_rng(deriveSeed(seed, kClassPools));
+  for (auto& pool : pools) detail::shuffle(pool.begin(), pool.end(), pool_rng);
+  return pools;
+}
+
+// The class pools being handed out: the rows of each class and how many are already given.
+struct Pools {
+  Parts rows;
+  std::vector<size_t> cursor;
+
+  // Gives worker `out` the next `take` rows of class c.
+  void give(size_t c, size_t take, std::vector<size_t>& out) {
+    auto first = rows[c].begin() + ptrdiff_t(cursor[c]);
+    out.insert(out.end(), first, first + ptrdiff_t(take));
+    cursor[c] += take;
+  }
+};
+
+// Grants the workers' requests class by class; an over-asked class is split in proportion to the
+// requests.
+void grantRequests(const Parts& want, Pools& pools, Parts& out) {
+  const size_t parts = want.size();
+  std::vector<double> requests(parts);
+  for (size_t c = 0; c < pools.rows.size(); ++c) {
+    size_t demand = 0;
+    for (size_t i = 0; i < parts; ++i) {
+      requests[i] = double(want[i][c]);
+      demand += want[i][c];
+    }
+    std::vector<size_t> grant(parts);
+    if (demand <= pools.rows[c].size()) {
+      for (size_t i = 0; i < parts; ++i) grant[i] = want[i][c];
+    } else {
+      grant = apportion(pools.rows[c].size(), requests);
+    }
+    for (size_t i = 0; i < parts; ++i) pools.give(c, grant[i], out[i]);
+  }
+}
+
+// Tops each worker up to its size from the classes it prefers most that still have rows: the
+// leftover rows number exactly the total shortfall, since sizes sum to the rows.
+void topUp(const std::vector<std::vector<double>>& mix, const std::vector<size_t>& sizes,
+           Pools& pools, Parts& out) {
+  std::vector<size_t> preference(pools.rows.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::iota(preference.begin(), preference.end(), size_t{0});
+    std::stable_sort(preference.begin(), preference.end(),
+                     [&](size_t a, size_t b) { return mix[i][a] > mix[i][b]; });
+    for (size_t c : preference) {
+      if (out[i].size() >= sizes[i]) break;
+      const size_t take =
+          std::min(sizes[i] - out[i].size(), pools.rows[c].size() - pools.cursor[c]);
+      pools.give(c, take, out[i]);
+    }
+    std::sort(out[i].begin(), out[i].end());
+  }
+}
+
+}  // namespace
+
 std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int32_t num_classes,
                                            size_t parts, const PartitionSpec& spec) {
   if (parts == 0) throw std::invalid_argument("partition: parts must be >= 1");
@@ -134,92 +238,22 @@ std::vector<std::vector<size_t>> partition(std::span<const int32_t> labels, int3
     throw std::invalid_argument("partition: dirichlet_alpha must be finite and >= 0");
   }
   const auto sizes = workerSizes(labels.size(), parts, spec.volume_ratio);
-  std::vector<std::vector<size_t>> out(parts);
+  if (spec.dirichlet_alpha == 0) return iidPartition(labels.size(), sizes, spec.seed);
 
-  if (spec.dirichlet_alpha == 0) {
-    std::vector<size_t> order(labels.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    Rng rng(deriveSeed(spec.seed, kIidShuffle));
-    detail::shuffle(order.begin(), order.end(), rng);
-    size_t next = 0;
-    for (size_t i = 0; i < parts; ++i) {
-      out[i].assign(order.begin() + ptrdiff_t(next), order.begin() + ptrdiff_t(next + sizes[i]));
-      next += sizes[i];
-      std::sort(out[i].begin(), out[i].end());
-    }
-    return out;
-  }
-
-  if (num_classes < 1) throw std::invalid_argument("partition: num_classes must be >= 1");
-  const auto classes = static_cast<size_t>(num_classes);
-  // Refused before the tables are allocated, naming the label that makes them so wide.
-  if (uint64_t{parts} * classes > kMaxLabelSkewTable) {
-    const int32_t largest = *std::max_element(labels.begin(), labels.end());
-    throw std::invalid_argument(
-        "partition: label skew needs tables of " + std::to_string(parts) + " workers x " +
-        std::to_string(classes) + " classes (the largest label is " + std::to_string(largest) +
-        "), more than " + std::to_string(kMaxLabelSkewTable) +
-        " entries; number the classes densely from 0, or partition without label skew "
-        "(dirichlet_alpha 0)");
-  }
-  std::vector<std::vector<size_t>> pools(classes);
-  for (size_t r = 0; r < labels.size(); ++r) {
-    if (labels[r] < 0 || labels[r] >= num_classes) {
-      throw std::invalid_argument("partition: label " + std::to_string(labels[r]) + " of row " +
-                                  std::to_string(r) + " outside [0, " +
-                                  std::to_string(num_classes) + ")");
-    }
-    pools[size_t(labels[r])].push_back(r);
-  }
-  Rng pool_rng(deriveSeed(spec.seed, kClassPools));
-  for (auto& pool : pools) detail::shuffle(pool.begin(), pool.end(), pool_rng);
-
+  Pools pools{classPools(labels, num_classes, parts, spec.seed), {}};
+  const size_t classes = pools.rows.size();
+  pools.cursor.assign(classes, 0);
   // What each worker asks for: its size split by its own class proportions.
   Rng dir_rng(deriveSeed(spec.seed, kDirichlet));
   std::vector<std::vector<double>> mix(parts);
-  std::vector<std::vector<size_t>> want(parts);
+  Parts want(parts);
   for (size_t i = 0; i < parts; ++i) {
     mix[i] = dirichlet(classes, spec.dirichlet_alpha, dir_rng);
     want[i] = apportion(sizes[i], mix[i]);
   }
-
-  // Grant requests class by class; an over-asked class is split in proportion to the requests.
-  std::vector<size_t> cursor(classes, 0);
-  std::vector<double> requests(parts);
-  for (size_t c = 0; c < classes; ++c) {
-    size_t demand = 0;
-    for (size_t i = 0; i < parts; ++i) {
-      requests[i] = double(want[i][c]);
-      demand += want[i][c];
-    }
-    std::vector<size_t> grant(parts);
-    if (demand <= pools[c].size()) {
-      for (size_t i = 0; i < parts; ++i) grant[i] = want[i][c];
-    } else {
-      grant = apportion(pools[c].size(), requests);
-    }
-    for (size_t i = 0; i < parts; ++i) {
-      auto first = pools[c].begin() + ptrdiff_t(cursor[c]);
-      out[i].insert(out[i].end(), first, first + ptrdiff_t(grant[i]));
-      cursor[c] += grant[i];
-    }
-  }
-
-  // Top up: the leftover rows number exactly the total shortfall, since sizes sum to the rows.
-  std::vector<size_t> preference(classes);
-  for (size_t i = 0; i < parts; ++i) {
-    std::iota(preference.begin(), preference.end(), size_t{0});
-    std::stable_sort(preference.begin(), preference.end(),
-                     [&](size_t a, size_t b) { return mix[i][a] > mix[i][b]; });
-    for (size_t c : preference) {
-      if (out[i].size() >= sizes[i]) break;
-      const size_t take = std::min(sizes[i] - out[i].size(), pools[c].size() - cursor[c]);
-      auto first = pools[c].begin() + ptrdiff_t(cursor[c]);
-      out[i].insert(out[i].end(), first, first + ptrdiff_t(take));
-      cursor[c] += take;
-    }
-    std::sort(out[i].begin(), out[i].end());
-  }
+  Parts out(parts);
+  grantRequests(want, pools, out);
+  topUp(mix, sizes, pools, out);
   return out;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // Seeded partitioning of a dataset across workers: IID, label skew (Dirichlet(alpha) class
 // proportions per worker) and volume skew (geometric shares with largest/smallest = ratio, as in
-// papers/dagc.md). Both skews can be combined. Every worker computes the same partition from the
-// same seed and keeps only its own part.
+// docs/dagc.md, method). Both skews can be combined. Every worker computes the same partition from
+// the same seed and keeps only its own part.
 #include <cstdint>
 #include <span>
 #include <vector>

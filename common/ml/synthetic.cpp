@@ -94,6 +94,120 @@ void drawDistinct(const AliasTable& table, size_t count, std::vector<uint32_t>& 
   }
 }
 
+// Features by popularity: Zipf(1) over ranks; which feature id holds which rank is a seeded
+// permutation so popular features are spread over the index range like in real bag-of-words
+// data.
+struct FeatureRanks {
+  AliasTable popularity;
+  std::vector<double> idf;  // tf-idf-like magnitudes: rarer features weigh more when they occur
+  std::vector<int32_t> feature_of_rank;
+};
+
+std::vector<double> zipfWeights(size_t features) {
+  std::vector<double> zipf(features);
+  for (size_t r = 0; r < features; ++r) zipf[r] = 1.0 / double(r + 1);
+  return zipf;
+}
+
+FeatureRanks featureRanks(size_t features, uint64_t seed) {
+  FeatureRanks f{AliasTable(zipfWeights(features)), std::vector<double>(features),
+                 std::vector<int32_t>(features)};
+  for (size_t r = 0; r < features; ++r) f.idf[r] = 1.0 + std::log(double(r + 1));
+  std::iota(f.feature_of_rank.begin(), f.feature_of_rank.end(), 0);
+  Rng pop_rng(deriveSeed(seed, kPopularity));
+  detail::shuffle(f.feature_of_rank.begin(), f.feature_of_rank.end(), pop_rng);
+  return f;
+}
+
+void checkSparseSizes(size_t rows, size_t features, size_t nnz_per_row) {
+  const std::string sizes = std::to_string(rows) + " rows of " + std::to_string(nnz_per_row) +
+                            " non-zeros in " + std::to_string(features) + " features";
+  if (nnz_per_row == 0 || nnz_per_row > features) {
+    throw std::invalid_argument("syntheticSparse: " + sizes +
+                                ": need 1 <= nnz_per_row <= features");
+  }
+  if (features > kMaxSyntheticSparseFeatures) {
+    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
+                                std::to_string(kMaxSyntheticSparseFeatures) +
+                                " features (the generator keeps ~70 bytes a feature)");
+  }
+  // The budget also keeps the non-zeros countable in the matrix's 32-bit indices.
+  static_assert(kMaxSyntheticValues <= uint64_t(std::numeric_limits<int32_t>::max()));
+  if (rows > kMaxSyntheticValues || uint64_t(rows) * nnz_per_row > kMaxSyntheticValues) {
+    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
+                                std::to_string(kMaxSyntheticValues) +
+                                " non-zeros (1 GiB of floats)");
+  }
+}
+
+// Rows of nnz_per_row distinct features drawn by popularity, with jittered tf-idf values, each
+// row scaled to unit norm.
+SparseMatrix sparseRows(const FeatureRanks& f, size_t rows, size_t nnz_per_row, uint64_t seed) {
+  const size_t features = f.idf.size();
+  Rng row_rng(deriveSeed(seed, kRows));
+  std::vector<uint32_t> stamp(features, 0);  // stamp[r] == i + 1: rank r is already in row i
+  std::vector<size_t> ranks;
+  std::vector<std::pair<int32_t, float>> entries;
+  std::vector<int32_t> outer{0};
+  std::vector<int32_t> inner;
+  std::vector<float> values;
+  inner.reserve(rows * nnz_per_row);
+  values.reserve(rows * nnz_per_row);
+  for (size_t i = 0; i < rows; ++i) {
+    ranks.clear();
+    drawDistinct(f.popularity, nnz_per_row, stamp, static_cast<uint32_t>(i + 1), row_rng, ranks);
+    entries.clear();
+    double norm2 = 0;
+    for (size_t r : ranks) {
+      const double v = (0.5 + uniform01(row_rng)) * f.idf[r];
+      entries.emplace_back(f.feature_of_rank[r], static_cast<float>(v));
+      norm2 += v * v;
+    }
+    const double scale = 1.0 / std::sqrt(norm2);
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [j, v] : entries) {
+      inner.push_back(j);
+      values.push_back(static_cast<float>(v * scale));
+    }
+    outer.push_back(static_cast<int32_t>(inner.size()));
+  }
+  return Eigen::Map<const SparseMatrix>(
+      static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(features),
+      static_cast<Eigen::Index>(inner.size()), outer.data(), inner.data(), values.data());
+}
+
+// Labels of a hidden sparse linear model; the bias is the median margin so both classes are
+// common, and kLabelNoise of the labels are flipped. Its support is drawn by popularity, so the
+// labels depend mostly on features that occur often enough to be learned (as topic labels depend
+// on common words). Dividing by the idf makes each present support feature count alike in the
+// margin, instead of the rare ones with their large tf-idf values deciding.
+std::vector<int32_t> hiddenLabels(const FeatureRanks& f, const SparseMatrix& x, uint64_t seed) {
+  const size_t features = f.idf.size();
+  const auto rows = static_cast<size_t>(x.rows());
+  Rng hidden_rng(deriveSeed(seed, kHidden));
+  const auto support_size = std::max<size_t>(1, size_t(kHiddenSupport * double(features)));
+  std::vector<uint32_t> in_support(features, 0);
+  std::vector<size_t> support;
+  drawDistinct(f.popularity, support_size, in_support, 1, hidden_rng, support);
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(features));
+  for (size_t r : support) w[Eigen::Index(f.feature_of_rank[r])] = gaussian(hidden_rng) / f.idf[r];
+  const Eigen::VectorXd margins = x.cast<double>() * w;
+  double bias = 0;
+  if (rows > 0) {
+    std::vector<double> sorted(margins.data(), margins.data() + margins.size());
+    std::nth_element(sorted.begin(), sorted.begin() + Eigen::Index(rows / 2), sorted.end());
+    bias = sorted[rows / 2];
+  }
+  Rng flip_rng(deriveSeed(seed, kFlips));
+  std::vector<int32_t> labels(rows);
+  for (size_t i = 0; i < rows; ++i) {
+    int32_t y = margins[Eigen::Index(i)] > bias ? 1 : 0;
+    if (uniform01(flip_rng) < kLabelNoise) y = 1 - y;
+    labels[i] = y;
+  }
+  return labels;
+}
+
 }  // namespace
 
 Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t seed) {
@@ -140,99 +254,13 @@ Dataset syntheticDense(size_t rows, size_t features, int32_t classes, uint64_t s
 }
 
 Dataset syntheticSparse(size_t rows, size_t features, size_t nnz_per_row, uint64_t seed) {
-  const std::string sizes = std::to_string(rows) + " rows of " + std::to_string(nnz_per_row) +
-                            " non-zeros in " + std::to_string(features) + " features";
-  if (nnz_per_row == 0 || nnz_per_row > features) {
-    throw std::invalid_argument("syntheticSparse: " + sizes +
-                                ": need 1 <= nnz_per_row <= features");
-  }
-  if (features > kMaxSyntheticSparseFeatures) {
-    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
-                                std::to_string(kMaxSyntheticSparseFeatures) +
-                                " features (the generator keeps ~70 bytes a feature)");
-  }
-  // The budget also keeps the non-zeros countable in the matrix's 32-bit indices.
-  static_assert(kMaxSyntheticValues <= uint64_t(std::numeric_limits<int32_t>::max()));
-  if (rows > kMaxSyntheticValues || uint64_t(rows) * nnz_per_row > kMaxSyntheticValues) {
-    throw std::invalid_argument("syntheticSparse: " + sizes + ": more than " +
-                                std::to_string(kMaxSyntheticValues) +
-                                " non-zeros (1 GiB of floats)");
-  }
-  // Zipf(1) popularity over ranks; which feature id holds which rank is a seeded permutation so
-  // popular features are spread over the index range like in real bag-of-words data.
-  std::vector<double> zipf(features);
-  for (size_t r = 0; r < features; ++r) zipf[r] = 1.0 / double(r + 1);
-  const AliasTable popularity(zipf);
-  // tf-idf-like magnitudes: rarer features weigh more when they occur.
-  std::vector<double> idf(features);
-  for (size_t r = 0; r < features; ++r) idf[r] = 1.0 + std::log(double(r + 1));
-  std::vector<int32_t> feature_of_rank(features);
-  std::iota(feature_of_rank.begin(), feature_of_rank.end(), 0);
-  Rng pop_rng(deriveSeed(seed, kPopularity));
-  detail::shuffle(feature_of_rank.begin(), feature_of_rank.end(), pop_rng);
-
-  Rng row_rng(deriveSeed(seed, kRows));
-  std::vector<uint32_t> stamp(features, 0);  // stamp[r] == i + 1: rank r is already in row i
-  std::vector<size_t> ranks;
-  std::vector<std::pair<int32_t, float>> entries;
-  std::vector<int32_t> outer{0};
-  std::vector<int32_t> inner;
-  std::vector<float> values;
-  inner.reserve(rows * nnz_per_row);
-  values.reserve(rows * nnz_per_row);
-  for (size_t i = 0; i < rows; ++i) {
-    ranks.clear();
-    drawDistinct(popularity, nnz_per_row, stamp, static_cast<uint32_t>(i + 1), row_rng, ranks);
-    // Jittered tf-idf values, then the row is scaled to unit norm.
-    entries.clear();
-    double norm2 = 0;
-    for (size_t r : ranks) {
-      const double v = (0.5 + uniform01(row_rng)) * idf[r];
-      entries.emplace_back(feature_of_rank[r], static_cast<float>(v));
-      norm2 += v * v;
-    }
-    const double scale = 1.0 / std::sqrt(norm2);
-    std::sort(entries.begin(), entries.end());
-    for (const auto& [j, v] : entries) {
-      inner.push_back(j);
-      values.push_back(static_cast<float>(v * scale));
-    }
-    outer.push_back(static_cast<int32_t>(inner.size()));
-  }
-
+  checkSparseSizes(rows, features, nnz_per_row);
+  const FeatureRanks ranks = featureRanks(features, seed);
   Dataset out;
   out.is_sparse = true;
   out.num_classes = 2;
-  out.sparse = Eigen::Map<const SparseMatrix>(
-      static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(features),
-      static_cast<Eigen::Index>(inner.size()), outer.data(), inner.data(), values.data());
-
-  // Hidden sparse linear model; the bias is the median margin so both classes are common.
-  Rng hidden_rng(deriveSeed(seed, kHidden));
-  // Its support is drawn by popularity, so the labels depend mostly on features that occur
-  // often enough to be learned (as topic labels depend on common words). Dividing by the idf
-  // makes each present support feature count alike in the margin, instead of the rare ones
-  // with their large tf-idf values deciding.
-  const auto support_size = std::max<size_t>(1, size_t(kHiddenSupport * double(features)));
-  std::vector<uint32_t> in_support(features, 0);
-  std::vector<size_t> support;
-  drawDistinct(popularity, support_size, in_support, 1, hidden_rng, support);
-  Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(features));
-  for (size_t r : support) w[Eigen::Index(feature_of_rank[r])] = gaussian(hidden_rng) / idf[r];
-  const Eigen::VectorXd margins = out.sparse.cast<double>() * w;
-  double bias = 0;
-  if (rows > 0) {
-    std::vector<double> sorted(margins.data(), margins.data() + margins.size());
-    std::nth_element(sorted.begin(), sorted.begin() + Eigen::Index(rows / 2), sorted.end());
-    bias = sorted[rows / 2];
-  }
-  Rng flip_rng(deriveSeed(seed, kFlips));
-  out.labels.resize(rows);
-  for (size_t i = 0; i < rows; ++i) {
-    int32_t y = margins[Eigen::Index(i)] > bias ? 1 : 0;
-    if (uniform01(flip_rng) < kLabelNoise) y = 1 - y;
-    out.labels[i] = y;
-  }
+  out.sparse = sparseRows(ranks, rows, nnz_per_row, seed);
+  out.labels = hiddenLabels(ranks, out.sparse, seed);
   return out;
 }
 

@@ -7,12 +7,29 @@
 
 namespace tern::tuning {
 
-std::optional<Scheme> schemeOf(const std::string& compressor_name) {
-  if (compressor_name == "topk" || compressor_name == "threshold") return Scheme::kTopT;
-  if (compressor_name == "randomk") return Scheme::kUniform;
-  if (compressor_name == "sq") return Scheme::kSignScale;
-  if (compressor_name == "stochastic") return Scheme::kStochastic;
+std::optional<Scheme> schemeOf(compression::CompressorKind kind) {
+  using compression::CompressorKind;
+  switch (kind) {
+    case CompressorKind::kTopK:
+    case CompressorKind::kThreshold:
+      return Scheme::kTopT;
+    case CompressorKind::kRandomK:
+      return Scheme::kUniform;
+    case CompressorKind::kSq:
+      return Scheme::kSignScale;
+    case CompressorKind::kStochastic:
+      return Scheme::kStochastic;
+    case CompressorKind::kIdentity:
+    case CompressorKind::kFp16:
+    case CompressorKind::kQsgd:
+      return std::nullopt;
+  }
   return std::nullopt;
+}
+
+std::optional<Scheme> schemeOf(const std::string& compressor_name) {
+  const auto kind = compression::compressorKindNamed(compressor_name);
+  return kind ? schemeOf(*kind) : std::nullopt;
 }
 
 std::string schemeName(Scheme scheme) {

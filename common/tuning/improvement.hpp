@@ -1,5 +1,6 @@
 #pragma once
-// CAT's guaranteed objective improvement per compressor (papers/cat.md, eqs. 9, 12 and 15), for
+// CAT's guaranteed objective improvement per compressor (docs/cat.md, method: the paper's eqs. 9,
+// 12 and 15), for
 // an L-smooth objective and a vector g (the gradient, plus error-feedback residual in tern):
 //  - top-T:      improvement(T) = S2(T) / (2L),           step 1/L                      (eq. 9)
 //  - S+Q:        improvement(T) = S1(T)^2 / (2 L T),      step S1(T) / (L T s)          (eq. 12)
@@ -25,6 +26,7 @@
 #include <span>
 #include <string>
 
+#include "common/compression/compressor.hpp"
 #include "common/tuning/magnitude_profile.hpp"
 
 namespace tern::tuning {
@@ -34,6 +36,9 @@ enum class Scheme { kTopT, kSignScale, kStochastic, kUniform };
 // The step argument `eta` of the functions below: kBestStep (0) = each compressor's best step,
 // the paper's; a positive eta = the step the receiver applies, whatever T is.
 inline constexpr double kBestStep = 0.0;
+// The step a decision reports: `best` (1/L for what sends everything exactly) under kBestStep,
+// else eta.
+inline double stepOr(double eta, double best) { return eta == kBestStep ? best : eta; }
 
 // The bound for a compressor whose E<g, Q> = E||Q||^2 = moment (top-T: S2(T); S+Q: S1(T)^2 / T):
 // moment / (2L) at the best step 1/L, eta (1 - L eta / 2) moment at eta.
@@ -45,6 +50,7 @@ double unbiasedImprovement(double sq_norm, double omega, double L, double eta);
 // The improvement function a compressor obeys: topk and threshold use the top-T form, sq the S+Q
 // form, stochastic the omega form, randomk the random-T form; nullopt for compressors without a
 // level.
+std::optional<Scheme> schemeOf(compression::CompressorKind kind);
 std::optional<Scheme> schemeOf(const std::string& compressor_name);
 // False for random-T, whose improvement needs no order of the magnitudes: searches skip sorting.
 inline bool needsOrder(Scheme scheme) { return scheme != Scheme::kUniform; }

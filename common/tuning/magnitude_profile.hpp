@@ -1,6 +1,6 @@
 #pragma once
 // The sorted magnitudes of a vector and their prefix sums, the one structure every CAT
-// improvement function reads (papers/cat.md, "Compressors and their improvement functions"):
+// improvement function reads (docs/cat.md, method: the compressors and their improvements):
 // |g|_[1] >= |g|_[2] >= ..., S1(T) = sum_{j<=T} |g|_[j], S2(T) = sum_{j<=T} g_[j]^2.
 // The order is built lazily: only a prefix is sorted (partial selection, O(d + k log k)) and it
 // grows when the search needs larger T, so a small T* never pays for sorting all of d.

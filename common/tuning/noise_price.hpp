@@ -1,5 +1,5 @@
 #pragma once
-// The noise of stochastic sparsification (papers/cat.md, compressor 3) at every level T of one
+// The noise of stochastic sparsification (docs/cat.md, method) at every level T of one
 // vector v: Q keeps coordinate j with probability p_j = min(1, lambda |v_j|), sum_j p_j = T,
 // and sends v_j / p_j, independently per coordinate, so Var(Q_j) = v_j^2 (1/p_j - 1). For
 // weights w_j >= 0 the priced noise is sum_j w_j Var(Q_j) = E[(Q - v)^T diag(w) (Q - v)]; for

@@ -1,5 +1,5 @@
 #pragma once
-// CAT's level selection (papers/cat.md, "Idea"):  T* = argmax_{T in [1, m]} improvement(T) / C(T),
+// CAT's level selection (docs/cat.md, method):  T* = argmax_{T in [1, m]} improvement(T) / C(T),
 // C(T) = cost model applied to Compressor::encodedBytes(d, T), m = min(d, cap); ties go to the
 // smaller T (fewer bytes for the same value). selectLevel() is exact and fast: it splits [1, m]
 // into blocks (the packets of a packet model, fixed runs otherwise), bounds the ratio in each
@@ -36,11 +36,12 @@ struct Selection {
 // C non-decreasing in bytes). Sorts more of p only when a block past its prefix could win.
 // credit_limit caps the improvement credited to any T: the ratio is
 // min(improvement(T), credit_limit) / C(T) (infinity = CAT as in the paper; see
-// TunerSpec::memory_credit for what tern uses it for). Must be >= 0 (NaN throws).
+// Tuner::choose's gradient_sq_norm for what tern uses it for). Must be >= 0 (NaN throws).
 // base_improvement is a decrease the step earns at every T (see Tuner::choose); the ratio is
 // min(base_improvement + improvement(T), credit_limit) / C(T). Must be finite and >= 0.
 // eta: the step the receiver applies (kBestStep = each compressor's best step, the paper's CAT);
-// finite and >= 0.
+// finite and >= 0. A cap, a base or a step of the receiver's deviates from the paper's criterion:
+// docs/cat.md, "Deviations from the paper", says how.
 Selection selectLevel(Scheme scheme, MagnitudeProfile& p, double L, uint32_t max_level,
                       const compression::Compressor& comp, const costmodel::CostModel& cost,
                       double credit_limit = std::numeric_limits<double>::infinity(),

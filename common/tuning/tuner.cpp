@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/compression/top_k_selection.hpp"
+#include "common/tuning/binned_search.hpp"
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/selection.hpp"
 
@@ -20,9 +21,6 @@ namespace {
 
 // Magnitudes sorted up front by cat before its first T* is known.
 constexpr size_t kInitialSorted = 512;
-
-// The step a decision reports: the best step (1/L for what sends everything exactly), or eta.
-double stepOr(double eta, double best) { return eta == kBestStep ? best : eta; }
 
 uint32_t levelLimit(size_t dim, uint32_t cap, double eta) {
   if (!(eta >= 0.0) || !std::isfinite(eta))
@@ -127,229 +125,9 @@ TuningDecision decisionAtLevel(Scheme scheme, std::span<const float> v, uint32_t
   return {level, c, s1 * s1 / (2.0 * L * sent), s1 > 0.0 ? 1.0 / L : 0.0, true};
 }
 
-// The hybrid's step between S+Q's full recomputes (S+Q's T* moves from push to push where
-// top-T's stays put). One pass over the vector bins the magnitudes by their float exponent and
-// top three mantissa bits (1/8 octave, no logarithm), keeping count, S1 and the largest
-// magnitude per bin, and ||v||_2^2 for the drift check. A scan from the largest bin down
-// evaluates S1^2 / (2 L T) / C(T) at every bin boundary (the levels a threshold there would
-// keep). Levels inside a bin that can matter, the last level of each packet count (the level
-// that fills the packets it pays for) and the cap when it cuts a bin, get an upper bound from
-// the bin's largest magnitude; those whose bound beats the best ratio found are evaluated
-// exactly, best bound first and at most kMaxExact of them, by a selection among that bin's
-// magnitudes only. No sort; the improvement is exact for what the level keeps, only the choice
-// among levels is coarser than the full search's.
-class BinnedSearch {
- public:
-  struct Scan {
-    bool any = false;       // some magnitude is finite and nonzero
-    uint32_t top = 0;       // bin of the largest
-    double sparsity = 0.0;  // ||v||_1^2 / ||v||_2^2, as effectiveSparsity computes it
-  };
-
-  // The one pass over v; choose() then works from the bins it kept.
-  Scan scan(std::span<const float> v) {
-    // Allocated before the pass: nothing after it may throw and leave the lanes dirty.
-    count_.assign(kBins, 0);
-    s1_.assign(kBins, 0.0);
-    largest_.assign(kBins, 0.0f);
-    // Even and odd coordinates go to separate bins, so that runs of magnitudes in one bin do
-    // not wait on each other's stores.
-    double l2[kLanes] = {};
-    uint32_t top[kLanes] = {}, bottom[kLanes];
-    std::fill(bottom, bottom + kLanes, kAbsoluteBins);
-    auto add = [&](size_t lane, float x) {
-      const float a = std::fabs(x);
-      const uint32_t bits = bitsOf(a);
-      if (bits - 1u >= kInfinityBits - 1u) return;  // zero, infinite or NaN
-      const uint32_t b = bits >> kMantissaDrop;
-      Lane& h = lanes_[lane];
-      ++h.count[b];
-      h.s1[b] += a;
-      h.largest[b] = std::max(h.largest[b], a);
-      l2[lane] += static_cast<double>(a) * a;
-      top[lane] = std::max(top[lane], b);
-      bottom[lane] = std::min(bottom[lane], b);
-    };
-    size_t j = 0;
-    for (; j + kLanes <= v.size(); j += kLanes)
-      for (size_t lane = 0; lane < kLanes; ++lane) add(lane, v[j + lane]);
-    for (; j < v.size(); ++j) add(0, v[j]);
-
-    Scan s;
-    double sq = 0.0;
-    uint32_t low = kAbsoluteBins;
-    for (size_t lane = 0; lane < kLanes; ++lane) {
-      sq += l2[lane];
-      s.top = std::max(s.top, top[lane]);
-      low = std::min(low, bottom[lane]);
-    }
-    // The search's bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares
-    // the last.
-    // Only the bins between the smallest and the largest magnitude were touched; they are
-    // cleared again for the next scan.
-    for (uint32_t b = low; b <= s.top && low < kAbsoluteBins; ++b) {
-      const uint32_t k = std::min<uint32_t>(s.top - b, kBins - 1);
-      for (Lane& h : lanes_) {
-        count_[k] += h.count[b];
-        s1_[k] += h.s1[b];
-        largest_[k] = std::max(largest_[k], h.largest[b]);
-        h.count[b] = 0;
-        h.s1[b] = 0.0;
-        h.largest[b] = 0.0f;
-      }
-    }
-    double l1 = 0.0;
-    for (double x : s1_) l1 += x;
-    s.any = sq > 0.0;
-    s.sparsity = s.any ? l1 * l1 / sq : 0.0;
-    return s;
-  }
-
-  // `s` is the last scan() this object made, with s.any set. eta: kBestStep, or a step below
-  // 2/L (where the improvement is a positive multiple of S1^2 / T).
-  TuningDecision choose(std::span<const float> v, const Scan& s, uint32_t cap, double L, double eta,
-                        const compression::Compressor& comp, const costmodel::CostModel& cost) {
-    const auto dim = static_cast<uint32_t>(v.size());
-    auto costAt = [&](uint32_t T) { return predictedCost(comp, cost, dim, T); };
-    auto improvementOf = [&](double s1, uint32_t T) {
-      if (eta != kBestStep) return biasedImprovement(s1 * s1 / static_cast<double>(T), L, eta);
-      return s1 * s1 / (2.0 * L * static_cast<double>(T));
-    };
-    uint32_t best_level = 0;
-    double best_s1 = 0.0, best_cost = 0.0, best_ratio = -1.0;
-    auto consider = [&](uint32_t T, double s1) {
-      const double c = costAt(T);
-      const double ratio = c > 0.0 ? improvementOf(s1, T) / c : 0.0;
-      if (ratio > best_ratio || (ratio == best_ratio && T < best_level)) {
-        best_ratio = ratio;
-        best_level = T;
-        best_s1 = s1;
-        best_cost = c;
-      }
-    };
-
-    const std::vector<uint32_t>& fills = packetFills(dim, cap, comp, cost);
-    inside_.clear();
-    auto addInside = [&](uint32_t T, uint32_t k, uint32_t before, double s1_before) {
-      const double s1_bound = s1_before + static_cast<double>(T - before) * largest_[k];
-      const double c = costAt(T);
-      inside_.push_back({T, k, before, s1_before, c > 0.0 ? improvementOf(s1_bound, T) / c : 0.0});
-    };
-
-    uint32_t T = 0;
-    double s1 = 0.0;
-    size_t next_fill = 0;
-    for (uint32_t k = 0; k < kBins; ++k) {
-      if (count_[k] == 0) continue;
-      const bool cut = uint64_t{T} + count_[k] > cap;
-      const uint32_t end = cut ? cap : T + count_[k];
-      // The packet-filling levels strictly inside (T, end).
-      while (next_fill < fills.size() && fills[next_fill] <= T) ++next_fill;
-      for (; next_fill < fills.size() && fills[next_fill] < end; ++next_fill)
-        addInside(fills[next_fill], k, T, s1);
-      if (cut) {
-        if (end > T) addInside(end, k, T, s1);
-        break;
-      }
-      T = end;
-      s1 += s1_[k];
-      consider(T, s1);
-    }
-
-    std::sort(inside_.begin(), inside_.end(),
-              [](const Inside& a, const Inside& b) { return a.bound > b.bound; });
-    uint32_t gathered = kBins;  // the bin whose magnitudes are in scratch_
-    int exact = 0;
-    for (const Inside& c : inside_) {
-      if (c.bound <= best_ratio || exact == kMaxExact) break;
-      ++exact;
-      if (gathered != c.bin) {
-        scratch_.clear();
-        for (float x : v) {
-          const float a = std::fabs(x);
-          if (!std::isfinite(a) || a == 0.0f) continue;
-          if (binIndex(s.top, a) == c.bin) scratch_.push_back(a);
-        }
-        gathered = c.bin;
-      }
-      const uint32_t n = c.level - c.before;
-      std::nth_element(scratch_.begin(), scratch_.begin() + (n - 1), scratch_.end(),
-                       std::greater<>());
-      double part = 0.0;
-      for (uint32_t j = 0; j < n; ++j) part += scratch_[j];
-      consider(c.level, c.s1_before + part);
-    }
-    return {best_level, best_cost, improvementOf(best_s1, best_level), stepOr(eta, 1.0 / L), false};
-  }
-
- private:
-  static constexpr uint32_t kBins = 256;  // 32 octaves at 8 bins each
-  static constexpr double kMinLevelsPerPacket = 64.0;
-  static constexpr int kMaxExact = 4;            // selections inside bins per choice, at most
-  static constexpr uint32_t kMantissaDrop = 20;  // keep 3 of 23 mantissa bits
-  static constexpr uint32_t kInfinityBits = 0x7f800000u;  // the bits of +infinity
-  static constexpr uint32_t kAbsoluteBins = (kInfinityBits >> kMantissaDrop) + 1;
-  static constexpr size_t kLanes = 2;
-  struct Lane {
-    std::array<uint32_t, kAbsoluteBins> count;
-    std::array<double, kAbsoluteBins> s1;
-    std::array<float, kAbsoluteBins> largest;
-  };
-  struct Inside {
-    uint32_t level, bin, before;  // the level, its bin, the level at the bin's upper boundary
-    double s1_before;             // S1 of the bins above
-    double bound;                 // upper bound on the ratio at `level`
-  };
-  // The last level of each packet count below `cap` (levels that fill the packets they pay
-  // for), kept from call to call while the compressor, dimension, cap and packet size stay.
-  // Empty without packets, or when a packet holds so few levels that the cost is close to
-  // affine and bin boundaries suffice.
-  const std::vector<uint32_t>& packetFills(uint32_t dim, uint32_t cap,
-                                           const compression::Compressor& comp,
-                                           const costmodel::CostModel& cost) {
-    const size_t P = cost.packetBytes().value_or(0);
-    const size_t overhead = cost.overheadBytes();
-    if (P == fills_packet_ && overhead == fills_overhead_ && dim == fills_dim_ &&
-        cap == fills_cap_ && comp.name() == fills_compressor_)
-      return fills_;
-    fills_.clear();
-    fills_packet_ = P;
-    fills_overhead_ = overhead;
-    fills_dim_ = dim;
-    fills_cap_ = cap;
-    fills_compressor_ = comp.name();
-    fills_ = packetSteps(comp, dim, cap, P, kMinLevelsPerPacket, overhead)
-                 .value_or(std::vector<uint32_t>{});
-    return fills_;
-  }
-
-  static uint32_t bitsOf(float a) {
-    uint32_t bits;
-    std::memcpy(&bits, &a, sizeof bits);
-    return bits;
-  }
-  // Exponent and the top three mantissa bits of a positive float: monotone in the value.
-  static uint32_t binOf(float a) { return bitsOf(a) >> kMantissaDrop; }
-  // Bin 0 holds the largest magnitudes; everything kBins - 1 bins below shares the last.
-  static uint32_t binIndex(uint32_t top, float a) {
-    return std::min<uint32_t>(top - binOf(a), kBins - 1);
-  }
-  std::array<Lane, kLanes> lanes_{};  // scan()'s bins, by absolute bin; zero between scans
-  std::vector<uint32_t> count_;
-  std::vector<double> s1_;
-  std::vector<float> largest_;
-  std::vector<Inside> inside_;
-  std::vector<float> scratch_;  // the magnitudes of one bin
-  std::vector<uint32_t> fills_;
-  size_t fills_packet_ = 0;
-  size_t fills_overhead_ = 0;
-  uint32_t fills_dim_ = 0, fills_cap_ = 0;
-  std::string fills_compressor_;
-};
-
 std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
   if (!comp.hasLevel()) return std::nullopt;
-  return schemeOf(comp.name());
+  return schemeOf(comp.kind());
 }
 
 class CatTuner final : public Tuner {
@@ -364,69 +142,101 @@ class CatTuner final : public Tuner {
     const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
+    const Call call{v, cap, m, *scheme, comp, cost, gradient_sq_norm, base_improvement, eta};
+    if (auto reused = reuse(call)) return *reused;
+    return recompute(call);
+  }
 
+ private:
+  // One call's inputs; m is the most coordinates it may send.
+  struct Call {
+    std::span<const float> v;
+    uint32_t cap;
+    uint32_t m;
+    Scheme scheme;
+    const compression::Compressor& comp;
+    const costmodel::CostModel& cost;
+    double gradient_sq_norm;
+    double base_improvement;
+    double eta;
+  };
+
+  // Whether the vector's effective sparsity moved by more than the drift factor.
+  bool drifted(double sparsity) const {
+    return sparsity > shape_ * drift_ || sparsity < shape_ / drift_;
+  }
+
+  // The decision between recomputes, or nullopt when T* must be recomputed.
+  std::optional<TuningDecision> reuse(const Call& c) {
     // A new step reprices every level (and past 2/L reverses the biased ones' order).
-    bool reusable = last_ && calls_since_ < recompute_every_ && cap == cap_ && v.size() == dim_ &&
-                    *scheme == scheme_ && eta == eta_;
+    bool reusable = last_ && calls_since_ < recompute_every_ && c.cap == cap_ &&
+                    c.v.size() == dim_ && c.scheme == scheme_ && c.eta == eta_;
     // A cost model whose shape moved (a link fitted for the first time, or changed) prices
     // levels differently: T* of the old shape can be far off (a scale factor alone is not).
     if (reusable) {
-      const CostShape now = costShape(comp, cost, v.size(), last_->level, m);
+      const CostShape now = costShape(c.comp, c.cost, c.v.size(), last_->level, c.m);
       reusable = !now.movedFrom(cost_shape_);
     }
-    auto drifted = [&](double now) { return now > shape_ * drift_ || now < shape_ / drift_; };
-    if (reusable && *scheme == Scheme::kSignScale && base_improvement == 0.0 &&
-        gradient_sq_norm < 0.0 && (eta == kBestStep || biasedImprovement(1.0, L_, eta) > 0.0)) {
+    if (reusable && c.scheme == Scheme::kSignScale && c.base_improvement == 0.0 &&
+        c.gradient_sq_norm < 0.0 &&
+        (c.eta == kBestStep || biasedImprovement(1.0, L_, c.eta) > 0.0)) {
       // S+Q between recomputes: the level follows the vector through its magnitude bins.
-      const BinnedSearch::Scan s = binned_.scan(v);
+      const BinnedSearch::Scan s = binned_.scan(c.v);
       if (s.any && !(shape_ > 0.0 && drifted(s.sparsity))) {
         ++calls_since_;
-        return binned_.choose(v, s, m, L_, eta, comp, cost);
+        return binned_.choose(c.v, s, c.m, L_, c.eta, c.comp, c.cost);
       }
       reusable = false;
     }
     // Early recompute: the vector's effective sparsity moved by more than the drift factor.
-    if (reusable && shape_ > 0.0) reusable = !drifted(effectiveSparsity(v));
-    if (reusable) {
-      ++calls_since_;
-      TuningDecision d = *last_;
-      d.recomputed = false;
-      d.predicted_cost = predictedCost(comp, cost, v.size(), d.level);
-      if (*scheme == Scheme::kStochastic) {
-        // The step must match this vector: a stale omega could overshoot.
-        const double omega = stochasticOmegaUnsorted(v, d.level);
-        d.step = stepOr(eta, omega / L_);
-        d.predicted_improvement =
-            base_improvement + unbiasedImprovement(squaredNorm(v), omega, L_, eta);
-      } else if (*scheme == Scheme::kUniform) {
-        const double kept = double(d.level) / double(v.size());
-        d.predicted_improvement =
-            base_improvement + unbiasedImprovement(squaredNorm(v), kept, L_, eta);
-      }
-      return d;
-    }
+    if (reusable && shape_ > 0.0) reusable = !drifted(effectiveSparsity(c.v));
+    if (!reusable) return std::nullopt;
+    return lastDecision(c);
+  }
 
+  // T* of the last recompute, priced for this call.
+  TuningDecision lastDecision(const Call& c) {
+    ++calls_since_;
+    TuningDecision d = *last_;
+    d.recomputed = false;
+    d.predicted_cost = predictedCost(c.comp, c.cost, c.v.size(), d.level);
+    if (c.scheme == Scheme::kStochastic) {
+      // The step must match this vector: a stale omega could overshoot.
+      const double omega = stochasticOmegaUnsorted(c.v, d.level);
+      d.step = stepOr(c.eta, omega / L_);
+      d.predicted_improvement =
+          c.base_improvement + unbiasedImprovement(squaredNorm(c.v), omega, L_, c.eta);
+    } else if (c.scheme == Scheme::kUniform) {
+      const double kept = double(d.level) / double(c.v.size());
+      d.predicted_improvement =
+          c.base_improvement + unbiasedImprovement(squaredNorm(c.v), kept, L_, c.eta);
+    }
+    return d;
+  }
+
+  // The full search for T*, remembered for the calls until the next recompute.
+  TuningDecision recompute(const Call& c) {
     // Sort about what the last T* needed; the search sorts more only if it must.
     const size_t guess = last_ ? 2 * size_t{last_->level} : kInitialSorted;
     MagnitudeProfile p(
-        v, needsOrder(*scheme) ? std::min<size_t>(m, std::max(guess, kInitialSorted)) : 0);
-    const double credit = gradient_sq_norm >= 0.0 ? gradient_sq_norm / (2.0 * L_)
-                                                  : std::numeric_limits<double>::infinity();
-    const Selection s = selectLevel(*scheme, p, L_, m, comp, cost, credit, base_improvement, eta);
+        c.v, needsOrder(c.scheme) ? std::min<size_t>(c.m, std::max(guess, kInitialSorted)) : 0);
+    const double credit = c.gradient_sq_norm >= 0.0 ? c.gradient_sq_norm / (2.0 * L_)
+                                                    : std::numeric_limits<double>::infinity();
+    const Selection s =
+        selectLevel(c.scheme, p, L_, c.m, c.comp, c.cost, credit, c.base_improvement, c.eta);
     const double st =
-        s.level >= v.size() ? stepOr(eta, 1.0 / L_) : step(*scheme, p, s.level, L_, eta);
+        s.level >= c.v.size() ? stepOr(c.eta, 1.0 / L_) : step(c.scheme, p, s.level, L_, c.eta);
     last_ = TuningDecision{s.level, s.cost, s.improvement, st, true};
     calls_since_ = 1;
-    if (recompute_every_ > 1 && drift_ > 0.0) shape_ = effectiveSparsity(v);
-    cap_ = cap;
-    dim_ = v.size();
-    scheme_ = *scheme;
-    eta_ = eta;
-    if (recompute_every_ > 1) cost_shape_ = costShape(comp, cost, v.size(), s.level, m);
+    if (recompute_every_ > 1 && drift_ > 0.0) shape_ = effectiveSparsity(c.v);
+    cap_ = c.cap;
+    dim_ = c.v.size();
+    scheme_ = c.scheme;
+    eta_ = c.eta;
+    if (recompute_every_ > 1) cost_shape_ = costShape(c.comp, c.cost, c.v.size(), s.level, c.m);
     return *last_;
   }
 
- private:
   // C(T*) and C(limit) relative to C(1): what the argmax depends on (not the cost's unit).
   struct CostShape {
     double at_level = 0.0, at_limit = 0.0;
@@ -539,18 +349,27 @@ uint32_t dynamicLevel(const MagnitudeProfile& p, uint32_t max_level) {
 std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
   if (!(spec.smoothness > 0.0) || !std::isfinite(spec.smoothness))
     throw std::invalid_argument("tuner: smoothness must be finite and > 0");
-  if (spec.name == "cat") {
-    if (spec.recompute_every == 0)
-      throw std::invalid_argument("tuner: recompute_every must be >= 1");
-    if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
-      throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
-    return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift, spec.smoothness);
+  const std::optional<TunerKind> kind = tunerKindNamed(spec.name);
+  if (!kind) {
+    throw std::invalid_argument("unknown tuner '" + spec.name +
+                                "' (expected cat, fixed, dynamic or full)");
   }
-  if (spec.name == "fixed") return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
-  if (spec.name == "dynamic") return std::make_unique<DynamicTuner>(spec.smoothness);
-  if (spec.name == "full") return std::make_unique<FullTuner>(spec.smoothness);
-  throw std::invalid_argument("unknown tuner '" + spec.name +
-                              "' (expected cat, fixed, dynamic or full)");
+  switch (*kind) {
+    case TunerKind::kCat:
+      if (spec.recompute_every == 0)
+        throw std::invalid_argument("tuner: recompute_every must be >= 1");
+      if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
+        throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
+      return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift,
+                                        spec.smoothness);
+    case TunerKind::kFixed:
+      return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
+    case TunerKind::kDynamic:
+      return std::make_unique<DynamicTuner>(spec.smoothness);
+    case TunerKind::kFull:
+      return std::make_unique<FullTuner>(spec.smoothness);
+  }
+  return nullptr;
 }
 
 std::vector<std::string> tunerNames() { return {"cat", "fixed", "dynamic", "full"}; }

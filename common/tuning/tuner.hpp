@@ -1,5 +1,5 @@
 #pragma once
-// Tuners decide each push's compression level T under the coordinator's cap (papers/cat.md):
+// Tuners decide each push's compression level T under the coordinator's cap (docs/cat.md, method):
 //  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
 //             recomputed every `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift) or the
@@ -24,6 +24,7 @@
 #include "common/costmodel/cost_model.hpp"
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/magnitude_profile.hpp"
+#include "common/tuning/tuner_kind.hpp"
 
 namespace tern::tuning {
 
@@ -47,7 +48,8 @@ struct TunerSpec {
   // cat with S > 1: recompute before S calls have passed once the vector's effective sparsity
   // ||v||_1^2 / ||v||_2^2 has moved by more than this factor since T* was computed (an O(d)
   // pass per call, no sorting); 0 = off: the paper's plain hybrid, except for S+Q's binned
-  // levels under a cost without packets.
+  // levels under a cost without packets. Both deviate from the paper's hybrid: docs/cat.md,
+  // "Deviations from the paper", says how.
   double recompute_drift = 1.25;
   double smoothness = 1.0;  // L of the objective
 };

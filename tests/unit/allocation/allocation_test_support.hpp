@@ -64,7 +64,7 @@ inline uint64_t sum(const std::vector<uint32_t>& v) {
   return s;
 }
 
-// Phi written out again from papers/dagc.md, independent of keyFactor.
+// Phi written out again from docs/dagc.md (method), independent of keyFactor.
 inline double phiReference(const std::vector<double>& p, const std::vector<double>& delta) {
   double floor = delta[0];
   for (double d : delta) floor = std::min(floor, d);

@@ -12,8 +12,8 @@ using namespace tern::allocation::testing;
 
 namespace {
 
-// b_i from papers/dagc.md's cost model: seconds per packet spread over the coordinates a packet
-// carries.
+// b_i from the cost model of docs/dagc.md (method): seconds per packet spread over the coordinates
+// a packet carries.
 double perCoordinate(double seconds_per_packet, const Budget& budget) {
   return seconds_per_packet * budget.bytes_per_coordinate / budget.packet_bytes;
 }

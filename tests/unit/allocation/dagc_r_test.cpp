@@ -18,8 +18,8 @@ Allocation dagcR(const std::vector<double>& shares, double mean_ratio, uint32_t 
   return makeAllocator("dagc-r")->allocate(loads(shares), dim, budget);
 }
 
-// Theorem 4 / Algorithm 2 written straight from papers/dagc.md, for shares already sorted
-// largest first; no clipping.
+// Theorem 4 / Algorithm 2 of the DAGC paper (docs/dagc.md, method) written out, for shares already
+// sorted largest first; no clipping.
 std::vector<double> paperClosedForm(const std::vector<double>& p, double budget) {
   const std::size_t n = p.size();
   double big_p = 0.0;
@@ -134,7 +134,7 @@ TEST_CASE("dagc-r clipping keeps the closed form's proportions among unclipped w
 
 TEST_CASE("dagc-r is not monotone in the share: the runner-up to the floor gets the floor") {
   // The floor worker j* and the reference worker share delta_{j*}, so a worker with more data
-  // than another can receive the same ratio (papers/dagc.md, "What we found").
+  // than another can receive the same ratio (docs/dagc.md, "Deviations from the paper").
   const Allocation a = dagcR({0.4, 0.3, 0.2, 0.1}, 0.01);
   CHECK(a.ratios[2] == doctest::Approx(a.ratios[3]));
   CHECK(a.ratios[1] > a.ratios[2]);

@@ -41,8 +41,8 @@ std::vector<double> dagcRReference(const std::vector<double>& p, double big_b) {
 
 }  // namespace
 
-// papers/dagc.md, "What we found when checking the math": n = 10, geometric volumes with
-// p_1 / p_n = SR, mean ratio 0.1%. The references are computed here, independently of the
+// docs/dagc.md, "Deviations from the paper" (the paper's table checked): n = 10, geometric volumes
+// with p_1 / p_n = SR, mean ratio 0.1%. The references are computed here, independently of the
 // allocators: DAGC-R from its closed form above, the exact minimiser by brute force over the
 // floor (bruteForceMinPhi). They come out at 1324 / 1771 / 2561 and 998 / 963 / 908, not the
 // table's DAGC-R 1363 / 1931 / 3009 and exact 996 / 950 / 887: those correspond to a more skewed

@@ -17,6 +17,16 @@ std::vector<WorkerLoad> loads(const std::vector<double>& shares) {
 
 }  // namespace
 
+TEST_CASE("every allocator's name parses to the method whose allocator has that name") {
+  for (const std::string& name : allocatorNames()) {
+    REQUIRE(methodNamed(name).has_value());
+    CHECK(makeAllocator(*methodNamed(name))->name() == name);
+    CHECK(makeAllocator(name)->name() == name);
+  }
+  CHECK_FALSE(methodNamed("dagc").has_value());
+  CHECK_THROWS_AS(makeAllocator("dagc"), std::invalid_argument);
+}
+
 TEST_CASE("the key factor of a uniform allocation is one over the mean ratio") {
   // Phi = (sum p_i / sqrt(r)) / sqrt(r) = 1 / r whenever the shares sum to one.
   CHECK(keyFactor({0.5, 0.3, 0.2}, {0.01, 0.01, 0.01}) == doctest::Approx(100.0));

@@ -38,6 +38,16 @@ void checkRoundTrip(Compressor& c, const std::vector<float>& g, uint32_t level, 
 
 }  // namespace
 
+TEST_CASE("every compressor reports the kind its name parses to") {
+  for (const std::string& name : compressorNames()) {
+    const auto compressor = makeCompressor(specFor(name));
+    CHECK(compressor->name() == name);
+    REQUIRE(compressorKindNamed(name).has_value());
+    CHECK(compressor->kind() == *compressorKindNamed(name));
+  }
+  CHECK_FALSE(compressorKindNamed("top-k").has_value());
+}
+
 TEST_CASE("every compressor's message decodes to exactly its decoded vector") {
   for (const std::string& name : compressorNames()) {
     CAPTURE(name);

@@ -162,6 +162,31 @@ TEST_CASE("a complete worker configuration is read into the struct") {
   CHECK(s.link.packet_bytes == 1400);
 }
 
+TEST_CASE("every strategy the configuration names is also parsed into its kind") {
+  const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
+  const auto worker = loadWorkerSettings(writeTemp(
+      "kinds.yaml", data + "compression: {name: stochastic}\n"
+                           "tuning: {method: dynamic, step: coordinator, cost_model: payload}\n"));
+  CHECK(worker.compressor_kind == tern::compression::CompressorKind::kStochastic);
+  CHECK(worker.tuning.method_kind == tern::tuning::TunerKind::kDynamic);
+  CHECK(worker.tuning.step_kind == StepRule::kCoordinator);
+  CHECK(worker.tuning.cost_model_kind == tern::costmodel::CostModelKind::kPayload);
+  const auto defaults = loadWorkerSettings(writeTemp("kinds-default.yaml", data));
+  CHECK(defaults.compressor_kind == tern::compression::CompressorKind::kTopK);
+  CHECK(defaults.tuning.method_kind == tern::tuning::TunerKind::kFixed);
+  CHECK(defaults.tuning.step_kind == StepRule::kAuto);
+  CHECK(defaults.tuning.cost_model_kind == tern::costmodel::CostModelKind::kMeasured);
+  const auto paper = loadWorkerSettings(
+      writeTemp("kinds-paper.yaml", data + "tuning: {method: cat, step: paper}\n"));
+  CHECK(paper.tuning.method_kind == tern::tuning::TunerKind::kCat);
+  CHECK(paper.tuning.step_kind == StepRule::kPaper);
+  const auto coordinator = loadCoordinatorSettings(
+      writeTemp("kinds-coordinator.yaml", "allocation: {method: cost-aware}\nsecurity: none\n"));
+  CHECK(coordinator.allocation.method_kind == tern::allocation::Method::kCostAware);
+  const auto uniform = loadCoordinatorSettings(writeTemp("kinds-uniform.yaml", "security: none\n"));
+  CHECK(uniform.allocation.method_kind == tern::allocation::Method::kUniform);
+}
+
 TEST_CASE("the shipped example configurations parse") {
   const std::string root = TERN_SOURCE_DIR;
   CHECK_NOTHROW(loadCoordinatorSettings(root + "/deploy/config/coordinator.yaml"));

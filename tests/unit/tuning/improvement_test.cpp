@@ -323,6 +323,11 @@ TEST_CASE("compressor names map to their improvement functions") {
   CHECK(schemeOf("stochastic") == Scheme::kStochastic);
   CHECK_FALSE(schemeOf("identity").has_value());
   CHECK_FALSE(schemeOf("qsgd").has_value());
+  // The compressor's own kind maps as its name does.
+  for (const std::string& name : tern::compression::compressorNames()) {
+    const auto compressor = tern::compression::makeCompressor({name, 0.5, 4});
+    CHECK(schemeOf(compressor->kind()) == schemeOf(name));
+  }
 }
 
 TEST_CASE(
