@@ -11,7 +11,7 @@
 namespace tern::telemetry {
 
 // Throws JsonError when the document is not a JSON object.
-std::string renderStatusTable(const JsonValue& status);
+std::string renderStatusTable(const Json& status);
 
 // `tern-coordinator status`: fetches URL (a bare "http://host:port" means its /status), prints
 // the table (or the raw document when raw_json) and returns the process exit code: 0, or 1 with
