@@ -52,22 +52,25 @@ bool otherMajorVersion(std::string_view head) {
 HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
   if (state_ != State::kIncomplete) return state_;
   buf_.append(bytes);
-  // Robustness (RFC 9112 2.2): empty lines before the request line are ignored.
-  size_t lead = 0;
-  while (lead + 1 < buf_.size() && buf_[lead] == '\r' && buf_[lead + 1] == '\n') lead += 2;
-  if (lead) buf_.erase(0, lead);
-  if (buf_.empty() || (buf_.size() == 1 && buf_[0] == '\r')) return state_;
+  if (head_.empty()) {
+    // Robustness (RFC 9112 2.2): empty lines before the request line are ignored.
+    size_t lead = 0;
+    while (lead + 1 < buf_.size() && buf_[lead] == '\r' && buf_[lead + 1] == '\n') lead += 2;
+    if (lead) buf_.erase(0, lead);
+    if (buf_.empty() || buf_ == "\r") return state_;
+  }
   boost::beast::error_code ec;
+  // Beast consumes the lines it has parsed, even while it needs more: they move to head_.
   size_t used = parser_->beast.put(boost::asio::buffer(buf_.data(), buf_.size()), ec);
+  head_.append(buf_, 0, used);
+  buf_.erase(0, used);
   if (ec == http::error::need_more) return state_;
   if (ec == http::error::header_limit) return bad(431);
   if (ec == http::error::body_limit) return bad(413);
-  if (ec == http::error::bad_version && otherMajorVersion(buf_)) return bad(505);
+  if (ec == http::error::bad_version && head_.empty() && otherMajorVersion(buf_)) return bad(505);
   if (ec) return bad(400);
   // Beast unfolds obsolete line folding; the endpoint refuses it instead (RFC 9112 5.2).
-  std::string_view head(buf_.data(), used);
-  if (head.find("\r\n ") != std::string_view::npos ||
-      head.find("\r\n\t") != std::string_view::npos) {
+  if (head_.find("\r\n ") != std::string::npos || head_.find("\r\n\t") != std::string::npos) {
     return bad(400);
   }
   return accept();

@@ -50,7 +50,8 @@ class HttpRequestReader {
   State accept();
 
   size_t max_head_;
-  std::string buf_;
+  std::string head_;  // bytes of the head the parser has consumed
+  std::string buf_;   // bytes not consumed yet
   std::unique_ptr<Parser> parser_;
   State state_ = State::kIncomplete;
   HttpRequest req_;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/telemetry/http_client.hpp"
+#include "common/telemetry/json.hpp"
 #include "common/util/printable.hpp"
 
 namespace tern::telemetry {

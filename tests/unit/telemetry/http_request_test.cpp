@@ -8,24 +8,33 @@
 using namespace tern::telemetry;
 using State = HttpRequestReader::State;
 
-TEST_CASE("a GET request parses whole and when it arrives one byte at a time") {
+TEST_CASE("a GET request parses whole, one byte at a time, and split anywhere") {
   const std::string raw =
       "GET /metrics?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: t\r\nAccept:  */* \r\n\r\n";
-  HttpRequestReader whole;
-  REQUIRE(whole.feed(raw) == State::kComplete);
-  HttpRequestReader bytes;
-  for (size_t i = 0; i + 1 < raw.size(); ++i) {
-    REQUIRE(bytes.feed(raw.substr(i, 1)) == State::kIncomplete);
-  }
-  REQUIRE(bytes.feed(raw.substr(raw.size() - 1)) == State::kComplete);
-  for (const auto* p : {&whole, &bytes}) {
-    const auto& r = p->request();
+  auto check = [](const HttpRequest& r) {
     CHECK(r.method == "GET");
     CHECK(r.target == "/metrics?x=1");
     CHECK(r.path == "/metrics");
     CHECK(r.version == "HTTP/1.1");
     CHECK(r.headers.at("host") == "127.0.0.1:9");
+    CHECK(r.headers.at("user-agent") == "t");
     CHECK(r.headers.at("accept") == "*/*");
+  };
+  HttpRequestReader whole;
+  REQUIRE(whole.feed(raw) == State::kComplete);
+  check(whole.request());
+  HttpRequestReader bytes;
+  for (size_t i = 0; i + 1 < raw.size(); ++i) {
+    REQUIRE(bytes.feed(raw.substr(i, 1)) == State::kIncomplete);
+  }
+  REQUIRE(bytes.feed(raw.substr(raw.size() - 1)) == State::kComplete);
+  check(bytes.request());
+  for (size_t split = 1; split < raw.size(); ++split) {
+    CAPTURE(split);
+    HttpRequestReader two;
+    REQUIRE(two.feed(raw.substr(0, split)) == State::kIncomplete);
+    REQUIRE(two.feed(raw.substr(split)) == State::kComplete);
+    check(two.request());
   }
 }
 
