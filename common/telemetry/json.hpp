@@ -21,8 +21,8 @@ class JsonError : public std::runtime_error {
 // are not UTF-8 become U+FFFD instead of failing the whole document.
 std::string dumpJson(const OrderedJson& doc);
 
-// Parses one JSON document (surrounding whitespace allowed). Throws JsonError naming the byte
-// offset of the first problem. max_depth bounds the nesting of objects and arrays (untrusted
+// Parses one JSON document (surrounding whitespace allowed). Throws JsonError naming where the
+// first problem is. max_depth bounds the nesting of objects and arrays (untrusted
 // input).
 Json parseJson(std::string_view text, int max_depth = 64);
 
