@@ -17,8 +17,8 @@ done
 packages=(
   build-essential cmake pkg-config
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
-  libyaml-cpp-dev libboost-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-  zlib1g-dev prometheus-cpp-dev libsystemd-dev dpkg-dev
+  libyaml-cpp-dev libboost-dev nlohmann-json3-dev libeigen3-dev libspdlog-dev libfmt-dev
+  libcli11-dev zlib1g-dev prometheus-cpp-dev libsystemd-dev dpkg-dev
 )
 if [ "$build_only" = 0 ]; then
   packages+=(

@@ -1,11 +1,8 @@
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #include "common/allocation/allocator.hpp"
 #include "common/allocation/budget.hpp"
@@ -15,112 +12,62 @@ namespace tern::allocation {
 
 namespace {
 
-class JsonWriter {
- public:
-  std::string take() { return std::move(out_); }
+using OrderedJson = nlohmann::ordered_json;
 
-  void raw(const char* text) { out_ += text; }
-
-  void key(const char* name) {
-    separate();
-    string(name);
-    out_ += ':';
-    fresh_ = true;
-  }
-
-  void number(double v) {
-    separate();
-    if (!std::isfinite(v)) {
-      out_ += "null";  // JSON has no infinity or NaN
-      return;
+// The ratio every worker would get from the same budget split evenly: the same link seconds
+// for a cost-aware seconds budget, otherwise the same volume; NaN when the budget says neither.
+double evenRatio(const std::vector<WorkerLoad>& workers, uint32_t dim, const Budget& budget,
+                 const std::string& method, const LinkCosts& links) {
+  if (method == "cost-aware" && links.known && pricesWholePackets(budget)) {
+    // Whole packets: the same number of packets for everyone, as many as the seconds buy,
+    // each holding what the sparsest packing of them all holds (the same ratio for all).
+    double seconds_per_packet_each = 0.0;
+    for (double b : links.per_unit) seconds_per_packet_each += b;
+    const double packets =
+        std::max(1.0, std::floor(budget.seconds_per_round / seconds_per_packet_each));
+    uint32_t sparsest = UINT32_MAX;
+    for (const Packing& p : links.packing) {
+      sparsest = std::min(sparsest, p.coordinates(static_cast<uint64_t>(packets)));
     }
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-    out_.append(buf, res.ptr);
+    return std::min(1.0, double(sparsest) / dim);
   }
-
-  void boolean(bool v) {
-    separate();
-    out_ += v ? "true" : "false";
+  if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
+    double seconds_per_ratio = 0.0;
+    for (double b : links.per_coordinate) seconds_per_ratio += b * dim;
+    return std::min(1.0, budget.seconds_per_round / seconds_per_ratio);
   }
-
-  void integer(uint64_t v) {
-    separate();
-    out_ += std::to_string(v);
+  if (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0) {
+    const VolumeBudget volume = volumeBudget(workers, dim, budget);
+    return volume.total / volume.weightSum();
   }
+  return std::nan("");
+}
 
-  void text(const std::string& s) {
-    separate();
-    string(s);
-  }
+OrderedJson budgetJson(const Budget& budget) {
+  OrderedJson j;
+  j["mean_ratio"] = budget.mean_ratio;
+  j["bytes_per_round"] = budget.bytes_per_round;
+  j["seconds_per_round"] = budget.seconds_per_round;
+  j["mean_threshold"] = budget.mean_threshold;
+  j["deadline_seconds"] = budget.deadline_seconds;
+  j["round_overhead_seconds"] = budget.round_overhead_seconds;
+  j["bytes_per_coordinate"] = budget.bytes_per_coordinate;
+  j["bytes_per_push"] = budget.bytes_per_push;
+  j["packet_bytes"] = budget.packet_bytes;
+  j["whole_packets"] = budget.whole_packets;
+  return j;
+}
 
-  void open(char bracket) {
-    separate();
-    out_ += bracket;
-    fresh_ = true;
-  }
-
-  void close(char bracket) {
-    out_ += bracket;
-    fresh_ = false;
-  }
-
-  template <typename T>
-  void array(const char* name, const std::vector<T>& values) {
-    key(name);
-    open('[');
-    for (const T& v : values) {
-      if constexpr (std::is_integral_v<T>) {
-        integer(v);
-      } else {
-        number(v);
-      }
-    }
-    close(']');
-  }
-
- private:
-  void separate() {
-    if (!fresh_) out_ += ',';
-    fresh_ = false;
-  }
-
-  void string(const std::string& s) {
-    out_ += '"';
-    for (const char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
-      switch (c) {
-        case '"':
-          out_ += "\\\"";
-          break;
-        case '\\':
-          out_ += "\\\\";
-          break;
-        case '\n':
-          out_ += "\\n";
-          break;
-        case '\r':
-          out_ += "\\r";
-          break;
-        case '\t':
-          out_ += "\\t";
-          break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += ch;  // UTF-8 bytes pass through unchanged
-          }
-      }
-    }
-    out_ += '"';
-  }
-
-  std::string out_;
-  bool fresh_ = true;
-};
+// The key factor of what is sent: the integer caps (at least 1, rounded to the budget) can sit
+// far from the planned ratios when they are a few coordinates each.
+double phiOfCaps(const std::vector<double>& shares, const std::vector<uint32_t>& caps,
+                 uint32_t dim) {
+  const std::size_t n = shares.size();
+  if (n == 0 || dim == 0 || caps.size() != n) return std::nan("");
+  std::vector<double> sent(n);
+  for (std::size_t i = 0; i < n; ++i) sent[i] = double(caps[i]) / double(dim);
+  return keyFactor(shares, sent);
+}
 
 }  // namespace
 
@@ -133,7 +80,6 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
     throw std::invalid_argument("allocationToJson: allocation does not match the workers");
   }
   const std::vector<double> shares = normalisedShares(workers);
-
   double total_ratio = 0.0;
   uint64_t total_caps = 0;
   double total_bytes = 0.0;
@@ -145,100 +91,36 @@ std::string allocationToJson(const std::vector<WorkerLoad>& workers, uint32_t di
     push_bytes[i] = price.per_push + price.per_coordinate * allocation.caps[i];
     total_bytes += push_bytes[i];
   }
-  // Phi of giving every worker the same ratio under the same budget, for scale: the same link
-  // seconds for a cost-aware seconds budget, otherwise the same volume.
+  // Phi of giving every worker the same ratio under the same budget, for scale.
   const LinkCosts links = budget.packet_bytes > 0 ? linkCosts(workers, budget) : LinkCosts{};
   double phi_uniform = std::nan("");
   if (n > 0 && dim > 0) {
-    double even = std::nan("");
-    if (method == "cost-aware" && links.known && pricesWholePackets(budget)) {
-      // Whole packets: the same number of packets for everyone, as many as the seconds buy,
-      // each holding what the sparsest packing of them all holds (the same ratio for all).
-      double seconds_per_packet_each = 0.0;
-      for (double b : links.per_unit) seconds_per_packet_each += b;
-      const double packets =
-          std::max(1.0, std::floor(budget.seconds_per_round / seconds_per_packet_each));
-      uint32_t sparsest = UINT32_MAX;
-      for (const Packing& p : links.packing) {
-        sparsest = std::min(sparsest, p.coordinates(static_cast<uint64_t>(packets)));
-      }
-      even = std::min(1.0, double(sparsest) / dim);
-    } else if (method == "cost-aware" && links.known && budget.seconds_per_round > 0.0) {
-      double seconds_per_ratio = 0.0;
-      for (double b : links.per_coordinate) seconds_per_ratio += b * dim;
-      even = std::min(1.0, budget.seconds_per_round / seconds_per_ratio);
-    } else if (budget.bytes_per_round > 0.0 || budget.mean_ratio > 0.0) {
-      const VolumeBudget volume = volumeBudget(workers, dim, budget);
-      even = volume.total / volume.weightSum();
-    }
+    const double even = evenRatio(workers, dim, budget, method, links);
     if (std::isfinite(even)) phi_uniform = keyFactor(shares, std::vector<double>(n, even));
   }
-
-  JsonWriter w;
-  w.open('{');
-  w.key("method");
-  w.text(method);
-  w.key("dim");
-  w.integer(dim);
-  w.key("workers");
-  w.integer(n);
-  w.key("budget");
-  w.open('{');
-  w.key("mean_ratio");
-  w.number(budget.mean_ratio);
-  w.key("bytes_per_round");
-  w.number(budget.bytes_per_round);
-  w.key("seconds_per_round");
-  w.number(budget.seconds_per_round);
-  w.key("mean_threshold");
-  w.number(budget.mean_threshold);
-  w.key("deadline_seconds");
-  w.number(budget.deadline_seconds);
-  w.key("round_overhead_seconds");
-  w.number(budget.round_overhead_seconds);
-  w.key("bytes_per_coordinate");
-  w.number(budget.bytes_per_coordinate);
-  w.key("bytes_per_push");
-  w.number(budget.bytes_per_push);
-  w.key("packet_bytes");
-  w.integer(budget.packet_bytes);
-  w.key("whole_packets");
-  w.boolean(budget.whole_packets);
-  w.close('}');
-  w.key("phi");
-  w.number(allocation.phi);
-  // The key factor of what is sent: the integer caps (at least 1, rounded to the budget) can
-  // sit far from the planned ratios when they are a few coordinates each.
-  double phi_caps = std::nan("");
-  if (n > 0 && dim > 0 && allocation.caps.size() == n) {
-    std::vector<double> sent(n);
-    for (std::size_t i = 0; i < n; ++i) sent[i] = double(allocation.caps[i]) / double(dim);
-    phi_caps = keyFactor(shares, sent);
-  }
-  w.key("phi_caps");
-  w.number(phi_caps);
-  w.key("phi_uniform");
-  w.number(phi_uniform);
-  w.key("total_ratio");
-  w.number(total_ratio);
-  w.key("total_coordinates");
-  w.integer(total_caps);
-  w.key("total_bytes");
-  w.number(total_bytes);
-  w.array("shares", shares);
-  w.array("ratios", allocation.ratios);
-  w.array("caps", allocation.caps);
-  w.array("thresholds", allocation.thresholds);
-  w.array("push_bytes", push_bytes);
+  OrderedJson j;
+  j["method"] = method;
+  j["dim"] = dim;
+  j["workers"] = n;
+  j["budget"] = budgetJson(budget);
+  j["phi"] = allocation.phi;
+  j["phi_caps"] = phiOfCaps(shares, allocation.caps, dim);
+  j["phi_uniform"] = phi_uniform;
+  j["total_ratio"] = total_ratio;
+  j["total_coordinates"] = total_caps;
+  j["total_bytes"] = total_bytes;
+  j["shares"] = shares;
+  j["ratios"] = allocation.ratios;
+  j["caps"] = allocation.caps;
+  j["thresholds"] = allocation.thresholds;
+  j["push_bytes"] = push_bytes;
   if (links.known) {
     std::vector<double> seconds(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      seconds[i] = links.uploadSeconds(i, allocation.caps[i]);
-    }
-    w.array("upload_seconds", seconds);
+    for (std::size_t i = 0; i < n; ++i) seconds[i] = links.uploadSeconds(i, allocation.caps[i]);
+    j["upload_seconds"] = seconds;
   }
-  w.close('}');
-  return w.take();
+  // NaN and infinities become null; bytes that are not UTF-8 become U+FFFD.
+  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 }  // namespace tern::allocation

@@ -4,15 +4,18 @@
 // Boost 1.74's asio uses std::exchange without including <utility> (fixed in later releases).
 #include <utility>
 #include <boost/asio.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 // clang-format on
 
-#include <array>
-#include <functional>
+#include <algorithm>
 #include <stdexcept>
 
 namespace tern::telemetry {
 
 namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 HttpUrl parseHttpUrl(const std::string& url) {
@@ -51,62 +54,78 @@ HttpUrl parseHttpUrl(const std::string& url) {
   return out;
 }
 
-HttpResponse httpGet(const std::string& url, double timeout_seconds, size_t max_response_bytes) {
-  HttpUrl u = parseHttpUrl(url);
-  asio::io_context io;
-  tcp::resolver resolver(io);
-  tcp::socket socket(io);
-  std::string request = "GET " + u.target + " HTTP/1.1\r\nHost: " +
-                        (u.host.find(':') != std::string::npos ? "[" + u.host + "]" : u.host) +
-                        ":" + u.port + "\r\nAccept: */*\r\nConnection: close\r\n\r\n";
-  std::string raw;
-  std::array<char, 4096> buf{};
-  boost::system::error_code failure;
-  bool done = false;
+namespace {
 
-  // Every step is asynchronous so that one deadline (run_for) bounds the whole exchange.
-  std::function<void()> readMore = [&] {
-    socket.async_read_some(asio::buffer(buf), [&](boost::system::error_code ec, size_t n) {
-      raw.append(buf.data(), n);
-      if (raw.size() > max_response_bytes) {
-        failure = asio::error::message_size;
-        return;
-      }
-      if (ec == asio::error::eof) {
-        done = true;
-      } else if (ec) {
-        failure = ec;
-      } else {
-        readMore();
-      }
-    });
-  };
-  resolver.async_resolve(u.host, u.port, [&](boost::system::error_code ec, auto results) {
-    if (ec) {
-      failure = ec;
-      return;
-    }
-    asio::async_connect(socket, results, [&](boost::system::error_code ec, const tcp::endpoint&) {
-      if (ec) {
-        failure = ec;
-        return;
-      }
-      asio::async_write(socket, asio::buffer(request), [&](boost::system::error_code ec, size_t) {
-        if (ec) {
-          failure = ec;
-          return;
-        }
-        readMore();
+// One GET on its own io_context; every step is asynchronous so that one deadline (run_for)
+// bounds the whole exchange. The head is read first: Beast checks a declared Content-Length
+// against the body limit only when the head is read on its own.
+class GetExchange {
+ public:
+  GetExchange(const HttpUrl& u, size_t max_response_bytes)
+      : request_{http::verb::get, u.target, 11} {
+    const bool v6 = u.host.find(':') != std::string::npos;
+    request_.set(http::field::host, (v6 ? "[" + u.host + "]" : u.host) + ":" + u.port);
+    request_.set(http::field::accept, "*/*");
+    request_.set(http::field::connection, "close");
+    parser_.header_limit(uint32_t(std::min<size_t>(max_response_bytes, 64u << 10)));
+    parser_.body_limit(max_response_bytes);
+    resolver_.async_resolve(u.host, u.port, [this](error_code ec, auto results) {
+      if (ec) return fail(ec);
+      asio::async_connect(socket_, results, [this](error_code ec2, const tcp::endpoint&) {
+        if (ec2) return fail(ec2);
+        http::async_write(socket_, request_, [this](error_code ec3, size_t) {
+          if (ec3) return fail(ec3);
+          readHead();
+        });
       });
     });
-  });
-  io.run_for(std::chrono::milliseconds(int64_t(timeout_seconds * 1000)));
-  if (!done && !failure) {
-    throw std::runtime_error(url + ": no complete response within " +
-                             std::to_string(timeout_seconds) + " s");
   }
-  if (failure) throw std::runtime_error(url + ": " + failure.message());
-  return parseHttpResponse(raw);
+
+  // Runs until the response is complete, an error, or the deadline; throws unless complete.
+  HttpResponse run(const std::string& url, double timeout_seconds) {
+    io_.run_for(std::chrono::milliseconds(int64_t(timeout_seconds * 1000)));
+    if (!done_ && !failure_) {
+      throw std::runtime_error(url + ": no complete response within " +
+                               std::to_string(timeout_seconds) + " s");
+    }
+    if (failure_) throw std::runtime_error(url + ": " + failure_.message());
+    HttpResponse r;
+    auto& message = parser_.get();
+    r.status = int(message.result_int());
+    if (auto type = message.find(http::field::content_type); type != message.end())
+      r.content_type = std::string(type->value());
+    r.body = std::move(message.body());
+    return r;
+  }
+
+ private:
+  using error_code = boost::system::error_code;
+  void fail(error_code ec) { failure_ = ec; }
+  void readHead() {
+    http::async_read_header(socket_, buffer_, parser_, [this](error_code ec, size_t) {
+      if (ec) return fail(ec);
+      http::async_read(socket_, buffer_, parser_, [this](error_code ec2, size_t) {
+        if (ec2) return fail(ec2);
+        done_ = true;
+      });
+    });
+  }
+
+  asio::io_context io_;
+  tcp::resolver resolver_{io_};
+  tcp::socket socket_{io_};
+  http::request<http::empty_body> request_;
+  beast::flat_buffer buffer_;
+  http::response_parser<http::string_body> parser_;
+  error_code failure_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+HttpResponse httpGet(const std::string& url, double timeout_seconds, size_t max_response_bytes) {
+  GetExchange exchange(parseHttpUrl(url), max_response_bytes);
+  return exchange.run(url, timeout_seconds);
 }
 
 }  // namespace tern::telemetry

@@ -1,11 +1,11 @@
 #pragma once
-// A minimal HTTP/1.1 GET client over Boost.Asio for `tern-coordinator status` and for probing a
+// A minimal HTTP/1.1 GET client over Boost.Beast for `tern-coordinator status` and for probing a
 // daemon's telemetry endpoint: plain http only, one request per connection, an overall deadline
 // and a cap on the response size, so a wedged or hostile endpoint cannot hang or exhaust it.
 #include <cstdint>
 #include <string>
 
-#include "common/telemetry/http_message.hpp"
+#include "common/telemetry/http_request.hpp"
 
 namespace tern::telemetry {
 

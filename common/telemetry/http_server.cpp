@@ -4,6 +4,7 @@
 // Boost 1.74's asio uses std::exchange without including <utility> (fixed in later releases).
 #include <utility>
 #include <boost/asio.hpp>
+#include <boost/beast/http.hpp>
 // clang-format on
 
 #include <spdlog/spdlog.h>
@@ -18,6 +19,7 @@
 namespace tern::telemetry {
 
 namespace asio = boost::asio;
+namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -29,7 +31,7 @@ class Session : public std::enable_shared_from_this<Session> {
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         handler_(handler),
-        parser_(opts.max_head_bytes),
+        reader_(opts.max_head_bytes),
         open_(open) {
     ++open_;
     timer_.expires_after(std::chrono::milliseconds(int64_t(opts.request_timeout_seconds * 1000)));
@@ -63,22 +65,22 @@ class Session : public std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     socket_.async_read_some(asio::buffer(buf_), [self](boost::system::error_code ec, size_t n) {
       if (ec) return self->finish();
-      auto state = self->parser_.feed(std::string_view(self->buf_.data(), n));
-      if (state == HttpRequestParser::State::kIncomplete) return self->read();
+      auto state = self->reader_.feed(std::string_view(self->buf_.data(), n));
+      if (state == HttpRequestReader::State::kIncomplete) return self->read();
       self->reading_ = false;
-      self->respond(state == HttpRequestParser::State::kComplete ? self->answer() : self->error());
+      self->respond(state == HttpRequestReader::State::kComplete ? self->answer() : self->error());
     });
   }
 
   HttpResponse error() const {
     HttpResponse r;
-    r.status = parser_.errorStatus();
+    r.status = reader_.errorStatus();
     r.body = std::string(statusReason(r.status)) + "\n";
     return r;
   }
 
   HttpResponse answer() const {
-    const auto& req = parser_.request();
+    const auto& req = reader_.request();
     try {
       HttpResponse r = handler_(req);
       r.head_only = req.method == "HEAD";
@@ -92,10 +94,17 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Always "Connection: close": one request per connection.
   void respond(const HttpResponse& r) {
-    out_ = serializeResponse(r);
+    out_.result(unsigned(r.status));
+    out_.set(http::field::content_type, r.content_type);
+    out_.set(http::field::cache_control, "no-store");
+    out_.set(http::field::connection, "close");
+    if (r.status == 405) out_.set(http::field::allow, "GET, HEAD");
+    out_.content_length(r.body.size());
+    if (!r.head_only) out_.body() = r.body;
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(out_), [self](boost::system::error_code, size_t) {
+    http::async_write(socket_, out_, [self](boost::system::error_code, size_t) {
       boost::system::error_code ignored;
       self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
       self->finish();
@@ -112,9 +121,9 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   const HttpServer::Handler& handler_;
-  HttpRequestParser parser_;
+  HttpRequestReader reader_;
   std::array<char, 2048> buf_{};
-  std::string out_;
+  http::response<http::string_body> out_;
   size_t& open_;
   bool reading_ = true;
 };

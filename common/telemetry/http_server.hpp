@@ -1,8 +1,8 @@
 #pragma once
 // The telemetry HTTP endpoint: a Boost.Asio server on its own thread (the one extra thread the
-// architecture allows a daemon for HTTP). It parses requests with HttpRequestParser and answers
-// through a handler that must only read state published for it (a snapshot under a mutex,
-// atomic counters): the daemon's event loop and the protocol cores never run on this thread.
+// architecture allows a daemon for HTTP). Boost.Beast reads requests (HttpRequestReader) and
+// writes responses; the handler must only read state published for it (a snapshot under a
+// mutex, atomic counters): the daemon's event loop and the protocol cores never run here.
 // One request per connection, bounded head size, per-connection deadline, bounded connections;
 // at the bound a new connection closes the one that has waited longest without a request.
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "common/telemetry/http_message.hpp"
+#include "common/telemetry/http_request.hpp"
 #include "common/util/bind_address.hpp"
 
 namespace tern::telemetry {

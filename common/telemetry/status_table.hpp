@@ -3,15 +3,14 @@
 // node (round, loss, accuracy, bytes, rejections) and one row per worker (cap, share, bytes,
 // fitted link model). Used by `tern-coordinator status --url ...`; tolerant of absent fields so
 // it can read documents from older or newer daemons.
+#include <nlohmann/json_fwd.hpp>
 #include <ostream>
 #include <string>
 
-#include "common/telemetry/json.hpp"
-
 namespace tern::telemetry {
 
-// Throws JsonError when the document is not a JSON object.
-std::string renderStatusTable(const JsonValue& status);
+// Throws JsonError (common/telemetry/json.hpp) when the document is not a JSON object.
+std::string renderStatusTable(const nlohmann::json& status);
 
 // `tern-coordinator status`: fetches URL (a bare "http://host:port" means its /status), prints
 // the table (or the raw document when raw_json) and returns the process exit code: 0, or 1 with

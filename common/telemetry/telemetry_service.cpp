@@ -44,6 +44,19 @@ void TelemetryService::publish(const NodeStatus& status) {
 }
 
 void TelemetryService::exportMetrics(const NodeStatus& s) {
+  exportNode(s);
+  std::set<Labels> listed;
+  for (const auto& w : s.workers) listed.insert({{"worker", w.name}, {"id", std::to_string(w.id)}});
+  // A worker no longer listed, or listed under another id (a re-join), loses its old series.
+  for (const auto& old : worker_series_) {
+    if (!listed.count(old)) metrics_.removeSeries(old);
+  }
+  worker_series_ = std::move(listed);
+  for (const auto& w : s.workers) exportWorker(w);
+  observeRounds(s);
+}
+
+void TelemetryService::exportNode(const NodeStatus& s) {
   auto& m = metrics_;
   m.setGauge("tern_info", "Constant 1, labelled with what this process is.",
              {{"role", s.role}, {"name", s.name}, {"version", s.version}}, 1);
@@ -82,49 +95,47 @@ void TelemetryService::exportMetrics(const NodeStatus& s) {
                       "Telemetry connections refused while every open one was being answered.", {},
                       double(server_->connectionsRefused()));
   }
-  std::set<Labels> listed;
-  for (const auto& w : s.workers) listed.insert({{"worker", w.name}, {"id", std::to_string(w.id)}});
-  // A worker no longer listed, or listed under another id (a re-join), loses its old series.
-  for (const auto& old : worker_series_) {
-    if (!listed.count(old)) m.removeSeries(old);
+}
+
+void TelemetryService::exportWorker(const PeerStatus& w) {
+  auto& m = metrics_;
+  Labels l{{"worker", w.name}, {"id", std::to_string(w.id)}};
+  m.setGauge("tern_worker_alive", "1 while the worker is considered alive.", l, w.alive);
+  m.setGauge("tern_worker_cap", "Compression cap k_i (a worker: the cap the coordinator last set).",
+             l, w.cap);
+  m.setGauge("tern_worker_share", "Data share p_i of the worker.", l, w.share);
+  m.setGauge("tern_worker_level", "Level T of the worker's last push (0: none last round).", l,
+             w.level);
+  m.setGauge("tern_worker_predicted_cost",
+             "Cost C(T) the worker's tuner predicted for its last push, in its model's unit.", l,
+             w.predicted_cost);
+  m.setGauge("tern_worker_predicted_improvement",
+             "Objective improvement the worker's tuner predicted for its last push.", l,
+             w.predicted_improvement);
+  m.setGauge("tern_worker_predicted_step",
+             "Step the predicted improvement assumes (the coordinator's or the paper's).", l,
+             w.predicted_step);
+  m.setCounterTotal("tern_worker_upload_bytes_total", "Bytes received from the worker.", l,
+                    double(w.upload_bytes));
+  m.setCounterTotal("tern_worker_download_bytes_total", "Bytes sent to the worker.", l,
+                    double(w.download_bytes));
+  m.setGauge("tern_worker_link_a_seconds", "Fitted fixed cost per transfer (a).", l,
+             w.link.a_seconds);
+  m.setGauge("tern_worker_link_b_seconds_per_packet", "Fitted cost per packet (b).", l,
+             w.link.b_seconds_per_packet);
+  if (std::isfinite(w.link.b_stderr)) {  // +inf while the fit cannot compute it: no sample
+    m.setGauge("tern_worker_link_b_stderr_seconds", "Standard error of the fitted b.", l,
+               w.link.b_stderr);
+  } else {
+    m.removeGauge("tern_worker_link_b_stderr_seconds", l);  // not the last one it had
   }
-  worker_series_ = std::move(listed);
-  for (const auto& w : s.workers) {
-    Labels l{{"worker", w.name}, {"id", std::to_string(w.id)}};
-    m.setGauge("tern_worker_alive", "1 while the worker is considered alive.", l, w.alive);
-    m.setGauge("tern_worker_cap",
-               "Compression cap k_i (a worker: the cap the coordinator last set).", l, w.cap);
-    m.setGauge("tern_worker_share", "Data share p_i of the worker.", l, w.share);
-    m.setGauge("tern_worker_level", "Level T of the worker's last push (0: none last round).", l,
-               w.level);
-    m.setGauge("tern_worker_predicted_cost",
-               "Cost C(T) the worker's tuner predicted for its last push, in its model's unit.", l,
-               w.predicted_cost);
-    m.setGauge("tern_worker_predicted_improvement",
-               "Objective improvement the worker's tuner predicted for its last push.", l,
-               w.predicted_improvement);
-    m.setGauge("tern_worker_predicted_step",
-               "Step the predicted improvement assumes (the coordinator's or the paper's).", l,
-               w.predicted_step);
-    m.setCounterTotal("tern_worker_upload_bytes_total", "Bytes received from the worker.", l,
-                      double(w.upload_bytes));
-    m.setCounterTotal("tern_worker_download_bytes_total", "Bytes sent to the worker.", l,
-                      double(w.download_bytes));
-    m.setGauge("tern_worker_link_a_seconds", "Fitted fixed cost per transfer (a).", l,
-               w.link.a_seconds);
-    m.setGauge("tern_worker_link_b_seconds_per_packet", "Fitted cost per packet (b).", l,
-               w.link.b_seconds_per_packet);
-    if (std::isfinite(w.link.b_stderr)) {  // +inf while the fit cannot compute it: no sample
-      m.setGauge("tern_worker_link_b_stderr_seconds", "Standard error of the fitted b.", l,
-                 w.link.b_stderr);
-    } else {
-      m.removeGauge("tern_worker_link_b_stderr_seconds", l);  // not the last one it had
-    }
-    m.setGauge("tern_worker_link_r2", "Coefficient of determination of the link fit.", l,
-               w.link.r2);
-    m.setGauge("tern_worker_link_samples", "Transfers the link fit is based on.", l,
-               double(w.link.samples));
-  }
+  m.setGauge("tern_worker_link_r2", "Coefficient of determination of the link fit.", l, w.link.r2);
+  m.setGauge("tern_worker_link_samples", "Transfers the link fit is based on.", l,
+             double(w.link.samples));
+}
+
+void TelemetryService::observeRounds(const NodeStatus& s) {
+  auto& m = metrics_;
   // One observation per completed round; when several rounds completed since the last
   // publication, each gets their mean duration.
   // A first publication that already counts several rounds (a resumed run) only sets the

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/telemetry/http_message.hpp"
+#include "common/telemetry/http_request.hpp"
 #include "common/telemetry/metrics_registry.hpp"
 #include "common/telemetry/node_status.hpp"
 
@@ -47,6 +47,9 @@ class TelemetryService {
 
  private:
   void exportMetrics(const NodeStatus& s);
+  void exportNode(const NodeStatus& s);
+  void exportWorker(const PeerStatus& w);
+  void observeRounds(const NodeStatus& s);
 
   Clock clock_;
   double stale_after_;

@@ -30,7 +30,7 @@ overlay="${TERN_CROSS_OVERLAY:-/opt/tern-cross/$triplet}"
 # headers; civetweb's CMake package checks that a civetweb program exists, any architecture).
 host_packages=(
   crossbuild-essential-arm64 qemu-user-static cmake pkg-config file dpkg-dev
-  protobuf-compiler libeigen3-dev doctest-dev libcli11-dev civetweb
+  protobuf-compiler libeigen3-dev doctest-dev libcli11-dev civetweb nlohmann-json3-dev
 )
 # arm64 packages that are Multi-Arch: same, installed beside the native ones.
 arm64_packages=(

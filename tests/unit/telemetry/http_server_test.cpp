@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -53,6 +54,46 @@ std::vector<std::unique_ptr<tcp::socket>> connectSilently(asio::io_context& io, 
   }
   return out;
 }
+
+// Sends `request` on a new connection and returns everything read until the server closed it.
+std::string exchange(uint16_t port, const std::string& request) {
+  asio::io_context io;
+  tcp::socket s(io);
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  asio::write(s, asio::buffer(request));
+  std::string reply;
+  boost::system::error_code ec;
+  asio::read(s, asio::dynamic_buffer(reply), ec);
+  return reply;
+}
+
+bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Answers one connection with `reply` (raw bytes, well-formed or not) and closes it.
+class OneShotServer {
+ public:
+  explicit OneShotServer(std::string reply) : reply_(std::move(reply)) {
+    thread_ = std::thread([this] {
+      tcp::socket s(io_);
+      acceptor_.accept(s);
+      std::array<char, 4096> buf{};
+      boost::system::error_code ec;
+      s.read_some(asio::buffer(buf), ec);
+      asio::write(s, asio::buffer(reply_), ec);
+      s.shutdown(tcp::socket::shutdown_both, ec);
+    });
+  }
+  ~OneShotServer() { thread_.join(); }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/status";
+  }
+
+ private:
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  std::string reply_;
+  std::thread thread_;
+};
 
 size_t countClosed(std::vector<std::unique_ptr<tcp::socket>>& sockets) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -159,4 +200,92 @@ TEST_CASE("out of file descriptors, the server waits between accepts instead of 
   boost::system::error_code ec;
   asio::read(*clients[0], asio::dynamic_buffer(reply), ec);
   CHECK(reply.rfind("HTTP/1.1 200", 0) == 0);
+}
+
+TEST_CASE("a response carries its status, type and length, closes, and HEAD gets no body") {
+  HttpServer server("127.0.0.1:0", [](const HttpRequest&) {
+    HttpResponse r;
+    r.status = 503;
+    r.content_type = "application/json";
+    r.body = "{\"a\":1}\r\n\r\nmore";
+    return r;
+  });
+  const std::string get = exchange(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(startsWith(get, "HTTP/1.1 503 Service Unavailable\r\n"));
+  CHECK(get.find("Content-Length: 15\r\n") != std::string::npos);
+  CHECK(get.find("Connection: close\r\n") != std::string::npos);
+  CHECK(get.find("Cache-Control: no-store\r\n") != std::string::npos);
+  CHECK(get.substr(get.size() - 15) == "{\"a\":1}\r\n\r\nmore");
+  const HttpResponse back = httpGet("http://" + server.address() + "/", 5.0);
+  CHECK(back.status == 503);
+  CHECK(back.content_type == "application/json");
+  CHECK(back.body == "{\"a\":1}\r\n\r\nmore");
+
+  const std::string head = exchange(server.port(), "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(head.find("Content-Length: 15\r\n") != std::string::npos);
+  CHECK(head.substr(head.size() - 4) == "\r\n\r\n");
+}
+
+TEST_CASE("malformed, oversized and unsupported requests get their status over the wire") {
+  TelemetryService telemetry([] { return 0.0; });
+  const std::string address = telemetry.serve("127.0.0.1:0");
+  const uint16_t port = uint16_t(std::stoul(address.substr(address.rfind(':') + 1)));
+  struct Case {
+    std::string request;
+    std::string status_line;
+  } cases[] = {
+      {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n"},
+      {"GET / HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP/1.1 505 "},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX: " + std::string(9000, 'a') + "\r\n\r\n", "HTTP/1.1 431 "},
+      {"POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 413 "},
+      {"POST /metrics HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 501 "},
+      {"POST /metrics HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 405 "},
+      {"GET /nope HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 404 "},
+      {"GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.1 200 "},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.request.substr(0, 40));
+    const std::string reply = exchange(port, c.request);
+    CHECK(startsWith(reply, c.status_line));
+    CHECK(reply.find("Connection: close\r\n") != std::string::npos);
+  }
+  const std::string refused = exchange(port, "POST / HTTP/1.1\r\nHost: a\r\n\r\n");
+  CHECK(refused.find("Allow: GET, HEAD\r\n") != std::string::npos);
+}
+
+TEST_CASE("a client that trickles its request is dropped at the deadline, others are served") {
+  HttpServerOptions options;
+  options.request_timeout_seconds = 0.3;
+  HttpServer server("127.0.0.1:0", okHandler, options);
+  asio::io_context io;
+  auto slow = connectSilently(io, server.port(), 1);
+  asio::write(*slow[0], asio::buffer(std::string("GET /metrics HT")));
+  CHECK(httpGet("http://" + server.address() + "/healthz", 5.0).status == 200);
+  CHECK_FALSE(closedByServer(*slow[0]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(closedByServer(*slow[0]));
+}
+
+TEST_CASE("the client refuses responses cut short, malformed or larger than its limit") {
+  const char* bad[] = {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+                       "HTTP/1.1 2x0 OK\r\n\r\n", "HTTP/1.1 200 OK\r\n"};
+  for (const char* reply : bad) {
+    CAPTURE(reply);
+    OneShotServer peer(reply);
+    CHECK_THROWS_AS(httpGet(peer.url(), 5.0), std::runtime_error);
+  }
+  {
+    OneShotServer peer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'));
+    CHECK_THROWS_AS(httpGet(peer.url(), 5.0, 50), std::runtime_error);
+  }
+  {
+    OneShotServer peer("HTTP/1.1 204 \r\n\r\n");  // no reason phrase
+    CHECK(httpGet(peer.url(), 5.0).status == 204);
+  }
+  {
+    OneShotServer peer("HTTP/1.1 200 OK\r\nContent-Type: text/x\r\n\r\nuntil close");
+    const HttpResponse r = httpGet(peer.url(), 5.0);
+    CHECK(r.content_type == "text/x");
+    CHECK(r.body == "until close");
+  }
 }

@@ -153,22 +153,22 @@ TEST_CASE("/status serves the last published snapshot as a JSON document") {
   HttpRequest req;
   req.method = "GET";
   req.path = "/status";
-  CHECK(parseJson(t.handle(req).body).find("workers")->array().empty());
+  CHECK(parseJson(t.handle(req).body).at("workers").empty());
   t.publish(sampleStatus());
   HttpResponse r = t.handle(req);
   CHECK(r.status == 200);
   CHECK(r.content_type == "application/json");
-  JsonValue v = parseJson(r.body);
-  CHECK(v.numberOr("rounds_completed", 0) == 5);
-  CHECK(v.numberOr("rejected_total", 0) == 4);
-  CHECK(v.find("rejected")->numberOr("bad_version", 0) == 3);
-  const auto& w = v.find("workers")->array().at(0);
-  CHECK(w.stringOr("name", "") == "pi-7");
-  CHECK(w.find("alive")->boolean());
-  CHECK(w.find("link")->numberOr("a_seconds", 0) == 0.002);
-  CHECK(w.numberOr("level", 0) == 96);
-  CHECK(w.numberOr("predicted_cost", 0) == 0.0115);
-  CHECK(w.numberOr("predicted_improvement", 0) == 3.5e-4);
+  Json v = parseJson(r.body);
+  CHECK(jsonNumberOr(v, "rounds_completed", 0) == 5);
+  CHECK(jsonNumberOr(v, "rejected_total", 0) == 4);
+  CHECK(jsonNumberOr(v.at("rejected"), "bad_version", 0) == 3);
+  const Json& w = v.at("workers").at(0);
+  CHECK(jsonStringOr(w, "name", "") == "pi-7");
+  CHECK(w.at("alive").get<bool>());
+  CHECK(jsonNumberOr(w.at("link"), "a_seconds", 0) == 0.002);
+  CHECK(jsonNumberOr(w, "level", 0) == 96);
+  CHECK(jsonNumberOr(w, "predicted_cost", 0) == 0.0115);
+  CHECK(jsonNumberOr(w, "predicted_improvement", 0) == 3.5e-4);
 }
 
 TEST_CASE("a node that evaluates nothing reports no accuracy rather than 0") {
@@ -184,7 +184,7 @@ TEST_CASE("a node that evaluates nothing reports no accuracy rather than 0") {
   req.path = "/status";
   std::string body = t.handle(req).body;
   CHECK(body.find("\"test_accuracy\":null") != std::string::npos);
-  CHECK(parseJson(body).find("rounds_completed") != nullptr);
+  CHECK(jsonFind(parseJson(body), "rounds_completed") != nullptr);
   s.test_accuracy = 0.0;  // an evaluation that scored 0 is still reported
   t.publish(s);
   CHECK(parseExposition(t.metricsText()).at("tern_test_accuracy") == 0.0);
