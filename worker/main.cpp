@@ -4,8 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
-#include <future>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "common/config/command_line.hpp"
@@ -20,6 +20,7 @@
 #include "common/util/checksum.hpp"
 #include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
+#include "worker/gradient_runner.hpp"
 #include "worker/worker_core.hpp"
 
 using namespace tern;
@@ -99,6 +100,294 @@ transport::CurveOptions curveClient(const config::SecuritySettings& sec) {
   return curve;
 }
 
+// The DEALER to the coordinator: its handshakes, and a reconnection after a failed one (ZeroMQ
+// does not retry those), backing off from 1 s to 8 s, so a key added to the allowlist later (and
+// SIGHUP) lets it in.
+struct CoordinatorLink {
+  CoordinatorLink(zmq::context_t& ctx, const config::WorkerSettings& s)
+      : channel(ctx, zmq::socket_type::dealer, channelOptions(s)),
+        handshakes(ctx, channel.socket(), /*disconnects=*/true) {
+    try {
+      channel.connect(s.coordinator);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("cannot connect to " + s.coordinator + ": " + e.what());
+    }
+  }
+  static transport::ChannelOptions channelOptions(const config::WorkerSettings& s) {
+    transport::ChannelOptions opts;
+    opts.max_message_bytes = int64_t(s.max_message_bytes);
+    opts.curve = curveClient(s.security);
+    return opts;
+  }
+  // What the handshake monitor says; true when a handshake succeeded after a reconnection.
+  bool watch(worker::WorkerCore& core, double now);
+  void failed(const transport::HandshakeEvent& e, double now);
+  void reconnect() {
+    channel.reconnect();
+    handshake_done = false;
+  }
+  void retryDue(double now) {
+    if (!retry_at || now < *retry_at) return;
+    retry_at.reset();
+    reconnect();
+    reconnected = true;
+  }
+
+  transport::Channel channel;
+  transport::HandshakeMonitor handshakes;
+  uint64_t auth_refused = 0, handshake_failed = 0, malformed = 0;
+  double last_log = -1e9, retry_delay = 0.5;
+  std::optional<double> retry_at;
+  bool reconnected = false;
+  bool handshake_done = false;  // on the current connection: what is queued on it can go out
+};
+
+bool CoordinatorLink::watch(worker::WorkerCore& core, double now) {
+  bool rejoin = false;
+  for (const auto& e : handshakes.drain()) {
+    using Kind = transport::HandshakeEvent::Kind;
+    if (e.kind == Kind::disconnected) {
+      // libzmq reconnects by itself; what is queued goes out once the handshake is done again.
+      handshake_done = false;
+    } else if (e.kind == Kind::succeeded) {
+      handshake_done = true;
+      core.connectionUp(now);
+      if (auth_refused + handshake_failed > 0)
+        spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
+      retry_delay = 0.5;
+      // libzmq reconnected by itself: a retry left from the failure would tear this connection
+      // down. The join queued on the failed connection went with it: it goes again now.
+      retry_at.reset();
+      rejoin = rejoin || (reconnected && !core.joined());
+      reconnected = false;
+    } else {
+      failed(e, now);
+    }
+  }
+  return rejoin;
+}
+
+void CoordinatorLink::failed(const transport::HandshakeEvent& e, double now) {
+  using Kind = transport::HandshakeEvent::Kind;
+  ++(e.kind == Kind::refused ? auth_refused : handshake_failed);
+  retry_delay = std::min(retry_delay * 2, 8.0);
+  retry_at = now + retry_delay;
+  // The operator learns why this worker does not join, at most once per interval.
+  if (now - last_log < 10.0) return;
+  last_log = now;
+  if (e.kind == Kind::refused) {
+    spdlog::error(
+        "the coordinator at {} refused this worker's key (status {}, {} time(s)): is its public "
+        "key on the coordinator's allowlist? retrying",
+        e.endpoint, e.status, auth_refused);
+  } else {
+    spdlog::error(
+        "handshake with the coordinator at {} failed ({} time(s)): do both sides use the same "
+        "security mode, and is security.server_public_key_file the coordinator's key? retrying",
+        e.endpoint, handshake_failed);
+  }
+}
+
+// The worker daemon's loop around the core: messages in, effects out, the gradient on the
+// runner's thread while this one keeps answering the coordinator and pinging the watchdog.
+class WorkerDaemon {
+ public:
+  WorkerDaemon(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts,
+               std::shared_ptr<const ml::Dataset> shard, uint64_t partition);
+  int run();
+
+ private:
+  void dispatch(worker::Effects e);
+  void send(std::vector<Message> out);
+  // Takes what the channel holds, bounded, so a stream of messages cannot hold back heartbeats.
+  void receive(const std::function<void(const Message&, size_t)>& take, bool after_stop = false);
+  void turn();
+  void publish(const std::string& state);
+  void waitForWelcome();
+  void waitForLeaveAnswer();
+  int finish(bool was_joined, bool was_finished);
+
+  const config::WorkerSettings& s_;
+  worker::WorkerCore core_;
+  worker::GradientRunner runner_;
+  zmq::context_t ctx_{1};
+  CoordinatorLink link_;
+  telemetry::DaemonTelemetry tel_;
+  double first_round_at_ = -1.0;  // round durations count from the first round, not start-up
+  uint64_t published_rounds_ = 0;
+};
+
+uint64_t processInstance() {
+  std::random_device rd;
+  return ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0: "not given"
+}
+
+WorkerDaemon::WorkerDaemon(const config::WorkerSettings& s,
+                           const telemetry::TelemetryOptions& tel_opts,
+                           std::shared_ptr<const ml::Dataset> shard, uint64_t partition)
+    : s_(s),
+      core_(s, shard, processInstance()),
+      // A stop during a long gradient ends it between chunks or local steps: the Leave goes out
+      // within the unit's TimeoutStopSec, not after the computation.
+      runner_(shard, [] { return stopRequested().load(); }),
+      link_(ctx_, s),
+      tel_(tel_opts, steadySeconds, workerStatus(s, core_, 0, 0, 0, 0.0, "starting")) {
+  core_.setPartition(partition);
+}
+
+void WorkerDaemon::send(std::vector<Message> out) {
+  for (auto& m : out) {
+    if (auto sent = transport::sendMessage(link_.channel, "", m)) {
+      core_.onSent(m, *sent, steadySeconds());
+    } else {
+      spdlog::debug("send would block; the coordinator may be unreachable");
+    }
+  }
+}
+
+void WorkerDaemon::dispatch(worker::Effects e) {
+  send(std::move(e.send));
+  if (e.compute) runner_.submit(std::move(*e.compute));
+}
+
+void WorkerDaemon::receive(const std::function<void(const Message&, size_t)>& take,
+                           bool after_stop) {
+  size_t taken = 0;
+  while (taken++ < transport::kMaxMessagesPerTurn && (after_stop || !stopRequested())) {
+    auto frames = link_.channel.receive();
+    if (!frames) break;
+    auto parsed = transport::parseFrames(*frames);
+    if (!parsed.message) {
+      ++link_.malformed;
+      spdlog::warn("malformed message from the coordinator ({} so far): {}", link_.malformed,
+                   parsed.error);
+      continue;
+    }
+    take(*parsed.message, frames->bytes);
+  }
+}
+
+void WorkerDaemon::publish(const std::string& state) {
+  const auto& stats = core_.stats();
+  if (first_round_at_ < 0 && stats.rounds > 0) first_round_at_ = steadySeconds();
+  const double t = first_round_at_ < 0 ? 0.0 : steadySeconds() - first_round_at_;
+  published_rounds_ = stats.rounds;
+  tel_.publish(workerStatus(s_, core_, link_.malformed, link_.auth_refused, link_.handshake_failed,
+                            t, state),
+               fmt::format("{}: round {}, loss {:.4f}, level {}", state, core_.replicaRound(),
+                           stats.last_loss, stats.last_level));
+}
+
+void WorkerDaemon::turn() {
+  double wait = std::clamp(core_.nextWakeup() - steadySeconds(), 0.0, 0.1);
+  if (runner_.busy()) wait = std::min(wait, 0.02);  // the gradient's answer is looked for often
+  if (link_.retry_at) wait = std::clamp(*link_.retry_at - steadySeconds(), 0.0, wait);
+  std::vector<zmq::socket_t*> also_wake_on{&link_.handshakes.socket()};
+  const bool readable =
+      link_.channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
+  if (link_.watch(core_, steadySeconds())) dispatch(core_.start(steadySeconds()));
+  link_.retryDue(steadySeconds());
+  if (readable)
+    receive([&](const Message& m, size_t b) { dispatch(core_.onMessage(m, b, steadySeconds())); });
+  if (auto result = runner_.poll()) dispatch(core_.onGradient(*result, steadySeconds()));
+  const uint64_t rejoins_before = core_.stats().rejoins;
+  auto ticked = core_.onTick(steadySeconds());
+  // A re-join on silence: the connection may be dead without the socket knowing, and what queued
+  // on it (earlier joins, pushes) is stale. A new connection carries the join.
+  if (core_.stats().rejoins != rejoins_before && !core_.joined()) link_.reconnect();
+  dispatch(std::move(ticked));
+  tel_.tick();
+  if (core_.stats().rounds != published_rounds_ || tel_.publishDue())
+    publish(core_.joined() ? "running" : "joining");
+}
+
+void WorkerDaemon::waitForWelcome() {
+  // A join went out and its welcome may be on the way: the coordinator admits this worker with
+  // it, and then must hear that it left. Only the welcome, or an error refusing the join, is
+  // taken meanwhile; a welcome refused ends the wait (its Leave's answer is waited for next).
+  const double give_up = steadySeconds() + kWelcomeGraceSeconds;
+  while (core_.awaitingWelcome() && !core_.leaveUnanswered() && steadySeconds() < give_up) {
+    if (!link_.channel.waitReadable(std::chrono::milliseconds(50))) continue;
+    receive(
+        [&](const Message& m, size_t bytes) {
+          if (core_.leaveUnanswered()) {
+            send(core_.afterStop(m, bytes, steadySeconds()));
+          } else if (m.envelope.has_welcome() || m.envelope.has_error()) {
+            send(core_.onMessage(m, bytes, steadySeconds()).send);
+          }
+        },
+        /*after_stop=*/true);
+  }
+}
+
+void WorkerDaemon::waitForLeaveAnswer() {
+  // The Leave may queue behind a push still crossing a slow uplink, and closing the connection
+  // with the coordinator's heartbeats unread resets it, dropping both. A coordinator that answers
+  // Leaves says when it has them; a connection that ends meanwhile will not bring the answer.
+  const double give_up = steadySeconds() + kLeaveGraceSeconds;
+  std::vector<zmq::socket_t*> also_wake_on{&link_.handshakes.socket()};
+  while (core_.leaveUnanswered() && link_.handshake_done && steadySeconds() < give_up) {
+    tel_.tick();
+    const bool readable = link_.channel.waitReadable(std::chrono::milliseconds(50), also_wake_on);
+    link_.watch(core_, steadySeconds());
+    if (!readable) continue;
+    receive([&](const Message& m, size_t b) { send(core_.afterStop(m, b, steadySeconds())); },
+            /*after_stop=*/true);
+  }
+  if (core_.leaveUnanswered() && !link_.handshake_done) {
+    spdlog::warn("the connection to the coordinator ended before it answered the Leave");
+  } else if (core_.leaveUnanswered()) {
+    spdlog::warn(
+        "the coordinator did not answer the Leave within {:g} s: it may hold this worker until "
+        "its patience runs out",
+        kLeaveGraceSeconds);
+  }
+}
+
+int WorkerDaemon::run() {
+  // A stop while the data loaded: a join now would admit a worker that is already leaving.
+  if (!stopRequested()) dispatch(core_.start(steadySeconds()));
+  tel_.ready("connecting to " + s_.coordinator);
+  while (!core_.finished() && !stopRequested()) turn();
+  // A gradient still computing is abandoned (the runner sees the stop between its chunks).
+  runner_.abandon();
+  link_.watch(core_, steadySeconds());
+  const bool was_finished = core_.finished();
+  send(core_.stop("stopped by signal", steadySeconds()));
+  if (core_.awaitingWelcome() && link_.handshake_done) {
+    waitForWelcome();
+    send(core_.stop("stopped by signal", steadySeconds()));
+  }
+  const bool was_joined = core_.joined();
+  if (core_.leaveUnanswered() && link_.handshake_done) waitForLeaveAnswer();
+  return finish(was_joined, was_finished);
+}
+
+int WorkerDaemon::finish(bool was_joined, bool was_finished) {
+  if (!was_joined) {
+    // A join still queued on a connection being made must not go out after this worker is gone.
+    link_.channel.socket().set(zmq::sockopt::linger, 0);
+  } else if (was_finished) {
+    // The Leave answering the coordinator's Finish, which the coordinator waits for, may queue
+    // behind a late push on a slow uplink: it gets a few seconds (the unit allows 15 to stop).
+    link_.channel.socket().set(zmq::sockopt::linger, 5000);
+  }
+  publish(core_.finished() ? "finished" : "stopped");
+  tel_.stopping("stopping");
+  auto fit = core_.link().fit();
+  spdlog::info("link model: a={:.3g}s b={:.3g}s/packet r2={:.3f} samples={}", fit.a, fit.b, fit.r2,
+               fit.samples);
+  std::cout << "replica: round=" << core_.replicaRound() << " checksum=" << std::hex
+            << checksum(core_.parameters()) << std::dec << std::endl;
+  if (!core_.fatalError().empty()) {
+    // Refused for good (another protocol version, a model that does not fit max_message_bytes,
+    // a shard no model can train on): its own status, which the unit does not restart.
+    std::cerr << "tern-worker: " << core_.fatalError() << '\n';
+    return 3;
+  }
+  return 0;
+}
+
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
   installSignalHandlers();
@@ -115,256 +404,9 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
       }));
   spdlog::info("shard {}/{}: {} rows, {} features", s.shard_index, s.shard_total, shard->rows(),
                shard->features());
-  std::random_device rd;
-  const uint64_t instance = ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0: "not given"
-  worker::WorkerCore core(s, shard, steadySeconds, instance);
-  core.setPartition(partition);
-  // A stop during a long gradient ends it between chunks or local steps: the Leave goes out
-  // within the unit's TimeoutStopSec, not after the computation.
-  core.setStopCheck([] { return stopRequested().load(); });
-
-  zmq::context_t ctx(1);
-  transport::ChannelOptions opts;
-  opts.max_message_bytes = int64_t(s.max_message_bytes);
-  opts.curve = curveClient(s.security);
-  transport::Channel channel(ctx, zmq::socket_type::dealer, opts);
-  transport::HandshakeMonitor handshakes(ctx, channel.socket(), /*disconnects=*/true);
-  std::vector<zmq::socket_t*> also_wake_on{&handshakes.socket()};
-  try {
-    channel.connect(s.coordinator);
-  } catch (const zmq::error_t& e) {
-    throw std::runtime_error("cannot connect to " + s.coordinator + ": " + e.what());
-  }
-  uint64_t auth_refused = 0;
-  uint64_t handshake_failed = 0;
-  double last_handshake_log = -1e9;
-  // ZeroMQ does not retry a connection whose handshake failed; this worker does, backing off
-  // from 1 s to 8 s, so a key added to the allowlist later (and SIGHUP) lets it in.
-  double retry_delay = 0.5;
-  double retry_at = -1.0;
-  bool reconnected = false;
-  bool handshake_done = false;  // on the current connection: what is queued on it can go out
-  uint64_t malformed = 0;
-  telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
-                                 workerStatus(s, core, malformed, 0, 0, 0.0, "starting"));
-  double first_round_at = -1.0;  // round durations count from the first round, not start-up
-  uint64_t published_rounds = 0;
-  auto publish = [&](const std::string& state) {
-    if (first_round_at < 0 && core.stats().rounds > 0) first_round_at = steadySeconds();
-    double t = first_round_at < 0 ? 0.0 : steadySeconds() - first_round_at;
-    published_rounds = core.stats().rounds;
-    tel.publish(workerStatus(s, core, malformed, auth_refused, handshake_failed, t, state),
-                fmt::format("{}: round {}, loss {:.4f}, level {}", state, core.replicaRound(),
-                            core.stats().last_loss, core.stats().last_level));
-  };
-
-  auto dispatch = [&](std::vector<Message> out) {
-    for (auto& m : out) {
-      auto sent = transport::sendMessage(channel, "", m);
-      if (sent) {
-        core.onSent(m, *sent);
-      } else {
-        spdlog::debug("send would block; the coordinator may be unreachable");
-      }
-    }
-  };
-  // The operator learns why this worker does not join, at most once per interval.
-  auto watchHandshakes = [&] {
-    for (const auto& e : handshakes.drain()) {
-      using Kind = transport::HandshakeEvent::Kind;
-      if (e.kind == Kind::disconnected) {
-        // libzmq reconnects by itself; what is queued goes out once the handshake is done again.
-        handshake_done = false;
-        continue;
-      }
-      if (e.kind == Kind::succeeded) {
-        handshake_done = true;
-        core.connectionUp();
-        if (auth_refused + handshake_failed > 0) {
-          spdlog::info("handshake with the coordinator at {} succeeded", e.endpoint);
-        }
-        retry_delay = 0.5;
-        // libzmq reconnected by itself: a retry left from the failure would tear this
-        // connection down (its queue, and the worker's identity at the coordinator).
-        retry_at = -1.0;
-        // The join queued on the failed connection went with it: send it again now rather
-        // than after the coordinator's patience runs out.
-        if (reconnected && !core.joined()) dispatch(core.start());
-        reconnected = false;
-        continue;
-      }
-      ++(e.kind == Kind::refused ? auth_refused : handshake_failed);
-      double now = steadySeconds();
-      retry_delay = std::min(retry_delay * 2, 8.0);
-      retry_at = now + retry_delay;
-      if (now - last_handshake_log < 10.0) continue;
-      last_handshake_log = now;
-      if (e.kind == Kind::refused) {
-        spdlog::error(
-            "the coordinator at {} refused this worker's key (status {}, {} time(s)): is its "
-            "public key on the coordinator's allowlist? retrying",
-            e.endpoint, e.status, auth_refused);
-      } else {
-        spdlog::error(
-            "handshake with the coordinator at {} failed ({} time(s)): do both sides use the same "
-            "security mode, and is security.server_public_key_file the coordinator's key? retrying",
-            e.endpoint, handshake_failed);
-      }
-    }
-  };
-  // A round start is where the gradient is computed, which on a small board can take longer
-  // than the coordinator's patience: it runs on a second thread while this one keeps sending the
-  // worker's heartbeats and pinging the watchdog. The core is touched by the computation alone
-  // until it returns; the heartbeat is built before it starts, and other messages wait queued.
-  auto handle = [&](const Message& m, size_t bytes) -> std::vector<Message> {
-    const auto beat = core.heartbeat();
-    if (!m.envelope.has_round_start() || !beat) return core.onMessage(m, bytes);
-    auto result = std::async(std::launch::async, [&] { return core.onMessage(m, bytes); });
-    const double every = core.heartbeatInterval();
-    double next_beat = steadySeconds() + every;
-    while (result.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
-      if (steadySeconds() >= next_beat) {
-        if (!transport::sendMessage(channel, "", *beat)) {
-          spdlog::debug("heartbeat during a computation would block");
-        }
-        next_beat = steadySeconds() + every;
-      }
-      tel.tick();
-    }
-    return result.get();
-  };
-  // What the channel holds, bounded, so that a stream of messages cannot hold back heartbeats and
-  // the watchdog.
-  // After a stop nothing more is taken: a round start would cost a computation (or its first
-  // chunk) and a push just before the Leave; only the wait for a welcome after a stop
-  // (after_stop) takes what comes, and filters it itself.
-  auto receive = [&](const std::function<void(const Message&, size_t)>& take,
-                     bool after_stop = false) {
-    size_t taken = 0;
-    while (taken++ < transport::kMaxMessagesPerTurn && (after_stop || !stopRequested())) {
-      auto frames = channel.receive();
-      if (!frames) break;
-      auto parsed = transport::parseFrames(*frames);
-      if (!parsed.message) {
-        ++malformed;
-        spdlog::warn("malformed message from the coordinator ({} so far): {}", malformed,
-                     parsed.error);
-        continue;
-      }
-      take(*parsed.message, frames->bytes);
-    }
-  };
-  // A stop while the data loaded: a join now would admit a worker that is already leaving.
-  if (!stopRequested()) {
-    dispatch(core.start());
-  } else {
-    spdlog::info("stopped while loading the data: not joining");
-  }
-  tel.ready("connecting to " + s.coordinator);
-  while (!core.finished() && !stopRequested()) {
-    double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
-    if (retry_at >= 0) wait = std::clamp(retry_at - steadySeconds(), 0.0, wait);
-    bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
-    watchHandshakes();
-    if (retry_at >= 0 && steadySeconds() >= retry_at) {
-      retry_at = -1.0;
-      channel.reconnect();
-      reconnected = true;
-      handshake_done = false;
-    }
-    if (readable) receive([&](const Message& m, size_t bytes) { dispatch(handle(m, bytes)); });
-    const uint64_t rejoins_before = core.stats().rejoins;
-    auto ticked = core.onTick();
-    if (core.stats().rejoins != rejoins_before && !core.joined()) {
-      // A re-join on silence: the connection may be dead without the socket knowing, and what
-      // queued on it (earlier joins, pushes) is stale. A new connection carries the join.
-      channel.reconnect();
-      handshake_done = false;
-    }
-    dispatch(std::move(ticked));
-    tel.tick();
-    if (core.stats().rounds != published_rounds || tel.publishDue()) {
-      publish(core.joined() ? "running" : "joining");
-    }
-  }
-  // Handshakes since the loop last looked, whatever else they say.
-  auto connectionNews = [&] {
-    for (const auto& e : handshakes.drain()) {
-      if (e.kind == transport::HandshakeEvent::Kind::succeeded) handshake_done = true;
-      if (e.kind == transport::HandshakeEvent::Kind::disconnected) handshake_done = false;
-    }
-  };
-  connectionNews();
-  if (core.awaitingWelcome() && handshake_done) {
-    // A join went out and its welcome may be on the way: the coordinator admits this worker
-    // with it, and then must hear that it left. Only the welcome, or an error refusing the join
-    // (no welcome will come), is taken meanwhile; what the core answers goes out (a welcome it
-    // refuses is answered with a Leave).
-    // A welcome refused ends the wait (the wait for its Leave's answer follows).
-    const double give_up = steadySeconds() + kWelcomeGraceSeconds;
-    while (core.awaitingWelcome() && !core.leaveUnanswered() && steadySeconds() < give_up) {
-      if (!channel.waitReadable(std::chrono::milliseconds(50))) continue;
-      receive(
-          [&](const Message& m, size_t bytes) {
-            if (core.leaveUnanswered()) {
-              dispatch(core.afterStop(m, bytes));
-            } else if (m.envelope.has_welcome() || m.envelope.has_error()) {
-              dispatch(core.onMessage(m, bytes));
-            }
-          },
-          /*after_stop=*/true);
-    }
-  }
-  const bool was_joined = core.joined();
-  const bool was_finished = core.finished();
-  dispatch(core.stop("stopped by signal"));
-  if (core.leaveUnanswered() && handshake_done) {
-    // The Leave (or the one refusing a welcome) may queue behind a push still crossing a slow
-    // uplink, and closing the connection with the coordinator's heartbeats unread resets it,
-    // dropping both: the coordinator would hold this worker, and its round, until its patience.
-    // A coordinator that answers Leaves says when it has them (and all that came before).
-    // A connection that ends meanwhile (the coordinator exited: a checkpoint pause, a crash)
-    // will not bring the answer.
-    const double give_up = steadySeconds() + kLeaveGraceSeconds;
-    while (core.leaveUnanswered() && handshake_done && steadySeconds() < give_up) {
-      tel.tick();
-      const bool readable = channel.waitReadable(std::chrono::milliseconds(50), also_wake_on);
-      connectionNews();
-      if (!readable) continue;
-      receive([&](const Message& m, size_t bytes) { dispatch(core.afterStop(m, bytes)); },
-              /*after_stop=*/true);
-    }
-    if (core.leaveUnanswered() && !handshake_done) {
-      spdlog::warn("the connection to the coordinator ended before it answered the Leave");
-    } else if (core.leaveUnanswered()) {
-      spdlog::warn(
-          "the coordinator did not answer the Leave within {:g} s: it may hold this worker "
-          "until its patience runs out",
-          kLeaveGraceSeconds);
-    }
-  }
-  if (!was_joined) {
-    // A join still queued on a connection being made must not go out after this worker is gone.
-    channel.socket().set(zmq::sockopt::linger, 0);
-  } else if (was_finished) {
-    // The Leave answering the coordinator's Finish, which the coordinator waits for, may queue
-    // behind a late push on a slow uplink: it gets a few seconds (the unit allows 15 to stop).
-    channel.socket().set(zmq::sockopt::linger, 5000);
-  }
-  publish(core.finished() ? "finished" : "stopped");
-  tel.stopping("stopping");
-  auto fit = core.link().fit();
-  spdlog::info("link model: a={:.3g}s b={:.3g}s/packet r2={:.3f} samples={}", fit.a, fit.b, fit.r2,
-               fit.samples);
-  std::cout << "replica: round=" << core.replicaRound() << " checksum=" << std::hex
-            << checksum(core.parameters()) << std::dec << std::endl;
-  if (!core.fatalError().empty()) {
-    // Refused for good (another protocol version, a model that does not fit max_message_bytes,
-    // a shard no model can train on): its own status, which the unit does not restart.
-    std::cerr << "tern-worker: " << core.fatalError() << '\n';
-    return 3;
-  }
-  return 0;
+  WorkerDaemon daemon(s, tel_opts, shard, partition);
+  if (stopRequested()) spdlog::info("stopped while loading the data: not joining");
+  return daemon.run();
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "common/util/checksum.hpp"
-#include "worker/worker_core.hpp"
+#include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
 
@@ -50,7 +50,7 @@ struct Rig {
   config::WorkerSettings settings;
   std::shared_ptr<ml::Dataset> shard =
       std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, 2, 1));
-  std::unique_ptr<worker::WorkerCore> core;
+  std::unique_ptr<testing::DrivenWorker> core;
   uint64_t session = 99;
   double link_free = 0.0;
 
@@ -86,7 +86,7 @@ struct Rig {
     settings.coordinator_patience_seconds = 30.0;
     settings.link.packet_bytes = kPacket;
     if (configure) configure(settings);
-    core = std::make_unique<worker::WorkerCore>(settings, shard, [this] { return now; });
+    core = std::make_unique<testing::DrivenWorker>(settings, shard, [this] { return now; });
     core->start();
   }
 
@@ -1274,7 +1274,8 @@ TEST_CASE("a welcome without the model is taken only as the replica the join nam
     stopping.welcome();
     stopping.send(stopping.roundStart(0));
     REQUIRE(stopping.core->onMessage(unknown, 10).size() == 1);
-    stopping.core->setStopCheck([] { return true; });
+    // Stopped while its join is unanswered: nothing to say yet.
+    REQUIRE(stopping.core->stop("stopped by signal").empty());
     const auto answer = stopping.core->onMessage(bare(1, {}), 10);
     REQUIRE(answer.size() == 1);
     CHECK(answer.front().envelope.has_leave());
