@@ -226,6 +226,21 @@ void PushBuilder::reportDeadline(uint64_t round, const InTime& t, uint32_t most,
   }
 }
 
+std::span<const float> PushBuilder::corrected(std::span<const float> grad, uint64_t round,
+                                              bool again, WorkerStats& stats) {
+  // Asked again, the refused push is taken back (if its error has not done so already): the
+  // residual then holds this round's gradient (the replica and the minibatch are the same) and
+  // everything else still owed, and it goes out as it is, so the gradient is never added twice.
+  // Without feedback the gradient is simply computed again.
+  std::span<const float> v;
+  if (again) {
+    takeBack(round, stats);
+    v = compressor_->resendResidual(grad.size());
+  }
+  if (v.empty()) v = compressor_->corrected(grad);
+  return v;
+}
+
 PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, double loss,
                                       bool again, uint32_t cap_said, LinkMonitor& link, double now,
                                       double compute_seconds, Rng& rng, WorkerStats& stats) {
@@ -246,16 +261,7 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
   if (!std::isfinite(loss) ||
       !std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }))
     return failed("the local loss or gradient is not finite (loss " + std::to_string(loss) + ")");
-  // Asked again, the refused push is taken back (if its error has not done so already): the
-  // residual then holds this round's gradient (the replica and the minibatch are the same) and
-  // everything else still owed, and it goes out as it is, so the gradient is never added twice.
-  // Without feedback the gradient is simply computed again.
-  std::span<const float> v;
-  if (again) {
-    takeBack(round, stats);
-    v = compressor_->resendResidual(grad.size());
-  }
-  if (v.empty()) v = compressor_->corrected(grad);
+  const std::span<const float> v = corrected(grad, round, again, stats);
   uint32_t cap = std::clamp<uint32_t>(std::min(cap_said, size_cap_.value_or(UINT32_MAX)), 1, d);
   // What the push carries besides the codec's bytes: its envelope, with every report field
   // present (the level at its largest, the cap), and the two frames' headers (the payload's

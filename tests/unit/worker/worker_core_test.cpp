@@ -174,14 +174,14 @@ struct Rig {
   }
 
   Message ackFor(const Message& m, double hold = 0.0) {
-    Message a;
-    a.envelope = makeEnvelope();
-    auto* ack = a.envelope.mutable_ack();
+    Message answer;
+    answer.envelope = makeEnvelope();
+    auto* ack = answer.envelope.mutable_ack();
     ack->set_round(m.envelope.push().round());
     ack->set_probe(m.envelope.push().probe());
     ack->set_probe_id(m.envelope.push().probe_id());
     ack->set_hold_seconds(hold);
-    return a;
+    return answer;
   }
 
   // Delivers every ack in flight, in time order; returns the messages the acks produced.
@@ -1035,9 +1035,9 @@ TEST_CASE("pushes and probes fit in the coordinator's largest message, said in i
   auto threshold = rig("threshold", 4096);
   REQUIRE(threshold->core->joined());
   for (uint64_t round = 0; round < 3; ++round) {
-    const auto out = threshold->roundStart(round);
+    const auto pushed_now = threshold->roundStart(round);
     bool pushed = false;
-    for (const auto& m : out) {
+    for (const auto& m : pushed_now) {
       CHECK(m.payload.size() <= 4096);
       if (!isPush(m)) continue;
       pushed = true;
