@@ -19,10 +19,16 @@ StepRule parseStepRule(const std::string& name) {
   throw std::invalid_argument("unknown tuning.step '" + name + "'");
 }
 
-bool errorFeedbackOn(const config::WorkerSettings& settings) {
-  if (!settings.error_feedback_auto) return settings.error_feedback;
+PushStrategy pushStrategy(const config::WorkerSettings& settings) {
   const auto& n = settings.compressor.name;
-  return !(n == "randomk" || n == "stochastic" || n == "qsgd");
+  PushStrategy s;
+  s.count_kind = n == "stochastic" ? CountKind::random : CountKind::fixed;
+  s.step_rule = parseStepRule(settings.tuning.step);
+  s.error_feedback = settings.error_feedback_auto
+                         ? !(n == "randomk" || n == "stochastic" || n == "qsgd")
+                         : settings.error_feedback;
+  s.threshold = n == "threshold";
+  return s;
 }
 
 uint32_t largestFittingLevel(const compression::Compressor& c, CountKind kind, uint32_t dim,
@@ -62,28 +68,26 @@ uint32_t largestFittingLevel(const compression::Compressor& c, CountKind kind, u
 namespace {
 
 std::unique_ptr<compression::ErrorFeedback> makeFeedback(const config::WorkerSettings& s,
-                                                         double threshold) {
+                                                         bool error_feedback, double threshold) {
   compression::CompressorSpec cspec = s.compressor;
   if (threshold > 0.0) cspec.threshold = threshold;
   return std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                      errorFeedbackOn(s));
+                                                      error_feedback);
 }
 
 }  // namespace
 
-PushBuilder::PushBuilder(const config::WorkerSettings& settings, double threshold,
-                         std::optional<double> smoothness)
+PushBuilder::PushBuilder(const config::WorkerSettings& settings, const PushStrategy& strategy,
+                         double threshold, std::optional<double> smoothness)
     : settings_(settings),
-      count_kind_(settings.compressor.name == "stochastic" ? CountKind::random : CountKind::fixed),
-      step_rule_(parseStepRule(settings.tuning.step)),
-      error_feedback_(errorFeedbackOn(settings)),
+      strategy_(strategy),
       smoothness_(smoothness),
-      compressor_(makeFeedback(settings, threshold)),
+      compressor_(makeFeedback(settings, strategy.error_feedback, threshold)),
       policy_(settings.tuning, settings.link.packet_bytes, smoothness.value_or(1.0)),
       threshold_(threshold) {}
 
 uint32_t PushBuilder::limitTo(uint64_t max_bytes, uint32_t dim) {
-  size_cap_ = largestFittingLevel(compressor_->inner(), count_kind_, dim, max_bytes);
+  size_cap_ = largestFittingLevel(compressor_->inner(), strategy_.count_kind, dim, max_bytes);
   return *size_cap_;
 }
 
@@ -100,15 +104,16 @@ void PushBuilder::roundStarts(double now, std::optional<double> deadline_left,
   // a step that is no step leaves it at the paper's.
   step_.reset();
   if (!learning_rate) return;
-  if (step_rule_ == StepRule::coordinator ||
-      (step_rule_ == StepRule::automatic && smoothness_ && *learning_rate * *smoothness_ < 2.0))
+  if (strategy_.step_rule == StepRule::coordinator ||
+      (strategy_.step_rule == StepRule::automatic && smoothness_ &&
+       *learning_rate * *smoothness_ < 2.0))
     step_ = *learning_rate;
 }
 
 void PushBuilder::setThreshold(double threshold) {
   if (threshold == threshold_) return;
   // A new threshold starts a new residual: the old one was shaped by the old threshold.
-  compressor_ = makeFeedback(settings_, threshold);
+  compressor_ = makeFeedback(settings_, strategy_.error_feedback, threshold);
   threshold_ = threshold;
 }
 
@@ -173,7 +178,7 @@ PushBuilder::InTime PushBuilder::inTime(uint32_t most, size_t overhead_bytes, ui
   uint32_t level = 0;
   if (packets >= 1.0 && packets * t.packet_bytes > double(overhead_bytes)) {
     const double codec_bytes = std::min(packets * t.packet_bytes - double(overhead_bytes), 1e18);
-    level = largestFittingLevel(inner, count_kind_, dim, uint64_t(codec_bytes));
+    level = largestFittingLevel(inner, strategy_.count_kind, dim, uint64_t(codec_bytes));
   }
   t.seconds_at_most = t.seconds(double(overhead_bytes + inner.encodedBytes(dim, most)));
   t.probe_ahead = probe.has_value();
@@ -208,7 +213,7 @@ void PushBuilder::reportDeadline(uint64_t round, const InTime& t, uint32_t most,
   if (threshold != nullptr && threshold->lastPassed() > most) ++stats.trimmed;
   if (!t.bound) return;
   const std::string rest =
-      error_feedback_ ? "the rest stays in the residual" : "the rest is dropped";
+      strategy_.error_feedback ? "the rest stays in the residual" : "the rest is dropped";
   auto say = [&](const std::string& what, double seconds, const std::string& done, uint64_t count) {
     sayInTime(round, t.budget, t.left, t.probe_ahead, what, seconds, done, count);
   };

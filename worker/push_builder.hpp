@@ -31,8 +31,15 @@ enum class CountKind {
 enum class StepRule { automatic, coordinator, paper };
 StepRule parseStepRule(const std::string& name);
 
-// Error feedback on or off, as configured (auto: on for the biased compressors).
-bool errorFeedbackOn(const config::WorkerSettings& settings);
+// The configured compressor and tuner as the worker acts on them, parsed once from the
+// settings' names (throws on an unknown step rule).
+struct PushStrategy {
+  CountKind count_kind = CountKind::fixed;
+  StepRule step_rule = StepRule::automatic;
+  bool error_feedback = true;  // as configured (auto: on for the biased compressors)
+  bool threshold = false;      // the hard threshold: a count that follows the data
+};
+PushStrategy pushStrategy(const config::WorkerSettings& settings);
 
 // The largest level in [1, dim] whose push stays within `max_bytes` by the codec's bound; 0 when
 // not even one coordinate does.
@@ -43,8 +50,8 @@ class PushBuilder {
  public:
   // Throws when the compressor or the tuner cannot be made. smoothness: the shard's bound L
   // (nullopt: the model gives none, and L = 1 stands in).
-  PushBuilder(const config::WorkerSettings& settings, double threshold,
-              std::optional<double> smoothness);
+  PushBuilder(const config::WorkerSettings& settings, const PushStrategy& strategy,
+              double threshold, std::optional<double> smoothness);
 
   // The pushes of `dim` coordinates are held to `max_bytes` (the coordinator's largest message):
   // returns the largest level that fits (0: none does).
@@ -59,7 +66,7 @@ class PushBuilder {
                    std::optional<double> learning_rate);
   // A round start's threshold (> 0): a new one starts a new residual. Throws if it is bad.
   void setThreshold(double threshold);
-  bool errorFeedback() const { return error_feedback_; }
+  bool errorFeedback() const { return strategy_.error_feedback; }
   const std::vector<float>& residual() const { return compressor_->residual(); }
   // The push of `round` was refused: its content goes back into the residual.
   void takeBack(uint64_t round, WorkerStats& stats);
@@ -91,9 +98,7 @@ class PushBuilder {
   void remember(uint64_t round, compression::SparseGradient carried);
 
   config::WorkerSettings settings_;
-  CountKind count_kind_;
-  StepRule step_rule_;
-  bool error_feedback_;
+  PushStrategy strategy_;
   std::optional<double> smoothness_;
   std::unique_ptr<compression::ErrorFeedback> compressor_;
   LevelPolicy policy_;

@@ -38,6 +38,7 @@ OrRefusal<std::vector<float>> welcomeParams(std::span<const uint8_t> payload, si
 // smoothness, the coordinator's largest message).
 OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
                                                       const config::WorkerSettings& settings,
+                                                      const PushStrategy& strategy,
                                                       const ml::Model& model,
                                                       const ml::Dataset& shard, uint32_t dim);
 

@@ -24,6 +24,7 @@ std::optional<double> saidTime(double v) {
 WorkerCore::WorkerCore(const config::WorkerSettings& settings,
                        std::shared_ptr<const ml::Dataset> shard, uint64_t instance)
     : settings_(settings),
+      strategy_(pushStrategy(settings)),
       shard_(std::move(shard)),
       instance_(instance),
       session_(settings),
@@ -105,7 +106,7 @@ std::vector<Message> WorkerCore::join(double now) {
     if (l >= 0 && size_t(l) < f.label_histogram.size()) ++f.label_histogram[size_t(l)];
   }
   f.compressors = compression::compressorNames();
-  f.error_feedback = errorFeedbackOn(settings_);
+  f.error_feedback = strategy_.error_feedback;
   return {sendable(proto::joinMessage(f), now)};
 }
 
@@ -301,7 +302,7 @@ Effects WorkerCore::handleWelcome(const Message& msg, double now) {
     }
     params = std::move(*held);
   }
-  auto push = welcomePushes(w, settings_, m, *shard_, uint32_t(params.size()));
+  auto push = welcomePushes(w, settings_, strategy_, m, *shard_, uint32_t(params.size()));
   if (auto* r = std::get_if<WelcomeRefusal>(&push)) return refuseWelcome(w, *r, now);
   takeWelcome(w, std::move(std::get<std::shared_ptr<ml::Model>>(model)), std::move(params),
               std::move(std::get<std::unique_ptr<PushBuilder>>(push)));

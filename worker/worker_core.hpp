@@ -113,6 +113,7 @@ class WorkerCore {
   std::vector<Message> nextProbe(double now);
 
   config::WorkerSettings settings_;
+  PushStrategy strategy_;  // parsed once from the settings
   std::shared_ptr<const ml::Dataset> shard_;
   uint64_t instance_ = 0;
   std::optional<uint64_t> partition_fingerprint_;
