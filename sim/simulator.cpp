@@ -42,6 +42,7 @@ struct Simulator::Impl {
   std::priority_queue<Event, std::vector<Event>, Later> queue;
   std::unique_ptr<server::CoordinatorCore> coordinator;
   std::vector<std::unique_ptr<worker::WorkerCore>> workers;
+  std::vector<std::unique_ptr<worker::ShardTrainer>> trainers;
   std::vector<config::SimLink> links;
   std::vector<double> up_free, down_free;
   std::vector<uint64_t> sent_to_worker;
@@ -72,7 +73,8 @@ struct Simulator::Impl {
       wset.shard_index = i;
       wset.shard_total = s.workers;
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
-      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, clock, i + 1));
+      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, i + 1));
+      trainers.push_back(std::make_unique<worker::ShardTrainer>(shard));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
     }
     up_free.assign(s.workers, 0.0);
@@ -86,8 +88,18 @@ struct Simulator::Impl {
     queue.push(Event{t, seq++, kind, w, gen, std::move(m), bytes});
   }
 
+  // What a worker's event asks for: a gradient is computed at once, at the same virtual time.
+  std::vector<Message> fulfil(size_t i, worker::Effects e) {
+    if (!e.compute) return std::move(e.send);
+    auto result = trainers[i]->gradient(*e.compute);
+    auto pushed = workers[i]->onGradient(*result, now);
+    for (auto& m : pushed.send) e.send.push_back(std::move(m));
+    return std::move(e.send);
+  }
+
   // A worker hands messages to its uplink; a push departs after its compute time.
-  void workerOut(size_t i, std::vector<Message> out) {
+  void workerOut(size_t i, worker::Effects e) {
+    auto out = fulfil(i, std::move(e));
     double depart = now;
     for (auto& m : out) {
       if (m.envelope.has_push() && !m.envelope.push().probe())
@@ -125,7 +137,7 @@ struct Simulator::Impl {
 
   SimResult run(const std::function<void(const server::RoundRecord&)>& on_round) {
     coordinator->on_round = on_round;
-    for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start());
+    for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start(now));
     scheduleCoordinatorTick();
     SimResult result;
     while (!queue.empty() && !coordinator->finished()) {
@@ -136,7 +148,7 @@ struct Simulator::Impl {
       switch (e.kind) {
         case EventKind::kWorkerSend: {
           size_t i = e.worker;
-          workers[i]->onSent(*e.message, e.bytes);
+          workers[i]->onSent(*e.message, e.bytes, now);
           double start = std::max(now, up_free[i]);
           double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
           up_free[i] = done;
@@ -149,7 +161,7 @@ struct Simulator::Impl {
               coordinator->onMessage(std::to_string(e.worker), *e.message, e.bytes, now));
           break;
         case EventKind::kToWorker:
-          workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes));
+          workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes, now));
           if (!workers[e.worker]->fatalError().empty()) {
             throw std::runtime_error("sim-worker-" + std::to_string(e.worker) +
                                      " gave up: " + workers[e.worker]->fatalError());
@@ -164,7 +176,7 @@ struct Simulator::Impl {
           break;
         case EventKind::kWorkerTick:
           if (e.generation == worker_tick_gen[e.worker]) {
-            workerOut(e.worker, workers[e.worker]->onTick());
+            workerOut(e.worker, workers[e.worker]->onTick(now));
           }
           break;
         case EventKind::kCoordinatorTick:
@@ -179,7 +191,7 @@ struct Simulator::Impl {
       queue.pop();
       if (e.kind != EventKind::kToWorker) continue;
       now = e.time;
-      workers[e.worker]->onMessage(*e.message, e.bytes);
+      fulfil(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes, now));
     }
     uint64_t reference = checksum(coordinator->parameters());
     for (const auto& w : workers) {

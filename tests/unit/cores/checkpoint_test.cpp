@@ -14,7 +14,7 @@
 #include "common/util/checksum.hpp"
 #include "push_message.hpp"
 #include "server/coordinator_core.hpp"
-#include "worker/worker_core.hpp"
+#include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
 
@@ -539,7 +539,7 @@ TEST_CASE("a worker answers a burst of unknown-session errors from a restarted c
   ws.compressor.name = "topk";
   double now = 0.0;
   auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
-  worker::WorkerCore worker(ws, shard, [&now] { return now; });
+  testing::DrivenWorker worker(ws, shard, [&now] { return now; });
   auto joins = [](const std::vector<Message>& out) {
     size_t n = 0;
     for (const auto& m : out) n += m.envelope.has_join() ? 1 : 0;
@@ -572,7 +572,7 @@ TEST_CASE(
   config::WorkerSettings ws;
   ws.compressor.name = "topk";
   auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
-  worker::WorkerCore worker(ws, shard, [] { return 0.0; });
+  testing::DrivenWorker worker(ws, shard, [] { return 0.0; });
   CHECK_FALSE(worker.awaitingWelcome());
   const auto join = worker.start();
   CHECK(worker.awaitingWelcome());
@@ -604,7 +604,7 @@ TEST_CASE(
 // worker answers to the coordinator until the coordinator has closed `rounds` more rounds;
 // returns what it sent last (not delivered).
 std::vector<Outgoing> exchange(Cluster& c,
-                               const std::map<std::string, worker::WorkerCore*>& workers,
+                               const std::map<std::string, testing::DrivenWorker*>& workers,
                                std::vector<Outgoing> out, size_t rounds) {
   const uint64_t until = c.core->round() + rounds;
   while (!out.empty() && c.core->round() < until) {
@@ -622,7 +622,7 @@ std::vector<Outgoing> exchange(Cluster& c,
   return out;
 }
 
-std::vector<Outgoing> exchange(Cluster& c, worker::WorkerCore& worker, std::vector<Outgoing> out,
+std::vector<Outgoing> exchange(Cluster& c, testing::DrivenWorker& worker, std::vector<Outgoing> out,
                                size_t rounds) {
   return exchange(c, {{"W", &worker}}, std::move(out), rounds);
 }
@@ -642,7 +642,7 @@ TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or 
     config::WorkerSettings ws;
     ws.compressor.name = "topk";
     auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 3, 2, 1));
-    worker::WorkerCore worker(ws, shard, [&c] { return c.now; });
+    testing::DrivenWorker worker(ws, shard, [&c] { return c.now; });
     const auto j = worker.start();
     const auto last = exchange(c, worker, c.core->onMessage("W", j.front(), 10, c.now), 3);
     REQUIRE(worker.joined());
@@ -692,21 +692,21 @@ TEST_CASE("a worker stopped with its coordinator ends on the model: a Finish or 
 struct TwoWorkers {
   config::WorkerSettings ws;
   std::shared_ptr<ml::Dataset> shard;
-  std::unique_ptr<worker::WorkerCore> worker, other;
+  std::unique_ptr<testing::DrivenWorker> worker, other;
   TwoWorkers(Cluster& c, size_t features)
       : shard(std::make_shared<ml::Dataset>(ml::syntheticDense(50, features, 2, 1))) {
     ws.compressor.name = "topk";
-    worker = std::make_unique<worker::WorkerCore>(ws, shard, [&c] { return c.now; });
+    worker = std::make_unique<testing::DrivenWorker>(ws, shard, [&c] { return c.now; });
     config::WorkerSettings named = ws;
     named.name = "other";
-    other = std::make_unique<worker::WorkerCore>(named, shard, [&c] { return c.now; });
+    other = std::make_unique<testing::DrivenWorker>(named, shard, [&c] { return c.now; });
   }
 };
 
 // `worker` ("W") and `other` ("V") train rounds 0 and 1 together; in round 2 the other worker's
 // push arrives and this worker's is still crossing at the deadline: the round closes without it,
 // and its replica is one round's update behind the model.
-void behindByOneRound(Cluster& c, worker::WorkerCore& worker, worker::WorkerCore& other) {
+void behindByOneRound(Cluster& c, testing::DrivenWorker& worker, testing::DrivenWorker& other) {
   const auto first = worker.start();
   REQUIRE(first.size() == 1);
   CHECK(first.front().envelope.join().replica_checksum() == 0);  // nothing held yet
@@ -791,7 +791,7 @@ TEST_CASE("a worker re-joining with its replica is welcomed without the whole mo
   }
   // A worker that holds no replica refuses a welcome without the model, and its next join asks
   // for the whole one.
-  worker::WorkerCore fresh(ws, shard, [&c] { return c.now; });
+  testing::DrivenWorker fresh(ws, shard, [&c] { return c.now; });
   REQUIRE(fresh.start().size() == 1);
   Message bare = welcome2;
   bare.envelope.mutable_welcome()->set_join_nonce(0);

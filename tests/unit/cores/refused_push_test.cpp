@@ -22,7 +22,7 @@
 #include "common/util/checksum.hpp"
 #include "common/util/rng.hpp"
 #include "server/coordinator_core.hpp"
-#include "worker/worker_core.hpp"
+#include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
 
@@ -39,7 +39,7 @@ struct Cluster {
   double now = 0.0;
   config::CoordinatorSettings cs;
   std::unique_ptr<server::CoordinatorCore> coordinator;
-  std::vector<std::unique_ptr<worker::WorkerCore>> workers;
+  std::vector<std::unique_ptr<testing::DrivenWorker>> workers;
   std::map<std::string, size_t> by_peer;
   // Called on every gradient push before the coordinator sees it; may spoil it.
   std::function<void(size_t worker, Message&)> tamper;
@@ -74,7 +74,7 @@ struct Cluster {
     for (size_t i = 0; i < n; ++i) {
       ws.name = peerOf(i);
       auto shard = std::make_shared<ml::Dataset>(ml::syntheticDense(80, 6, 3, 11 + i));
-      workers.push_back(std::make_unique<worker::WorkerCore>(ws, shard, [this] { return now; }));
+      workers.push_back(std::make_unique<testing::DrivenWorker>(ws, shard, [this] { return now; }));
       by_peer[peerOf(i)] = i;
     }
   }

@@ -21,7 +21,7 @@
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "common/util/checksum.hpp"
-#include "worker/worker_core.hpp"
+#include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
 
@@ -50,7 +50,7 @@ struct Rig {
   config::WorkerSettings settings;
   std::shared_ptr<ml::Dataset> shard =
       std::make_shared<ml::Dataset>(ml::syntheticDense(60, 3, 2, 1));
-  std::unique_ptr<worker::WorkerCore> core;
+  std::unique_ptr<testing::DrivenWorker> core;
   uint64_t session = 99;
   double link_free = 0.0;
 
@@ -86,7 +86,7 @@ struct Rig {
     settings.coordinator_patience_seconds = 30.0;
     settings.link.packet_bytes = kPacket;
     if (configure) configure(settings);
-    core = std::make_unique<worker::WorkerCore>(settings, shard, [this] { return now; });
+    core = std::make_unique<testing::DrivenWorker>(settings, shard, [this] { return now; });
     core->start();
   }
 
@@ -174,14 +174,14 @@ struct Rig {
   }
 
   Message ackFor(const Message& m, double hold = 0.0) {
-    Message a;
-    a.envelope = makeEnvelope();
-    auto* ack = a.envelope.mutable_ack();
+    Message answer;
+    answer.envelope = makeEnvelope();
+    auto* ack = answer.envelope.mutable_ack();
     ack->set_round(m.envelope.push().round());
     ack->set_probe(m.envelope.push().probe());
     ack->set_probe_id(m.envelope.push().probe_id());
     ack->set_hold_seconds(hold);
-    return a;
+    return answer;
   }
 
   // Delivers every ack in flight, in time order; returns the messages the acks produced.
@@ -1035,9 +1035,9 @@ TEST_CASE("pushes and probes fit in the coordinator's largest message, said in i
   auto threshold = rig("threshold", 4096);
   REQUIRE(threshold->core->joined());
   for (uint64_t round = 0; round < 3; ++round) {
-    const auto out = threshold->roundStart(round);
+    const auto pushed_now = threshold->roundStart(round);
     bool pushed = false;
-    for (const auto& m : out) {
+    for (const auto& m : pushed_now) {
       CHECK(m.payload.size() <= 4096);
       if (!isPush(m)) continue;
       pushed = true;
@@ -1274,7 +1274,8 @@ TEST_CASE("a welcome without the model is taken only as the replica the join nam
     stopping.welcome();
     stopping.send(stopping.roundStart(0));
     REQUIRE(stopping.core->onMessage(unknown, 10).size() == 1);
-    stopping.core->setStopCheck([] { return true; });
+    // Stopped while its join is unanswered: nothing to say yet.
+    REQUIRE(stopping.core->stop("stopped by signal").empty());
     const auto answer = stopping.core->onMessage(bare(1, {}), 10);
     REQUIRE(answer.size() == 1);
     CHECK(answer.front().envelope.has_leave());

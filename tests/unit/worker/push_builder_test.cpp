@@ -1,0 +1,84 @@
+// PushBuilder: the level held to the coordinator's message limit (checked against a search of
+// every level), and a push's content plus the residual adding up to the gradient.
+#include "worker/push_builder.hpp"
+
+#include <doctest/doctest.h>
+
+#include "common/compression/codec.hpp"
+#include "common/compression/compressor.hpp"
+#include "proto/worker_messages.hpp"
+
+using namespace tern;
+
+TEST_CASE("the largest fitting level is the largest level whose codec bound fits, by search") {
+  const auto topk = compression::makeCompressor({"topk"});
+  const uint32_t dim = 300;
+  for (uint64_t max_bytes : {10ull, 40ull, 200ull, 700ull, 1300ull, 5000ull}) {
+    uint32_t expected = 0;
+    for (uint32_t level = 1; level <= dim; ++level) {
+      size_t bytes = topk->encodedBytes(dim, level);
+      if (level == dim) bytes = std::max(bytes, topk->encodedBytes(dim, dim - 1));
+      if (bytes <= max_bytes) expected = level;
+    }
+    CHECK(worker::largestFittingLevel(*topk, worker::CountKind::fixed, dim, max_bytes) == expected);
+  }
+}
+
+TEST_CASE("a top-k push carries the largest coordinates and the residual keeps the rest") {
+  config::WorkerSettings s;
+  s.compressor.name = "topk";
+  s.error_feedback_auto = false;
+  s.error_feedback = true;
+  worker::PushBuilder builder(s, worker::pushStrategy(s), 0.0, std::nullopt);
+  worker::LinkMonitor link(s.link, 30.0);
+  worker::WorkerStats stats;
+  Rng rng(1);
+  const std::vector<float> grad{5.0f, -4.0f, 1.0f, 0.5f, 3.0f};
+  Message m = proto::pushMessage({1, 1}, 0);
+  builder.roundStarts(0.0, std::nullopt, std::nullopt);
+  const auto built = builder.build(m, grad, 0.7, false, 2, link, 0.0, 0.0, rng, stats);
+  CHECK(built.computed);
+  CHECK(stats.rounds == 1);
+  CHECK(m.envelope.push().level() == 2);
+  CHECK(m.envelope.push().local_loss() == 0.7);
+  auto decoded = compression::decode(m.payload, {});
+  REQUIRE(decoded.value.has_value());
+  std::vector<float> sent(grad.size(), 0.0f);
+  compression::addScaled(*decoded.value, 1.0f, sent);
+  CHECK(sent == std::vector<float>{5.0f, -4.0f, 0.0f, 0.0f, 0.0f});
+  CHECK(builder.residual() == std::vector<float>{0.0f, 0.0f, 1.0f, 0.5f, 3.0f});
+  // Refused: what it carried goes back into the residual.
+  builder.takeBack(0, stats);
+  CHECK(stats.taken_back == 1);
+  CHECK(builder.residual() == grad);
+}
+
+TEST_CASE("a gradient that is not finite is pushed as a NaN loss without payload") {
+  config::WorkerSettings s;
+  s.compressor.name = "identity";
+  worker::PushBuilder builder(s, worker::pushStrategy(s), 0.0, std::nullopt);
+  worker::LinkMonitor link(s.link, 30.0);
+  worker::WorkerStats stats;
+  Rng rng(1);
+  Message m = proto::pushMessage({1, 1}, 0);
+  const std::vector<float> grad{1.0f, std::numeric_limits<float>::infinity()};
+  const auto built = builder.build(m, grad, 0.5, false, 2, link, 0.0, 0.0, rng, stats);
+  CHECK_FALSE(built.computed);
+  CHECK(std::isnan(m.envelope.push().local_loss()));
+  CHECK(m.payload.empty());
+  CHECK(stats.non_finite_gradients == 1);
+  CHECK(stats.rounds == 0);
+}
+
+TEST_CASE("the step rule is parsed once, and an unknown one is refused") {
+  CHECK(worker::parseStepRule("auto") == worker::StepRule::automatic);
+  CHECK(worker::parseStepRule("coordinator") == worker::StepRule::coordinator);
+  CHECK(worker::parseStepRule("paper") == worker::StepRule::paper);
+  CHECK_THROWS(worker::parseStepRule("sometimes"));
+  config::WorkerSettings s;
+  s.compressor.name = "stochastic";
+  const auto strategy = worker::pushStrategy(s);
+  CHECK(strategy.count_kind == worker::CountKind::random);
+  CHECK_FALSE(strategy.error_feedback);  // auto: off for an unbiased compressor
+  CHECK_FALSE(strategy.threshold);
+}

@@ -1,0 +1,86 @@
+// Replica: updates applied exactly as the coordinator applies them, refused whole when bad.
+#include "worker/replica.hpp"
+
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "common/compression/codec.hpp"
+#include "common/util/checksum.hpp"
+
+using namespace tern;
+using worker::Replica;
+
+namespace {
+
+std::vector<uint8_t> update(std::vector<float> v) {
+  compression::SparseGradient g;
+  g.dim = uint32_t(v.size());
+  g.values = std::move(v);
+  return compression::encodeUpdate(g);
+}
+
+wire::RoundStart roundStart(uint64_t round, bool full = false) {
+  wire::RoundStart rs;
+  rs.set_round(round);
+  rs.set_full_model(full);
+  return rs;
+}
+
+}  // namespace
+
+TEST_CASE("a round's update is added to the replica; one that skips a round asks for a re-join") {
+  Replica r(1 << 20);
+  r.reset({1.0f, 2.0f}, 3);
+  std::string error;
+  CHECK(r.takeRoundModel(roundStart(4), update({0.5f, -1.0f}), error) == Replica::Sync::done);
+  CHECK(r.params() == std::vector<float>{1.5f, 1.0f});
+  CHECK(r.round() == 4);
+  CHECK(r.takeRoundModel(roundStart(6), update({1.0f, 1.0f}), error) == Replica::Sync::rejoin);
+  CHECK(r.takeRoundModel(roundStart(5), {}, error) == Replica::Sync::rejoin);
+  CHECK(r.takeRoundModel(roundStart(4), {}, error) == Replica::Sync::done);  // nothing to apply
+  CHECK(r.params() == std::vector<float>{1.5f, 1.0f});
+}
+
+TEST_CASE("an update that would make the replica non-finite is refused and changes nothing") {
+  Replica r(1 << 20);
+  const float big = std::numeric_limits<float>::max();
+  r.reset({big, 0.0f}, 0);
+  std::string error;
+  CHECK(r.takeRoundModel(roundStart(1), update({big, 0.0f}), error) == Replica::Sync::refused);
+  CHECK(r.round() == 0);
+  CHECK(r.params() == std::vector<float>{big, 0.0f});
+  CHECK_FALSE(error.empty());
+}
+
+TEST_CASE("a welcome without the model is taken only on the replica the join named") {
+  Replica r(1 << 20);
+  r.reset({1.0f, 2.0f}, 5);
+  const auto named = r.announce();
+  REQUIRE(named.has_value());
+  CHECK(named->first == 5);
+  CHECK(named->second == checksum(r.params()));
+  wire::Welcome w;
+  w.set_model_payload(wire::Welcome::REPLICA_UPDATE);
+  w.set_round(6);
+  std::string error;
+  const auto params = r.fromWelcome(w, update({1.0f, 1.0f}), 2, error);
+  REQUIRE(params.has_value());
+  CHECK(*params == std::vector<float>{2.0f, 3.0f});
+  w.set_round(7);
+  CHECK_FALSE(r.fromWelcome(w, update({1.0f, 1.0f}), 2, error).has_value());
+  CHECK_FALSE(r.fromWelcome(w, {}, 3, error).has_value());  // another model's size
+  Replica none(1 << 20);
+  CHECK_FALSE(none.announce().has_value());
+}
+
+TEST_CASE("the Finish's update is taken only when it follows the replica's round") {
+  Replica r(1 << 20);
+  r.reset({1.0f}, 2);
+  std::string error;
+  CHECK(r.takeFinal(4, update({1.0f}), error));  // not the next round: left as it is
+  CHECK(r.round() == 2);
+  CHECK(r.takeFinal(3, update({1.0f}), error));
+  CHECK(r.round() == 3);
+  CHECK(r.params() == std::vector<float>{2.0f});
+}

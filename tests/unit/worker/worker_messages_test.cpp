@@ -1,0 +1,78 @@
+// proto/worker_messages: each envelope a worker sends parses back to the fields it was built from.
+#include "proto/worker_messages.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace tern;
+
+TEST_CASE("a join parses back to the fields it was built from") {
+  proto::JoinFields f;
+  f.worker_name = "pi-3";
+  f.join_nonce = 4;
+  f.instance = 77;
+  f.max_message_bytes = 1 << 20;
+  f.partition_fingerprint = 99;
+  f.shard_index = 1;
+  f.shard_total = 3;
+  f.replica = std::pair<uint64_t, uint64_t>{12, 0xabc};
+  f.sample_count = 60;
+  f.label_histogram = {20, 0, 40};
+  f.compressors = {"topk", "identity"};
+  f.error_feedback = true;
+  const Message m = proto::joinMessage(f);
+  CHECK(m.envelope.version() == wire::PROTOCOL_VERSION);
+  CHECK(m.envelope.join().acks_finish());
+  const auto back = proto::parseJoin(m);
+  REQUIRE(back.has_value());
+  CHECK(back->worker_name == "pi-3");
+  CHECK(back->join_nonce == 4);
+  CHECK(back->instance == 77);
+  CHECK(back->max_message_bytes == (1 << 20));
+  CHECK(back->partition_fingerprint == 99);
+  CHECK(back->shard_index == 1);
+  CHECK(back->shard_total == 3);
+  CHECK(back->replica == f.replica);
+  CHECK(back->sample_count == 60);
+  CHECK(back->label_histogram == f.label_histogram);
+  CHECK(back->compressors == f.compressors);
+  CHECK(back->error_feedback);
+  CHECK_FALSE(back->link.has_value());
+}
+
+TEST_CASE("a join without a replica or a partition says neither") {
+  proto::JoinFields f;
+  f.worker_name = "w";
+  const Message m = proto::joinMessage(f);
+  CHECK(m.envelope.join().replica_checksum() == 0);
+  CHECK(m.envelope.join().partition_fingerprint() == 0);
+  const auto back = proto::parseJoin(m);
+  REQUIRE(back.has_value());
+  CHECK_FALSE(back->replica.has_value());
+  CHECK_FALSE(back->partition_fingerprint.has_value());
+}
+
+TEST_CASE("heartbeat, push, probe and leave parse back; another envelope is not taken for one") {
+  const proto::WorkerAddress from{0x1234, 5};
+  const auto hb = proto::parseHeartbeat(proto::heartbeatMessage(from, 8));
+  REQUIRE(hb.has_value());
+  CHECK(hb->from.session == 0x1234);
+  CHECK(hb->from.worker_id == 5);
+  CHECK(hb->round == 8);
+  const auto push = proto::parsePush(proto::pushMessage(from, 9));
+  REQUIRE(push.has_value());
+  CHECK(push->round == 9);
+  CHECK_FALSE(push->probe);
+  const Message probe = proto::probeMessage(from, 9, 3, 100);
+  CHECK(probe.payload.size() == 100);
+  const auto p = proto::parsePush(probe);
+  REQUIRE(p.has_value());
+  CHECK(p->probe);
+  CHECK(p->probe_id == 3);
+  const auto leave = proto::parseLeave(proto::leaveMessage(from, "stopped by signal"));
+  REQUIRE(leave.has_value());
+  CHECK(leave->from.worker_id == 5);
+  CHECK(leave->reason == "stopped by signal");
+  CHECK_FALSE(proto::parseLeave(proto::pushMessage(from, 1)).has_value());
+  CHECK_FALSE(proto::parseJoin(proto::heartbeatMessage(from, 1)).has_value());
+  CHECK_FALSE(proto::parsePush(proto::leaveMessage(from, "")).has_value());
+}

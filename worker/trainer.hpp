@@ -1,0 +1,70 @@
+#pragma once
+// What computes a worker's gradient. The core asks for one (a GradientRequest) when a round
+// starts and takes the answer as an event (WorkerCore::onGradient); the driver fulfils the
+// request with a Trainer: the daemon on a compute thread, the simulator and the tests at once.
+// ShardTrainer is the built-in one: the configured model over the worker's own shard.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/ml/dataset.hpp"
+#include "common/ml/model.hpp"
+
+namespace tern::worker {
+
+// The coordinator's training settings for the rounds of one welcome.
+struct TrainingPlan {
+  uint32_t batch_size = 1;
+  uint32_t local_steps = 1;  // > 1: local SGD, the push is the model delta / local_lr
+  double local_lr = 0.0;
+  uint64_t seed = 0;
+};
+
+// One gradient the core waits for. params and model stay as they are until it is answered or
+// abandoned (the core holds its own copies), so a trainer may read them on another thread.
+struct GradientRequest {
+  uint64_t id = 0;  // the answer carries it back; the core ignores answers to other requests
+  uint64_t round = 0;
+  uint32_t worker_id = 0;
+  std::shared_ptr<const std::vector<float>> params;
+  std::shared_ptr<const ml::Model> model;
+  TrainingPlan plan;
+};
+
+struct GradientResult {
+  uint64_t request_id = 0;
+  std::vector<float> gradient;
+  double loss = 0.0;
+  uint64_t rows_used = 0;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // The gradient `request` asks for; nullopt when the computation was abandoned (a stop).
+  virtual std::optional<GradientResult> gradient(const GradientRequest& request) = 0;
+};
+
+class ShardTrainer final : public Trainer {
+ public:
+  // `cancelled` (if given) is asked before the gradient and between its chunks and local steps:
+  // true abandons it. It is called on the thread that computes.
+  explicit ShardTrainer(std::shared_ptr<const ml::Dataset> shard,
+                        std::function<bool()> cancelled = {});
+  std::optional<GradientResult> gradient(const GradientRequest& request) override;
+
+ private:
+  // The mean loss of `rows` at `at` (its gradient in grad); nullopt when cancelled.
+  std::optional<double> batchGradient(const ml::Model& model, std::span<const float> at,
+                                      std::span<const size_t> rows, std::vector<float>& grad);
+  bool cancelled() const { return cancelled_ && cancelled_(); }
+
+  std::shared_ptr<const ml::Dataset> shard_;
+  std::function<bool()> cancelled_;
+  ml::Dataset batch_;              // the minibatch (or a chunk of it), gathered into one storage
+  std::vector<float> chunk_grad_;  // one chunk's gradient, for batches of several chunks
+};
+
+}  // namespace tern::worker
