@@ -2,138 +2,40 @@
 // signals and files; every protocol decision is the core's.
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <variant>
 
-#include "common/config/command_line.hpp"
 #include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
+#include "common/daemon/signals.hpp"
 #include "common/ml/data_source.hpp"
-#include "common/telemetry/daemon_cli.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
-#include "common/telemetry/status_table.hpp"
-#include "common/transport/curve_keys.hpp"
 #include "common/transport/framing.hpp"
 #include "common/transport/handshake_monitor.hpp"
-#include "common/transport/zap_handler.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/durable_file.hpp"
-#include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
-#include "server/allocate_command.hpp"
+#include "server/coordinator_cli.hpp"
 #include "server/coordinator_core.hpp"
+#include "server/coordinator_status.hpp"
 #include "server/inline_evaluation.hpp"
 #include "server/metrics_csv.hpp"
+#include "server/router_security.hpp"
 
 using namespace tern;
+using daemon::exitIfStoppedDuring;
+using daemon::installSignalHandlers;
+using daemon::reloadRequested;
+using daemon::stopRequested;
+using server::AuthCounters;
+using server::reloadAllowlist;
+using server::setUpSecurity;
+using server::systemdStatus;
 
 namespace {
-
-// Connections refused before any message was exchanged (the ZAP handler and failed handshakes).
-struct AuthCounters {
-  uint64_t admitted = 0;
-  uint64_t refused = 0;           // CURVE key not on the allowlist
-  uint64_t handshake_failed = 0;  // e.g. a plaintext worker, or one with the wrong server key
-};
-
-// What /status, /metrics and systemd's STATUS= show: the last closed round as in the metrics
-// CSV, plus what changed since (membership, rejections).
-telemetry::NodeStatus coordinatorStatus(const server::CoordinatorCore& core, bool any_round_closed,
-                                        const std::string& state, const AuthCounters& auth) {
-  const server::RoundRecord& r = core.lastRecord();
-  telemetry::NodeStatus st;
-  st.role = "coordinator";
-  st.name = "tern-coordinator";
-  st.version = TERN_VERSION;
-  st.state = state;
-  st.round = r.round;
-  st.rounds_completed = any_round_closed ? r.round + 1 : core.round();
-  st.time_s = r.time_s;
-  st.train_loss = r.train_loss;
-  st.test_accuracy = core.accuracy();
-  st.upload_bytes = r.upload_bytes;
-  st.download_bytes = r.download_bytes;
-  st.full_bytes = r.full_bytes;
-  st.participants = r.participants;
-  st.alive_workers = uint32_t(core.aliveWorkers());
-  st.late_pushes = r.late_pushes;
-  st.rejected = core.rejections();
-  // Round starts sent again after a refused push; then connections, not messages (refused
-  // before any message could be read).
-  st.counters = {{"pushes_asked_again", core.reasked()},
-                 {"push_reports_unusable", core.badReports()},
-                 {"steps_refused_non_finite", core.stepsRefused()},
-                 {"connections_admitted", auth.admitted},
-                 {"connections_auth_refused", auth.refused},
-                 {"connections_handshake_failed", auth.handshake_failed}};
-  for (const auto& w : r.workers) {
-    telemetry::PeerStatus p;
-    p.id = w.id;
-    p.name = w.name;
-    p.alive = w.alive;
-    p.cap = w.alive ? w.cap : 0;
-    p.share = w.share;
-    p.level = w.level;
-    p.predicted_cost = w.predicted_cost;
-    p.predicted_improvement = w.predicted_improvement;
-    p.predicted_step = w.predicted_step;
-    p.upload_bytes = w.upload_bytes;
-    p.download_bytes = w.download_bytes;
-    p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),
-              w.link.samples(),   w.link.packet_bytes(),         w.link.a_stderr(),
-              w.link.b_stderr()};
-    st.workers.push_back(std::move(p));
-  }
-  return st;
-}
-
-std::string systemdStatus(const telemetry::NodeStatus& st) {
-  const std::string accuracy =
-      st.test_accuracy ? fmt::format("{:.4f}", *st.test_accuracy) : std::string("not evaluated");
-  return fmt::format("{}: round {}, accuracy {}, {} workers alive", st.state, st.rounds_completed,
-                     accuracy, st.alive_workers);
-}
-
-// The ROUTER's security from the configuration: CURVE server keys and the ZAP handler that admits
-// only allowlisted workers, or plaintext (said explicitly in the configuration, warned about).
-std::unique_ptr<transport::ZapHandler> setUpSecurity(const config::SecuritySettings& sec,
-                                                     zmq::context_t& ctx,
-                                                     transport::ChannelOptions& opts) {
-  if (!sec.curve()) {
-    spdlog::warn(
-        "security: none - connections are neither encrypted nor authenticated: anyone who reaches "
-        "the coordinator's port can join, read the model and push updates (docs/security.md)");
-    return nullptr;
-  }
-  opts.curve.server = true;
-  opts.curve.secret_key = transport::readSecretKeyFile(sec.secret_key_file);
-  auto allowlist = transport::Allowlist::load(sec.allowlist);
-  if (allowlist.size() == 0) {
-    spdlog::warn("allowlist {} admits no worker yet (add keys and send SIGHUP)", sec.allowlist);
-  }
-  spdlog::info("CURVE on: public key {}, {} worker key(s) allowed from {}",
-               transport::curvePublicKeyOf(opts.curve.secret_key), allowlist.size(), sec.allowlist);
-  // The handler must be bound before the ROUTER accepts its first connection.
-  return std::make_unique<transport::ZapHandler>(ctx, std::move(allowlist));
-}
-
-void reloadAllowlist(transport::ZapHandler* zap) {
-  if (!zap) {
-    spdlog::info("SIGHUP: nothing to reload (security: none)");
-    return;
-  }
-  try {
-    auto fresh = transport::Allowlist::load(zap->allowlist().source());
-    spdlog::info("SIGHUP: allowlist {} reloaded: {} worker key(s) (was {})", fresh.source(),
-                 fresh.size(), zap->allowlist().size());
-    zap->replaceAllowlist(std::move(fresh));
-  } catch (const std::exception& e) {
-    spdlog::error("SIGHUP: allowlist not reloaded, keeping the previous one: {}", e.what());
-  }
-}
 
 int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
@@ -466,66 +368,11 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tern coordinator: aggregates compressed gradients from tern workers"};
-  app.set_version_flag("--version", std::string("tern-coordinator ") + TERN_VERSION);
-  std::string config_file, metrics_csv, bind, endpoint_file, log_level;
-  telemetry::HttpFlags http_flags;
-  telemetry::KeygenCommand keygen;
-  uint64_t max_rounds = 0;
-  uint32_t min_workers = 0;
-  app.add_option("--config", config_file, "YAML configuration file");
-  app.add_option("--metrics-csv", metrics_csv, "write one CSV row per round here");
-  app.add_option("--bind", bind, "endpoint to bind (overrides 'bind')");
-  app.add_option("--endpoint-file", endpoint_file, "write the bound endpoint here");
-  // The YAML keys' ranges: a value outside them is a bad command line (exit 2), not ignored.
-  app.add_option("--max-rounds", max_rounds, "overrides 'max_rounds'")
-      ->check(CLI::Range(uint64_t{1}, config::kMaxRounds));
-  app.add_option("--min-workers", min_workers, "overrides 'min_workers'")
-      ->check(CLI::Range(uint32_t{1}, config::kMaxWorkers));
-  config::addLogLevelOption(app, log_level);
-  telemetry::addHttpFlags(app, http_flags);
-  auto* status = app.add_subcommand("status", "print a running daemon's /status as a table");
-  std::string status_url;
-  bool status_json = false;
-  status->add_option("--url", status_url, "http://HOST:PORT of a coordinator or worker")
-      ->required();
-  status->add_flag("--json", status_json, "print the raw JSON document");
-  auto* allocate = app.add_subcommand("allocate", "print the allocation plan as JSON and exit");
-  server::AllocateOptions alloc_opts;
-  server::addAllocateOptions(*allocate, alloc_opts);
-  telemetry::addKeygenCommand(app, keygen);
-  if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
-
   try {
-    if (keygen.chosen()) return keygen.run();
-    if (*allocate) return server::runAllocate(alloc_opts);
-    if (*status) {
-      return telemetry::runStatusCommand(status_url, status_json, 5.0, std::cout, std::cerr);
-    }
-    if (config_file.empty()) {
-      std::cerr << "tern-coordinator: --config FILE is required (see --help)\n";
-      return 2;
-    }
-    auto s = config::loadCoordinatorSettings(config_file);
-    config::requireModelFeatures(s);
-    if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;
-    if (!bind.empty()) {
-      if (auto why = config::endpointProblem(bind, true); !why.empty())
-        throw config::ConfigError("--bind " + why);
-      s.bind = bind;
-    }
-    if (!endpoint_file.empty()) s.endpoint_file = endpoint_file;
-    if (max_rounds) s.max_rounds = max_rounds;
-    if (min_workers) s.min_workers = min_workers;
-    if (!s.max_workers_given) s.max_workers = std::max(s.max_workers, s.min_workers);
-    if (s.min_workers > s.max_workers) {
-      throw config::ConfigError("--min-workers " + std::to_string(s.min_workers) +
-                                " is more than max_workers (" + std::to_string(s.max_workers) +
-                                ")");
-    }
-    if (!log_level.empty()) s.logging.level = log_level;
-    const auto tel_opts = telemetry::telemetryOptions(s.http, http_flags);
-    return runCoordinator(std::move(s), tel_opts);
+    auto command = server::coordinatorCommandLine(argc, argv);
+    if (const int* rc = std::get_if<int>(&command)) return *rc;
+    auto& run = std::get<server::CoordinatorRun>(command);
+    return runCoordinator(std::move(run.settings), run.telemetry);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-coordinator: " << e.what() << '\n';
     return 2;

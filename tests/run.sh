@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds tern, and runs every test: unit suites, integration tests on
-# loopback, network-namespace tests (as root), and the unit suites again under ASan+UBSan.
+# loopback, network-namespace tests (as root), the unit suites again under ASan+UBSan, and the
+# daemons' threaded integration tests under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${TERN_JOBS:-2}"
 
 bash deploy/install-deps.sh
 
+# TERN_WERROR=1: every build below treats warnings (-Wshadow included) as errors.
+werror=OFF
+if [ "${TERN_WERROR:-0}" = "1" ]; then werror=ON; fi
+
 echo "== build (Release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_WERROR="$werror" >/dev/null
 cmake --build build -j"$jobs"
 
 echo "== tests"
@@ -28,7 +33,7 @@ fi
 if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== unit tests under ASan+UBSan"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON \
-    -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=ON >/dev/null
+    -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=ON -DTERN_WERROR="$werror" >/dev/null
   # The unit suites only (each tests/unit/NAME builds unit_NAME), not the daemons' programs.
   unit_targets=()
   for d in tests/unit/*/; do
@@ -42,6 +47,10 @@ if [ "${TERN_SKIP_SANITIZE:-0}" != "1" ]; then
     { echo "the sanitizer build has no cores unit suite" >&2; exit 1; }
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -L unit --timeout 900
+fi
+if [ "${TERN_SKIP_TSAN:-0}" != "1" ]; then
+  echo "== the daemons' threaded integration tests under ThreadSanitizer"
+  bash tests/tsan.sh build-tsan "$jobs" "$werror"
 fi
 if [ "${TERN_ARM64:-0}" = "1" ]; then
   echo "== arm64 cross-build, unit tests under qemu"

@@ -2,27 +2,32 @@
 // loop and signals; every protocol decision is the core's.
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <future>
 #include <iostream>
 #include <random>
+#include <variant>
 
-#include "common/config/command_line.hpp"
 #include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
+#include "common/daemon/signals.hpp"
 #include "common/ml/data_source.hpp"
-#include "common/telemetry/daemon_cli.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
-#include "common/transport/curve_keys.hpp"
 #include "common/transport/framing.hpp"
 #include "common/transport/handshake_monitor.hpp"
 #include "common/util/checksum.hpp"
-#include "common/util/signals.hpp"
 #include "common/util/steady_clock.hpp"
+#include "worker/dealer_security.hpp"
+#include "worker/worker_cli.hpp"
 #include "worker/worker_core.hpp"
+#include "worker/worker_status.hpp"
 
 using namespace tern;
+using daemon::exitIfStoppedDuring;
+using daemon::installSignalHandlers;
+using daemon::stopRequested;
+using worker::curveClient;
+using worker::workerStatus;
 
 namespace {
 
@@ -32,72 +37,6 @@ constexpr double kWelcomeGraceSeconds = 3.0;
 // How long a stopping worker waits for the coordinator to answer its Leave: with the welcome's
 // grace, within the unit's TimeoutStopSec of 15 s.
 constexpr double kLeaveGraceSeconds = 8.0;
-
-// What /status, /metrics and systemd's STATUS= show: this worker's own counters and link fit.
-telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const worker::WorkerCore& core,
-                                   uint64_t malformed, uint64_t auth_refused,
-                                   uint64_t handshake_failed, double time_s,
-                                   const std::string& state) {
-  const auto& stats = core.stats();
-  telemetry::NodeStatus st;
-  st.role = "worker";
-  st.name = s.name;
-  st.version = TERN_VERSION;
-  st.state = state;
-  st.round = core.replicaRound();
-  st.rounds_completed = stats.rounds;
-  st.time_s = time_s;
-  st.train_loss = stats.last_loss;
-  st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
-  st.download_bytes = stats.received_bytes;
-  st.alive_workers = core.joined() ? 1 : 0;
-  st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
-  st.counters = {{"probe_bytes", stats.probe_bytes},
-                 {"pushes_taken_back", stats.taken_back},
-                 {"non_finite_gradients", stats.non_finite_gradients},
-                 {"pushes_trimmed_to_max_message", stats.trimmed},
-                 {"pushes_trimmed_to_deadline", stats.deadline_trimmed},
-                 {"pushes_past_deadline", stats.deadline_late},
-                 {"rejoins", stats.rejoins},
-                 {"stale_welcomes", stats.stale_welcomes},
-                 {"repushes", stats.repushes},
-                 {"connections_auth_refused", auth_refused},
-                 {"connections_handshake_failed", handshake_failed}};
-  auto fit = core.link().fit();
-  telemetry::PeerStatus self;
-  self.id = core.id();
-  self.name = s.name;
-  self.alive = core.joined();
-  self.cap = core.cap();
-  self.level = stats.last_level;
-  self.predicted_cost = stats.last_predicted_cost;
-  self.predicted_improvement = stats.last_predicted_improvement;
-  self.predicted_step = stats.last_step;
-  self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
-  self.download_bytes = stats.received_bytes;
-  self.share = stats.data_share;
-  self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes, fit.a_stderr, fit.b_stderr};
-  st.workers.push_back(std::move(self));
-  return st;
-}
-
-// The DEALER's security from the configuration: a CURVE client that knows the coordinator's
-// public key, or plaintext (said explicitly in the configuration, warned about).
-transport::CurveOptions curveClient(const config::SecuritySettings& sec) {
-  transport::CurveOptions curve;
-  if (!sec.curve()) {
-    spdlog::warn(
-        "security: none - connections are neither encrypted nor authenticated: the model and "
-        "this worker's updates cross the network in the clear (docs/security.md)");
-    return curve;
-  }
-  curve.secret_key = transport::readSecretKeyFile(sec.secret_key_file);
-  curve.server_public_key =
-      transport::readKeyFile(sec.server_public_key_file, "coordinator public key file");
-  spdlog::info("CURVE on: this worker's public key {}, coordinator {}",
-               transport::curvePublicKeyOf(curve.secret_key), curve.server_public_key);
-  return curve;
-}
 
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
@@ -370,48 +309,11 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tern worker: trains on its local shard and pushes compressed gradients"};
-  app.set_version_flag("--version", std::string("tern-worker ") + TERN_VERSION);
-  std::string config_file, coordinator, name, log_level;
-  telemetry::HttpFlags http_flags;
-  telemetry::KeygenCommand keygen;
-  int shard_index = -1;
-  app.add_option("--config", config_file, "YAML configuration file");
-  app.add_option("--coordinator", coordinator, "coordinator endpoint (overrides 'coordinator')");
-  auto* name_option = app.add_option("--name", name, "worker name (overrides 'name')");
-  app.add_option("--shard-index", shard_index, "overrides data.shard.index")
-      ->check(CLI::Range(0, int(config::kMaxWorkers) - 1));
-  config::addLogLevelOption(app, log_level);
-  telemetry::addHttpFlags(app, http_flags);
-  telemetry::addKeygenCommand(app, keygen);
-  if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
   try {
-    if (keygen.chosen()) return keygen.run();
-    if (config_file.empty()) {
-      std::cerr << "tern-worker: --config FILE is required (see --help)\n";
-      return 2;
-    }
-    auto s = config::loadWorkerSettings(config_file);
-    if (!coordinator.empty()) {
-      if (auto why = config::endpointProblem(coordinator, false); !why.empty())
-        throw config::ConfigError("--coordinator " + why);
-      s.coordinator = coordinator;
-    }
-    if (*name_option) {
-      if (auto why = config::workerNameProblem(name); !why.empty())
-        throw config::ConfigError("--name " + why);
-      s.name = name;
-    }
-    if (shard_index >= 0) {
-      if (size_t(shard_index) >= s.shard_total) {
-        std::cerr << "tern-worker: --shard-index must be below data.shard.total\n";
-        return 2;
-      }
-      s.shard_index = size_t(shard_index);
-    }
-    if (!log_level.empty()) s.logging.level = log_level;
-    const auto tel_opts = telemetry::telemetryOptions(s.http, http_flags);
-    return runWorker(s, tel_opts);
+    auto command = worker::workerCommandLine(argc, argv);
+    if (const int* rc = std::get_if<int>(&command)) return *rc;
+    const auto& run = std::get<worker::WorkerRun>(command);
+    return runWorker(run.settings, run.telemetry);
   } catch (const config::ConfigError& e) {
     std::cerr << "tern-worker: " << e.what() << '\n';
     return 2;

@@ -1,5 +1,6 @@
 #pragma once
-// SIGTERM/SIGINT (stop) and SIGHUP (reload) as flags the daemons' event loops poll.
+// SIGTERM/SIGINT (stop) and SIGHUP (reload) as flags the daemons' event loops poll. A main calls
+// installSignalHandlers() first thing; PollLoop reads both flags (see poll_loop.hpp).
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -9,7 +10,7 @@
 #include <future>
 #include <utility>
 
-namespace tern {
+namespace tern::daemon {
 
 inline std::atomic<bool>& stopRequested() {
   static std::atomic<bool> flag{false};
@@ -57,4 +58,4 @@ auto exitIfStoppedDuring(Work&& work, const std::function<void()>& on_stop) {
   return result.get();
 }
 
-}  // namespace tern
+}  // namespace tern::daemon

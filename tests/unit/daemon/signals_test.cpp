@@ -2,7 +2,7 @@
 // exit are process-wide): a first SIGTERM sets the stop flag and the process goes on; a second
 // ends it as SIGTERM's default would; start-up work interrupted by a stop ends the process at
 // once with status 0.
-#include "common/util/signals.hpp"
+#include "common/daemon/signals.hpp"
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-using namespace tern;
+using namespace tern::daemon;
 
 namespace {
 

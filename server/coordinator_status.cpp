@@ -1,0 +1,65 @@
+#include "server/coordinator_status.hpp"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <utility>
+
+namespace tern::server {
+
+telemetry::NodeStatus coordinatorStatus(const CoordinatorCore& core, bool any_round_closed,
+                                        const std::string& state, const AuthCounters& auth) {
+  const RoundRecord& r = core.lastRecord();
+  telemetry::NodeStatus st;
+  st.role = "coordinator";
+  st.name = "tern-coordinator";
+  st.version = TERN_VERSION;
+  st.state = state;
+  st.round = r.round;
+  st.rounds_completed = any_round_closed ? r.round + 1 : core.round();
+  st.time_s = r.time_s;
+  st.train_loss = r.train_loss;
+  st.test_accuracy = core.accuracy();
+  st.upload_bytes = r.upload_bytes;
+  st.download_bytes = r.download_bytes;
+  st.full_bytes = r.full_bytes;
+  st.participants = r.participants;
+  st.alive_workers = uint32_t(core.aliveWorkers());
+  st.late_pushes = r.late_pushes;
+  st.rejected = core.rejections();
+  // Round starts sent again after a refused push; then connections, not messages (refused
+  // before any message could be read).
+  st.counters = {{"pushes_asked_again", core.reasked()},
+                 {"push_reports_unusable", core.badReports()},
+                 {"steps_refused_non_finite", core.stepsRefused()},
+                 {"connections_admitted", auth.admitted},
+                 {"connections_auth_refused", auth.refused},
+                 {"connections_handshake_failed", auth.handshake_failed}};
+  for (const auto& w : r.workers) {
+    telemetry::PeerStatus p;
+    p.id = w.id;
+    p.name = w.name;
+    p.alive = w.alive;
+    p.cap = w.alive ? w.cap : 0;
+    p.share = w.share;
+    p.level = w.level;
+    p.predicted_cost = w.predicted_cost;
+    p.predicted_improvement = w.predicted_improvement;
+    p.predicted_step = w.predicted_step;
+    p.upload_bytes = w.upload_bytes;
+    p.download_bytes = w.download_bytes;
+    p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),
+              w.link.samples(),   w.link.packet_bytes(),         w.link.a_stderr(),
+              w.link.b_stderr()};
+    st.workers.push_back(std::move(p));
+  }
+  return st;
+}
+
+std::string systemdStatus(const telemetry::NodeStatus& st) {
+  const std::string accuracy =
+      st.test_accuracy ? fmt::format("{:.4f}", *st.test_accuracy) : std::string("not evaluated");
+  return fmt::format("{}: round {}, accuracy {}, {} workers alive", st.state, st.rounds_completed,
+                     accuracy, st.alive_workers);
+}
+
+}  // namespace tern::server

@@ -1,0 +1,54 @@
+#include "worker/worker_status.hpp"
+
+#include <utility>
+
+namespace tern::worker {
+
+telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const WorkerCore& core,
+                                   uint64_t malformed, uint64_t auth_refused,
+                                   uint64_t handshake_failed, double time_s,
+                                   const std::string& state) {
+  const auto& stats = core.stats();
+  telemetry::NodeStatus st;
+  st.role = "worker";
+  st.name = s.name;
+  st.version = TERN_VERSION;
+  st.state = state;
+  st.round = core.replicaRound();
+  st.rounds_completed = stats.rounds;
+  st.time_s = time_s;
+  st.train_loss = stats.last_loss;
+  st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
+  st.download_bytes = stats.received_bytes;
+  st.alive_workers = core.joined() ? 1 : 0;
+  st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
+  st.counters = {{"probe_bytes", stats.probe_bytes},
+                 {"pushes_taken_back", stats.taken_back},
+                 {"non_finite_gradients", stats.non_finite_gradients},
+                 {"pushes_trimmed_to_max_message", stats.trimmed},
+                 {"pushes_trimmed_to_deadline", stats.deadline_trimmed},
+                 {"pushes_past_deadline", stats.deadline_late},
+                 {"rejoins", stats.rejoins},
+                 {"stale_welcomes", stats.stale_welcomes},
+                 {"repushes", stats.repushes},
+                 {"connections_auth_refused", auth_refused},
+                 {"connections_handshake_failed", handshake_failed}};
+  auto fit = core.link().fit();
+  telemetry::PeerStatus self;
+  self.id = core.id();
+  self.name = s.name;
+  self.alive = core.joined();
+  self.cap = core.cap();
+  self.level = stats.last_level;
+  self.predicted_cost = stats.last_predicted_cost;
+  self.predicted_improvement = stats.last_predicted_improvement;
+  self.predicted_step = stats.last_step;
+  self.upload_bytes = stats.pushed_bytes + stats.probe_bytes;
+  self.download_bytes = stats.received_bytes;
+  self.share = stats.data_share;
+  self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes, fit.a_stderr, fit.b_stderr};
+  st.workers.push_back(std::move(self));
+  return st;
+}
+
+}  // namespace tern::worker
