@@ -21,6 +21,7 @@
 #include "server/coordinator_cli.hpp"
 #include "server/coordinator_core.hpp"
 #include "server/coordinator_status.hpp"
+#include "server/inline_evaluation.hpp"
 #include "server/metrics_csv.hpp"
 #include "server/router_security.hpp"
 
@@ -71,8 +72,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     checkWritable(s.checkpoint.path);
     if (auto bytes = readFileIfExists(s.checkpoint.path)) {
       try {
-        core_ptr = server::CoordinatorCore::restore(s, std::move(model), test, session,
-                                                    steadySeconds, *bytes);
+        core_ptr = server::CoordinatorCore::restore(s, std::move(model), test != nullptr, session,
+                                                    *bytes, steadySeconds());
       } catch (const std::exception& e) {
         throw std::runtime_error(s.checkpoint.path + ": " + e.what());
       }
@@ -98,8 +99,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     }
   }
   if (!core_ptr) {
-    core_ptr = std::make_unique<server::CoordinatorCore>(s, std::move(model), test, session,
-                                                         steadySeconds);
+    core_ptr = std::make_unique<server::CoordinatorCore>(s, std::move(model), test != nullptr,
+                                                         session, steadySeconds());
   }
   server::CoordinatorCore& core = *core_ptr;
   std::unique_ptr<server::MetricsCsv> csv;
@@ -124,7 +125,7 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
                     std::strerror(errno));
     }
     try {
-      writeFileAtomically(s.checkpoint.path, core.checkpoint());
+      writeFileAtomically(s.checkpoint.path, core.checkpoint(steadySeconds()));
       spdlog::debug("checkpoint written at round {}", core.round());
       checkpoint_failed = false;
     } catch (const std::exception& e) {
@@ -134,7 +135,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
           core.round(), e.what());
       checkpoint_failed = true;
     }
-    core.checkpointWritten();
     return !checkpoint_failed;
   };
 
@@ -143,9 +143,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   AuthCounters auth;
   telemetry::DaemonTelemetry tel(tel_opts, steadySeconds,
                                  coordinatorStatus(core, any_round_closed, "starting", auth));
-  // An evaluation of a large test set on a small board can outlast WatchdogSec: the watchdog is
-  // pinged between its chunks.
-  core.setBetweenChunks([&tel] { tel.tick(); });
   auto publish = [&](const std::string& state) {
     auto st = coordinatorStatus(core, any_round_closed, state, auth);
     tel.publish(st, systemdStatus(st));
@@ -153,7 +150,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   // A closed round is written down (CSV, progress line, status) only after the messages of the
   // event that closed it have gone out: the next round starts without waiting for bookkeeping.
   std::vector<server::RoundRecord> closed_rounds;
-  core.on_round = [&](const server::RoundRecord& r) { closed_rounds.push_back(r); };
   auto reportClosedRounds = [&] {
     if (closed_rounds.empty()) return;
     for (const auto& r : closed_rounds) {
@@ -192,14 +188,19 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   publish("waiting");
 
   // received_at: when the message these answer was received (acks carry the time held since).
-  auto dispatch = [&](std::vector<Outgoing> out, std::optional<double> received_at = {}) {
+  auto dispatch = [&](server::Effects effects, std::optional<double> received_at = {}) {
+    // Evaluations run here, on the protocol thread, between two events: the watchdog is pinged
+    // between chunks of rows (a large test set on a small board can outlast WatchdogSec).
+    effects = server::evaluateInline(core, std::move(effects), test.get(), steadySeconds,
+                                     [&tel] { tel.tick(); });
+    for (auto& r : effects.closed_rounds) closed_rounds.push_back(std::move(r));
     // The closed rounds' metrics rows go out first and the checkpoint next, both before the
     // messages of the event that made them due: no worker is told of a round's result that a
     // crash right after could lose, and a crash between row and checkpoint redoes rounds whose
     // rows exist rather than leaving a round without one.
     reportClosedRounds();
-    if (core.checkpointDue()) saveCheckpoint();
-    for (auto& o : out) {
+    if (effects.checkpoint_due) saveCheckpoint();
+    for (auto& o : effects.messages) {
       if (received_at) server::stampAckHold(o.message, *received_at, steadySeconds());
       if (!transport::sendMessage(channel, o.peer, o.message)) {
         spdlog::debug("could not send to a peer (gone or queue full)");
@@ -257,10 +258,12 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
       auto parsed = transport::parseFrames(*frames);
       if (!parsed.message) {
         spdlog::debug("malformed message: {}", parsed.error);
-        dispatch(core.onMalformed(frames->peer, parsed.reason));
+        dispatch(core.handleMalformed(frames->peer, parsed.reason, steadySeconds()));
         continue;
       }
-      dispatch(core.onMessage(frames->peer, *parsed.message, frames->bytes, at), at);
+      dispatch(
+          core.handleMessage(frames->peer, *parsed.message, frames->bytes, at, steadySeconds()),
+          at);
       if (!was_finished && core.finished()) break;
     }
   };
@@ -283,12 +286,12 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     }
   }
   while (!core.finished() && !stopRequested()) {
-    double wait = std::clamp(core.nextWakeup() - steadySeconds(), 0.0, 0.1);
+    double wait = std::clamp(core.nextTimeout(steadySeconds()) - steadySeconds(), 0.0, 0.1);
     bool readable = channel.waitReadable(std::chrono::milliseconds(int(wait * 1000)), also_wake_on);
     serveSecurity();
     if (reloadRequested().exchange(false)) reloadAllowlist(zap.get());
     if (readable) takeMessages();
-    dispatch(core.onTick());
+    dispatch(core.handleTimeout(steadySeconds()));
     tel.tick();
     if (tel.publishDue()) publish(any_round_closed ? "running" : "waiting");
     double now = steadySeconds();
@@ -315,9 +318,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
     }
   } else if (!core.finished()) {
     spdlog::info("stop requested: telling workers to finish");
-    dispatch(core.stop());
+    dispatch(core.handleStop(steadySeconds()));
   }
-  if (core.checkpointDue()) saveCheckpoint();
   if (!core.finishAcknowledged()) {
     // A Finish carries the last round's update, seconds of bytes on a slow downlink, and what of
     // it is still queued when the process ends is lost (libzmq's linger covers only its own

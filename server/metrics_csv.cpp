@@ -79,8 +79,9 @@ MetricsCsv::MetricsCsv(const std::string& given, uint64_t resume_round) {
         // A row's round is its first field.
         const std::string_view line = lines[i];
         uint64_t round = 0;
-        const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), round);
-        if (ec == std::errc() && end != line.data() + line.size() && *end == ',' &&
+        const auto [end, parse_error] =
+            std::from_chars(line.data(), line.data() + line.size(), round);
+        if (parse_error == std::errc() && end != line.data() + line.size() && *end == ',' &&
             round < resume_round) {
           kept.append(line);
           kept += '\n';

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "server/coordinator_core.hpp"
+#include "server/round_record.hpp"
 
 namespace tern::server {
 

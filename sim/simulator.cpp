@@ -7,6 +7,7 @@
 
 #include "common/ml/data_source.hpp"
 #include "common/util/checksum.hpp"
+#include "server/inline_evaluation.hpp"
 #include "worker/worker_core.hpp"
 
 namespace tern::sim {
@@ -41,6 +42,8 @@ struct Simulator::Impl {
   uint64_t seq = 0;
   std::priority_queue<Event, std::vector<Event>, Later> queue;
   std::unique_ptr<server::CoordinatorCore> coordinator;
+  std::shared_ptr<const ml::Dataset> test;
+  std::function<void(const server::RoundRecord&)> on_round;
   std::vector<std::unique_ptr<worker::WorkerCore>> workers;
   std::vector<std::unique_ptr<worker::ShardTrainer>> trainers;
   std::vector<config::SimLink> links;
@@ -51,7 +54,6 @@ struct Simulator::Impl {
 
   explicit Impl(const config::SimSettings& s) : settings(s) {
     auto full = ml::loadDataset(s.train_data);
-    std::shared_ptr<const ml::Dataset> test;
     if (!s.coordinator.test_data.format.empty()) {
       test = std::make_shared<ml::Dataset>(ml::loadDataset(s.coordinator.test_data));
     }
@@ -64,8 +66,8 @@ struct Simulator::Impl {
     if (test) ml::requireFitsModel("test_data", s.coordinator.test_data, *test, cset.model);
     auto clock = [this] { return now; };
     coordinator = std::make_unique<server::CoordinatorCore>(
-        cset, ml::makeModel(cset.model), test, deriveSeed(cset.training.seed, 0x73657373ULL),
-        clock);
+        cset, ml::makeModel(cset.model), test != nullptr,
+        deriveSeed(cset.training.seed, 0x73657373ULL), now);
     auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
@@ -110,8 +112,15 @@ struct Simulator::Impl {
     scheduleWorkerTick(i);
   }
 
-  void coordinatorOut(std::vector<Outgoing> out) {
-    for (auto& o : out) {
+  // The core's effects at `now`: an evaluation is answered at once (at the same virtual time),
+  // closed rounds are reported, messages enter the downlinks.
+  void coordinatorOut(server::Effects effects) {
+    effects = server::evaluateInline(*coordinator, std::move(effects), test.get(),
+                                     [this] { return now; });
+    if (on_round) {
+      for (const auto& r : effects.closed_rounds) on_round(r);
+    }
+    for (auto& o : effects.messages) {
       size_t i = std::stoul(o.peer);
       auto msg = std::make_shared<Message>(std::move(o.message));
       size_t bytes = wireBytes(*msg);
@@ -131,12 +140,12 @@ struct Simulator::Impl {
   }
   void scheduleCoordinatorTick() {
     if (coordinator->finished()) return;
-    push(std::max(now, coordinator->nextWakeup()), EventKind::kCoordinatorTick, 0, nullptr, 0,
+    push(std::max(now, coordinator->nextTimeout(now)), EventKind::kCoordinatorTick, 0, nullptr, 0,
          ++coord_tick_gen);
   }
 
-  SimResult run(const std::function<void(const server::RoundRecord&)>& on_round) {
-    coordinator->on_round = on_round;
+  SimResult run(const std::function<void(const server::RoundRecord&)>& on_round_cb) {
+    on_round = on_round_cb;
     for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start(now));
     scheduleCoordinatorTick();
     SimResult result;
@@ -158,7 +167,7 @@ struct Simulator::Impl {
         }
         case EventKind::kToCoordinator:
           coordinatorOut(
-              coordinator->onMessage(std::to_string(e.worker), *e.message, e.bytes, now));
+              coordinator->handleMessage(std::to_string(e.worker), *e.message, e.bytes, now, now));
           break;
         case EventKind::kToWorker:
           workerOut(e.worker, workers[e.worker]->onMessage(*e.message, e.bytes, now));
@@ -180,7 +189,7 @@ struct Simulator::Impl {
           }
           break;
         case EventKind::kCoordinatorTick:
-          if (e.generation == coord_tick_gen) coordinatorOut(coordinator->onTick());
+          if (e.generation == coord_tick_gen) coordinatorOut(coordinator->handleTimeout(now));
           break;
       }
     }

@@ -16,7 +16,7 @@
 
 #include "common/compression/compressor.hpp"
 #include "common/transport/framing.hpp"
-#include "server/coordinator_core.hpp"
+#include "tests/unit/cores/driven_coordinator.hpp"
 
 using namespace tern;
 
@@ -46,7 +46,7 @@ const std::string kPeers[] = {"A", "B", "Z"};
 struct Fixture {
   double now = 0.0;
   config::CoordinatorSettings settings;
-  std::unique_ptr<server::CoordinatorCore> core;
+  std::unique_ptr<testing::DrivenCoordinator> core;
   uint64_t session = 0x5e55;
   uint32_t ids[2] = {0, 0};
   std::vector<uint8_t> valid_gradient;
@@ -63,8 +63,8 @@ struct Fixture {
     settings.worker_patience_seconds = 5.0;
     settings.max_message_bytes = 1 << 16;
     settings.checkpoint.every = 2;
-    core = std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
-                                                     nullptr, session, [this] { return now; });
+    core = std::make_unique<testing::DrivenCoordinator>(settings, ml::makeModel(settings.model),
+                                                        nullptr, session, [this] { return now; });
     const char* names[] = {"a", "b"};
     for (int i = 0; i < 2; ++i) {
       Message j;
@@ -90,7 +90,7 @@ void checkOutgoing(const std::vector<Outgoing>& out) {
 
 void checkRestored(const std::string& bytes, Fixture& f) {
   try {
-    auto r = server::CoordinatorCore::restore(
+    auto r = testing::DrivenCoordinator::restore(
         f.settings, ml::makeModel(f.settings.model), nullptr, f.session + 1, [&f] { return f.now; },
         bytes);
     require(r->parameters().size() == f.core->parameters().size());

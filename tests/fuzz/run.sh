@@ -29,7 +29,9 @@ if [ ! -f "$OUT/gen/tern.pb.cc" ] || [ "$ROOT/proto/tern.proto" -nt "$OUT/gen/te
 fi
 
 # The library code under test, instrumented for coverage (fuzzer-no-link) and the sanitizers.
-LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT/proto/message.cpp" "$ROOT/server/coordinator_core.cpp"
+LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,cap_planner}.cpp
+          "$ROOT"/server/{checkpoint_codec,coordinator_core,inline_evaluation}.cpp
+          "$ROOT"/server/{link_checks,membership,round_phase}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
           "$ROOT/common/transport/curve_keys.cpp"
           "$ROOT"/common/compression/*.cpp "$ROOT"/common/allocation/*.cpp "$ROOT"/common/ml/*.cpp

@@ -30,36 +30,40 @@ TEST_CASE("the ack of the push that closes a round holds the round's work in its
   settings.model.classes = 2;
   settings.allocation.budget.mean_ratio = 0.5;
   const uint64_t session = 5;
-  server::CoordinatorCore core(settings, ml::makeModel(settings.model), nullptr, session,
-                               [&now] { return now; });
-  // Closing a round takes 50 ms of (clock) time: evaluation, the CSV row, the log line.
-  core.on_round = [&now](const server::RoundRecord&) { now += 0.050; };
+  server::CoordinatorCore core(settings, ml::makeModel(settings.model), false, session, now);
   auto join = [&](const std::string& name) {
     Message m;
     m.envelope = makeEnvelope();
     m.envelope.mutable_join()->set_worker_name(name);
     m.envelope.mutable_join()->set_sample_count(10);
-    return core.onMessage(name, m, 10, now);
+    return core.handleMessage(name, m, 10, now, now).messages;
   };
   const uint32_t a = welcomedId(join("A"), "A");
   const uint32_t b = welcomedId(join("B"), "B");
   const size_t dim = core.parameters().size();
 
   // A's push does not close the round: acked at once, held for the 2 ms since it arrived.
-  auto out = core.onMessage(
-      "A", testing::identityPush(session, a, 0, std::vector<float>(dim, 0.1f)), 100, now - 0.002);
-  REQUIRE(!out.empty());
-  REQUIRE(out.front().message.envelope.has_ack());
-  CHECK(out.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.002));
+  auto out =
+      core.handleMessage("A", testing::identityPush(session, a, 0, std::vector<float>(dim, 0.1f)),
+                         100, now - 0.002, now);
+  REQUIRE(!out.messages.empty());
+  REQUIRE(out.messages.front().message.envelope.has_ack());
+  CHECK(out.messages.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.002));
 
-  // B's push closes it: the ack still goes first, with the round's 50 ms in its hold.
-  out = core.onMessage("B", testing::identityPush(session, b, 0, std::vector<float>(dim, 0.1f)),
-                       100, now);
+  // B's push closes it: the ack still goes first. The driver writes the closed round down (the
+  // CSV row, the log line: 50 ms) before it sends, and stamps the ack again right before the
+  // send, so the round's work is in its hold.
+  const double received_at = now;
+  out = core.handleMessage("B", testing::identityPush(session, b, 0, std::vector<float>(dim, 0.1f)),
+                           100, received_at, now);
   REQUIRE(core.round() == 1);
-  REQUIRE(out.size() > 1);
-  REQUIRE(out.front().message.envelope.has_ack());
-  CHECK(out.front().peer == "B");
-  CHECK(out.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.050));
+  REQUIRE(out.closed_rounds.size() == 1);
+  REQUIRE(out.messages.size() > 1);
+  REQUIRE(out.messages.front().message.envelope.has_ack());
+  CHECK(out.messages.front().peer == "B");
+  for (size_t i = 0; i < out.closed_rounds.size(); ++i) now += 0.050;
+  for (auto& o : out.messages) server::stampAckHold(o.message, received_at, now);
+  CHECK(out.messages.front().message.envelope.ack().hold_seconds() == doctest::Approx(0.050));
 }
 
 TEST_CASE(

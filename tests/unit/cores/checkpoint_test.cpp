@@ -12,8 +12,8 @@
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/util/checksum.hpp"
+#include "driven_coordinator.hpp"
 #include "push_message.hpp"
-#include "server/coordinator_core.hpp"
 #include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
@@ -23,7 +23,7 @@ namespace {
 struct Cluster {
   double now = 0.0;
   config::CoordinatorSettings settings;
-  std::unique_ptr<server::CoordinatorCore> core;
+  std::unique_ptr<testing::DrivenCoordinator> core;
   uint64_t session = 42;
 
   Cluster() {
@@ -41,16 +41,16 @@ struct Cluster {
     core = fresh();
   }
 
-  std::unique_ptr<server::CoordinatorCore> fresh() {
-    return std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
-                                                     nullptr, session, [this] { return now; });
+  std::unique_ptr<testing::DrivenCoordinator> fresh() {
+    return std::make_unique<testing::DrivenCoordinator>(settings, ml::makeModel(settings.model),
+                                                        nullptr, session, [this] { return now; });
   }
 
   // Workers "a" (peer "A", 100 samples) and "b" (peer "B") join the core; their ids.
   std::pair<uint32_t, uint32_t> joinAB();
 
-  std::unique_ptr<server::CoordinatorCore> restored(const std::string& bytes, uint64_t s) {
-    return server::CoordinatorCore::restore(
+  std::unique_ptr<testing::DrivenCoordinator> restored(const std::string& bytes, uint64_t s) {
+    return testing::DrivenCoordinator::restore(
         settings, ml::makeModel(settings.model), nullptr, s, [this] { return now; }, bytes);
   }
 };
@@ -95,7 +95,7 @@ std::vector<float> gradient(size_t d, uint32_t worker, uint64_t round) {
 }
 
 // Both workers push their gradient for the core's current round.
-void runRound(server::CoordinatorCore& core, uint64_t session, const std::string& pa, uint32_t a,
+void runRound(testing::DrivenCoordinator& core, uint64_t session, const std::string& pa, uint32_t a,
               const std::string& pb, uint32_t b, double now) {
   const size_t d = core.parameters().size();
   const uint64_t r = core.round();
@@ -358,10 +358,10 @@ TEST_CASE("a run that reached its target accuracy restores as finished") {
   test->num_classes = 2;
   auto core = [&](const std::string* bytes, uint64_t session) {
     if (!bytes) {
-      return std::make_unique<server::CoordinatorCore>(c.settings, ml::makeModel(c.settings.model),
-                                                       test, session, [&c] { return c.now; });
+      return std::make_unique<testing::DrivenCoordinator>(
+          c.settings, ml::makeModel(c.settings.model), test, session, [&c] { return c.now; });
     }
-    return server::CoordinatorCore::restore(
+    return testing::DrivenCoordinator::restore(
         c.settings, ml::makeModel(c.settings.model), test, session, [&c] { return c.now; }, *bytes);
   };
   auto first = core(nullptr, c.session);
@@ -392,7 +392,7 @@ TEST_CASE("the test accuracy is none until an evaluation, and a checkpoint keeps
   for (const bool with_test : {false, true}) {
     CAPTURE(with_test);
     const auto data = with_test ? test : nullptr;
-    auto core = std::make_unique<server::CoordinatorCore>(
+    auto core = std::make_unique<testing::DrivenCoordinator>(
         c.settings, ml::makeModel(c.settings.model), data, c.session, [&c] { return c.now; });
     const auto ra = core->onMessage("A", join("a", 100), 10, c.now);
     const auto rb = core->onMessage("B", join("b", 100), 10, c.now);
@@ -409,14 +409,14 @@ TEST_CASE("the test accuracy is none until an evaluation, and a checkpoint keeps
     }
     const std::string after = core->checkpoint();
     CHECK(c.restored(before, 7)->accuracy().has_value() == false);
-    auto resumed = server::CoordinatorCore::restore(
+    auto resumed = testing::DrivenCoordinator::restore(
         c.settings, ml::makeModel(c.settings.model), data, 7, [&c] { return c.now; }, after);
     CHECK(resumed->accuracy().has_value() == with_test);
     // A checkpoint written before it said: an accuracy above 0 after a round was measured.
     wire::Checkpoint old;
     REQUIRE(old.ParseFromString(after));
     old.clear_accuracy_known();
-    auto from_old = server::CoordinatorCore::restore(
+    auto from_old = testing::DrivenCoordinator::restore(
         c.settings, ml::makeModel(c.settings.model), data, 7, [&c] { return c.now; },
         old.SerializeAsString());
     CHECK(from_old->accuracy().has_value() == with_test);
@@ -492,11 +492,11 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
     CHECK(restored->parameters() == c.core->parameters());
   }
   // A link model no link could have is dropped (the worker starts unfitted), the rest restored.
-  for (const double b : {-1.0, std::numeric_limits<double>::quiet_NaN(), 1e9}) {
-    CAPTURE(b);
+  for (const double bad_b : {-1.0, std::numeric_limits<double>::quiet_NaN(), 1e9}) {
+    CAPTURE(bad_b);
     const auto restored = c.restored(variant([&](wire::Checkpoint& v) {
                                        auto* link = v.mutable_workers(1)->mutable_link();
-                                       link->set_b_seconds_per_packet(b);
+                                       link->set_b_seconds_per_packet(bad_b);
                                        link->set_samples(5);
                                        link->set_packet_bytes(1448);
                                      }),

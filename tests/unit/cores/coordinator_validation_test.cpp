@@ -12,8 +12,8 @@
 #include "common/compression/compressor.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/util/printable.hpp"
+#include "driven_coordinator.hpp"
 #include "push_message.hpp"
-#include "server/coordinator_core.hpp"
 
 using namespace tern;
 
@@ -22,7 +22,7 @@ namespace {
 struct Harness {
   double now = 0.0;
   config::CoordinatorSettings settings;
-  std::unique_ptr<server::CoordinatorCore> core;
+  std::unique_ptr<testing::DrivenCoordinator> core;
   uint64_t session = 42;
 
   Harness() {
@@ -32,8 +32,8 @@ struct Harness {
     settings.model.features = 3;
     settings.model.classes = 2;
     settings.allocation.budget.mean_ratio = 0.5;
-    core = std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
-                                                     nullptr, session, [this] { return now; });
+    core = std::make_unique<testing::DrivenCoordinator>(settings, ml::makeModel(settings.model),
+                                                        nullptr, session, [this] { return now; });
   }
 
   std::vector<Outgoing> join(const std::string& peer, const std::string& name, uint64_t samples,
@@ -51,8 +51,8 @@ struct Harness {
   void withTimers(double deadline, double patience) {
     settings.round_deadline_seconds = deadline;
     settings.worker_patience_seconds = patience;
-    core = std::make_unique<server::CoordinatorCore>(settings, ml::makeModel(settings.model),
-                                                     nullptr, session, [this] { return now; });
+    core = std::make_unique<testing::DrivenCoordinator>(settings, ml::makeModel(settings.model),
+                                                        nullptr, session, [this] { return now; });
   }
 
   Message push(uint32_t id, uint64_t round, std::vector<float> g) {
@@ -108,7 +108,7 @@ std::pair<uint32_t, uint32_t> Harness::joinAB() {
 }
 
 // Worker `id`'s entry in the record of the round the core closed last.
-server::WorkerRecord recordOf(const server::CoordinatorCore& core, uint32_t id) {
+server::WorkerRecord recordOf(const testing::DrivenCoordinator& core, uint32_t id) {
   for (const auto& w : core.lastRecord().workers) {
     if (w.id == id) return w;
   }
@@ -492,7 +492,7 @@ TEST_CASE(
   }
   CHECK(x1 != x0);
   // The counter survives a restart from the checkpoint.
-  auto restored = server::CoordinatorCore::restore(
+  auto restored = testing::DrivenCoordinator::restore(
       h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; },
       h.core->checkpoint());
   CHECK(restored->stepsRefused() == 1);
@@ -503,12 +503,12 @@ TEST_CASE(
     "a join declaring more samples than a worker may have is refused, and shares stay in [0, 1]") {
   Harness h;
   CHECK(hasError(h.join("A", "a", uint64_t{1} << 63), wire::Error::MALFORMED));
-  CHECK(hasError(h.join("A", "a", server::CoordinatorCore::kMaxSamplesPerWorker + 1),
+  CHECK(hasError(h.join("A", "a", testing::DrivenCoordinator::kMaxSamplesPerWorker + 1),
                  wire::Error::MALFORMED));
   CHECK(h.core->rejections().at("bad_join") == 2);
   // Two workers at the limit each hold half of the data.
-  const uint32_t a = idOf(h.join("A", "a", server::CoordinatorCore::kMaxSamplesPerWorker), "A");
-  const uint32_t b = idOf(h.join("B", "b", server::CoordinatorCore::kMaxSamplesPerWorker), "B");
+  const uint32_t a = idOf(h.join("A", "a", testing::DrivenCoordinator::kMaxSamplesPerWorker), "A");
+  const uint32_t b = idOf(h.join("B", "b", testing::DrivenCoordinator::kMaxSamplesPerWorker), "B");
   const size_t d = h.core->parameters().size();
   h.core->onMessage("A", h.push(a, 0, std::vector<float>(d, 1.0f)), 50, h.now);
   h.core->onMessage("B", h.push(b, 0, std::vector<float>(d, 1.0f)), 50, h.now);
@@ -1149,7 +1149,7 @@ TEST_CASE("a restarted coordinator keeps what each worker's pushes cost, for the
   const std::string bytes = h.core->checkpoint();
 
   auto capsAfterRestart = [&](uint64_t a_instance) {
-    auto restored = server::CoordinatorCore::restore(
+    auto restored = testing::DrivenCoordinator::restore(
         h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; }, bytes);
     auto join = [&](const std::string& peer, const std::string& name, uint64_t instance) {
       Message m;
@@ -1185,7 +1185,7 @@ TEST_CASE("a checkpoint holding an impossible push price is refused with a reaso
   REQUIRE(c.workers_size() == 2);
   REQUIRE(c.workers(0).has_push_price());
   auto restoreFrom = [&](const wire::Checkpoint& damaged) {
-    server::CoordinatorCore::restore(
+    testing::DrivenCoordinator::restore(
         h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; },
         damaged.SerializeAsString());
   };

@@ -21,7 +21,7 @@
 #include "common/ml/model.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/rng.hpp"
-#include "server/coordinator_core.hpp"
+#include "driven_coordinator.hpp"
 #include "tests/unit/worker/driven_worker.hpp"
 
 using namespace tern;
@@ -38,7 +38,7 @@ std::string peerOf(size_t i) {
 struct Cluster {
   double now = 0.0;
   config::CoordinatorSettings cs;
-  std::unique_ptr<server::CoordinatorCore> coordinator;
+  std::unique_ptr<testing::DrivenCoordinator> coordinator;
   std::vector<std::unique_ptr<testing::DrivenWorker>> workers;
   std::map<std::string, size_t> by_peer;
   // Called on every gradient push before the coordinator sees it; may spoil it.
@@ -62,8 +62,8 @@ struct Cluster {
     cs.training.seed = 7;
     cs.allocation.budget.mean_ratio = 0.25;
     if (configure) configure(cs);
-    coordinator = std::make_unique<server::CoordinatorCore>(cs, ml::makeModel(cs.model), nullptr,
-                                                            77, [this] { return now; });
+    coordinator = std::make_unique<testing::DrivenCoordinator>(cs, ml::makeModel(cs.model), nullptr,
+                                                               77, [this] { return now; });
     config::WorkerSettings ws;
     ws.compressor.name = "topk";
     ws.error_feedback = true;
@@ -488,8 +488,8 @@ void refusedJoinIsNotFatal(Cluster& p, wire::Error::Code code, uint64_t fingerpr
 TEST_CASE("a worker the coordinator has no room for is not stopped and asks again later") {
   Cluster p(2);
   p.cs.max_workers = 1;
-  p.coordinator = std::make_unique<server::CoordinatorCore>(p.cs, ml::makeModel(p.cs.model),
-                                                            nullptr, 77, [&p] { return p.now; });
+  p.coordinator = std::make_unique<testing::DrivenCoordinator>(p.cs, ml::makeModel(p.cs.model),
+                                                               nullptr, 77, [&p] { return p.now; });
   joinOne(p);
   // Worker 1: no room. Not fatal, no join again at once.
   refusedJoinIsNotFatal(p, wire::Error::TOO_MANY_WORKERS);
@@ -634,8 +634,8 @@ TEST_CASE(
   Cluster c(1);
   c.cs.eval_every = 5;
   auto test = std::make_shared<ml::Dataset>(ml::syntheticDense(50, 6, 3, 99));
-  c.coordinator = std::make_unique<server::CoordinatorCore>(c.cs, ml::makeModel(c.cs.model), test,
-                                                            77, [&c] { return c.now; });
+  c.coordinator = std::make_unique<testing::DrivenCoordinator>(c.cs, ml::makeModel(c.cs.model),
+                                                               test, 77, [&c] { return c.now; });
   size_t pauses = 0;
   c.coordinator->setBetweenChunks([&] { ++pauses; }, 8);
   c.run();

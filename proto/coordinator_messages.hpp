@@ -1,0 +1,61 @@
+#pragma once
+// The messages the coordinator sends: one builder and one parser per envelope type, so that the
+// coordinator, the worker and the tests spell each message once. Parsers return nothing when the
+// envelope holds another type.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "message.hpp"
+
+namespace tern::proto {
+
+struct AckBody {
+  uint64_t round = 0;
+  uint64_t bytes_received = 0;
+  double hold_seconds = 0.0;
+  bool probe = false;
+  uint64_t probe_id = 0;
+  bool leave = false;  // answers a Leave
+};
+
+// What a refusal is about: a push of `round` (the worker takes back what it carried).
+struct ErrorAbout {
+  uint64_t round = 0;
+  bool push = false;
+  std::optional<uint64_t> session;  // the coordinator's session, for a push of another session
+};
+
+struct ErrorBody {
+  wire::Error::Code code = wire::Error::CODE_UNSPECIFIED;
+  std::string text;
+  std::optional<ErrorAbout> about;
+};
+
+struct FinishBody {
+  uint64_t round = 0;
+  std::optional<double> test_accuracy;
+};
+
+struct HeartbeatBody {
+  uint64_t session = 0;
+  uint32_t worker_id = 0;
+  uint64_t round = 0;
+};
+
+Message welcome(wire::Welcome body, std::vector<uint8_t> payload);
+Message roundStart(wire::RoundStart body, std::vector<uint8_t> payload);
+Message ack(const AckBody& body);
+Message error(const ErrorBody& body);
+Message finish(const FinishBody& body, std::vector<uint8_t> payload);
+Message heartbeat(const HeartbeatBody& body);
+
+const wire::Welcome* parseWelcome(const Message& m);
+const wire::RoundStart* parseRoundStart(const Message& m);
+std::optional<AckBody> parseAck(const Message& m);
+std::optional<ErrorBody> parseError(const Message& m);
+std::optional<FinishBody> parseFinish(const Message& m);
+std::optional<HeartbeatBody> parseHeartbeat(const Message& m);
+
+}  // namespace tern::proto

@@ -1,0 +1,12 @@
+#pragma once
+// ModelSpec <-> wire: the one conversion of a model description to and from the protocol (the
+// welcome and the checkpoint carry it).
+#include "common/ml/model.hpp"
+#include "tern.pb.h"
+
+namespace tern {
+
+wire::ModelSpec toWire(const ml::ModelSpec& spec);
+ml::ModelSpec fromWire(const wire::ModelSpec& spec);
+
+}  // namespace tern

@@ -1,0 +1,58 @@
+#pragma once
+// Aggregation: the model's parameters and the optimizer, the weighted sum of a round's pushes
+// sum_i p_i C_i(g_i) renormalised over those who pushed, the optimizer step with its finiteness
+// guard, and the encoded update every worker applies to keep its replica bit-identical.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/compression/codec.hpp"
+#include "common/config/settings.hpp"
+#include "common/ml/optimizer.hpp"
+#include "server/membership.hpp"
+
+namespace tern::server {
+
+struct StepResult {
+  double train_loss = 0.0;  // the pushers' losses weighted by samples
+  uint32_t participants = 0;
+  bool refused = false;  // the step would have made the model or momentum non-finite: not taken
+};
+
+class Aggregator {
+ public:
+  Aggregator(const ml::OptimizerSpec& optimizer, std::vector<float> initial,
+             size_t max_message_bytes);
+
+  // Decodes a push's gradient for this model (dimension and size limits).
+  compression::DecodeResult decode(const std::vector<uint8_t>& payload) const;
+  // Sums the workers' pending gradients (in id order, clearing them) and steps the model.
+  StepResult step(Membership& members, uint64_t round);
+
+  const std::vector<float>& parameters() const { return params_; }
+  const std::vector<float>& velocity() const { return optimizer_.velocity(); }
+  size_t dim() const { return params_.size(); }
+  // The encoded update from model_{round-1} to model_{round}; empty before the first step.
+  const std::vector<uint8_t>& lastUpdate() const { return last_update_; }
+  // tern::checksum of model_{round-1}, once a round has closed.
+  std::optional<uint64_t> previousChecksum() const { return previous_checksum_; }
+  // tern::checksum of the model, computed at most once per round.
+  uint64_t modelChecksum();
+  double learningRate(uint64_t round) const { return optimizer_.learningRate(round); }
+  // The largest frame a worker is sent: the model's floats, or a dense update with its header.
+  uint64_t largestFrameBytes();
+  // Restoring: parameters and momentum from a checkpoint (already checked).
+  void restore(std::vector<float> params, std::vector<float> velocity);
+
+ private:
+  std::vector<float> deltaOf(const std::vector<float>& aggregate, uint64_t round, bool& refused);
+  size_t max_message_bytes_;
+  std::vector<float> params_;
+  ml::SgdOptimizer optimizer_;
+  std::vector<uint8_t> last_update_;
+  std::optional<uint64_t> previous_checksum_;
+  std::optional<uint64_t> model_checksum_;
+  uint64_t largest_frame_bytes_ = 0;
+};
+
+}  // namespace tern::server

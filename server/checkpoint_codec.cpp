@@ -1,0 +1,236 @@
+#include "server/checkpoint_codec.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+#include "common/util/checksum.hpp"
+#include "common/util/printable.hpp"
+#include "model_spec.hpp"
+#include "server/link_checks.hpp"
+
+namespace tern::server {
+namespace {
+
+constexpr uint32_t kCheckpointFormat = 1;
+
+std::string floatBytes(const std::vector<float>& v) {
+  auto b = floatsToBytes(v);
+  return std::string(b.begin(), b.end());
+}
+
+// Parses fp32 bytes into exactly n finite values; a checkpoint holding anything else is damaged.
+std::vector<float> checkpointFloats(const std::string& bytes, size_t n, const char* what) {
+  std::vector<float> out(n);
+  std::span<const uint8_t> raw(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!bytesToFloats(raw, out)) {
+    throw std::runtime_error(std::string("checkpoint ") + what + " has " +
+                             std::to_string(bytes.size()) + " bytes, expected " +
+                             std::to_string(n * sizeof(float)));
+  }
+  for (float x : out) {
+    if (!std::isfinite(x)) {
+      throw std::runtime_error(std::string("checkpoint ") + what + " holds a non-finite value");
+    }
+  }
+  return out;
+}
+
+void putPrice(const allocation::PushPrice& p, wire::PushPrice* out) {
+  out->set_fixed_bytes(p.per_push);
+  out->set_bytes_per_coordinate(p.per_coordinate);
+}
+
+// A measured push price: finite, and some bytes per coordinate (every allocator divides by them).
+allocation::PushPrice takePrice(const wire::PushPrice& p, const std::string& whose) {
+  if (!std::isfinite(p.fixed_bytes()) || p.fixed_bytes() < 0.0 ||
+      !std::isfinite(p.bytes_per_coordinate()) || !(p.bytes_per_coordinate() > 0.0)) {
+    throw std::runtime_error("checkpoint holds an invalid push price for " + whose + " (" +
+                             std::to_string(p.fixed_bytes()) + " bytes a push, " +
+                             std::to_string(p.bytes_per_coordinate()) + " a coordinate)");
+  }
+  return {p.fixed_bytes(), p.bytes_per_coordinate()};
+}
+
+void putWorker(const Worker& w, wire::CheckpointWorker* cw) {
+  cw->set_id(w.rec.id);
+  cw->set_name(w.rec.name);
+  cw->set_samples(w.samples);
+  cw->set_cap(w.rec.cap);
+  cw->set_threshold(w.rec.threshold);
+  cw->set_share(w.rec.share);
+  *cw->mutable_link() = w.rec.link;
+  cw->set_upload_bytes(w.rec.upload_bytes);
+  cw->set_download_bytes(w.rec.download_bytes);
+  cw->set_instance(w.instance);
+  if (w.push_price) putPrice(*w.push_price, cw->mutable_push_price());
+}
+
+// A checkpoint's worker (not alive: it re-joins by name); its link dropped if no link has it.
+Worker takeWorker(const wire::CheckpointWorker& cw, size_t max_message_bytes) {
+  Worker w;
+  w.rec.id = cw.id();
+  w.rec.name = cw.name();
+  w.rec.cap = cw.cap();
+  w.rec.threshold = cw.threshold();
+  w.rec.share = cw.share();
+  if (const char* why = invalidLinkModel(cw.link(), max_message_bytes)) {
+    spdlog::warn("checkpoint's link model of worker {} dropped: {}", printable(cw.name()), why);
+  } else {
+    w.rec.link = cw.link();
+  }
+  w.rec.upload_bytes = cw.upload_bytes();
+  w.rec.download_bytes = cw.download_bytes();
+  w.samples = cw.samples();
+  w.instance = cw.instance();
+  if (cw.has_push_price()) w.push_price = takePrice(cw.push_price(), "worker " + cw.name());
+  return w;
+}
+
+void putCounters(const Counters& n, wire::Checkpoint& c) {
+  c.set_upload_bytes(n.upload_bytes);
+  c.set_download_bytes(n.download_bytes);
+  c.set_full_bytes(n.full_bytes);
+  c.set_late_pushes(n.late_pushes);
+  c.set_pushes_asked_again(n.pushes_asked_again);
+  c.set_push_reports_unusable(n.push_reports_unusable);
+  c.set_steps_refused(n.steps_refused);
+  for (const auto& [reason, count] : n.rejections) {
+    auto* r = c.add_rejections();
+    r->set_reason(reason);
+    r->set_count(count);
+  }
+}
+
+Counters takeCounters(const wire::Checkpoint& c) {
+  Counters n;
+  n.upload_bytes = c.upload_bytes();
+  n.download_bytes = c.download_bytes();
+  n.full_bytes = c.full_bytes();
+  n.late_pushes = c.late_pushes();
+  n.pushes_asked_again = c.pushes_asked_again();
+  n.push_reports_unusable = c.push_reports_unusable();
+  n.steps_refused = c.steps_refused();
+  for (const auto& r : c.rejections()) n.rejections[r.reason()] = r.count();
+  return n;
+}
+
+wire::Checkpoint parse(const std::string& bytes) {
+  wire::Checkpoint c;
+  // An empty file parses as a message with every field unset: say what it is.
+  if (bytes.empty())
+    throw std::runtime_error("checkpoint is empty (damaged; remove it to start again)");
+  if (!c.ParseFromString(bytes)) throw std::runtime_error("checkpoint does not parse");
+  if (c.format() != kCheckpointFormat) {
+    throw std::runtime_error("checkpoint format " + std::to_string(c.format()) +
+                             " is not supported (expected " + std::to_string(kCheckpointFormat) +
+                             ")");
+  }
+  return c;
+}
+
+void checkModel(const wire::ModelSpec& got, const ml::ModelSpec& want) {
+  // The hidden width only shapes an MLP; the linear models ignore it.
+  if (got.kind() != want.kind || got.features() != want.features || got.classes() != want.classes ||
+      (want.kind == "mlp" && got.hidden() != want.hidden)) {
+    throw std::runtime_error(
+        "checkpoint holds a " + got.kind() + " model with " + std::to_string(got.features()) +
+        " features and " + std::to_string(got.classes()) + " classes; the configuration asks for " +
+        want.kind + " with " + std::to_string(want.features) + " and " +
+        std::to_string(want.classes));
+  }
+}
+
+void takeModel(const wire::Checkpoint& c, CheckpointState& s) {
+  const size_t n = ml::makeModel(s.model)->numParams();
+  s.parameters = checkpointFloats(c.parameters(), n, "parameters");
+  if (tern::checksum(s.parameters) != c.parameters_checksum()) {
+    throw std::runtime_error("checkpoint parameters do not match their checksum");
+  }
+  s.velocity = checkpointFloats(c.velocity(), n, "velocity");
+  if (c.has_velocity_checksum() && tern::checksum(s.velocity) != c.velocity_checksum()) {
+    throw std::runtime_error("checkpoint velocity does not match its checksum");
+  }
+}
+
+void takeWorkers(const wire::Checkpoint& c, size_t max_message_bytes, CheckpointState& s) {
+  std::set<std::string> names;
+  std::set<uint32_t> ids;
+  for (const auto& cw : c.workers()) {
+    if (cw.id() >= c.next_worker_id() || !ids.insert(cw.id()).second || cw.name().empty() ||
+        cw.samples() == 0) {
+      throw std::runtime_error("checkpoint has an invalid or repeated worker entry (id " +
+                               std::to_string(cw.id()) + ")");
+    }
+    // A name a join would refuse is forgotten (it joins afresh), the rest of the run restored.
+    if (std::string why = config::workerNameProblem(cw.name()); !why.empty()) {
+      spdlog::warn(
+          "checkpoint names worker {} {}, which a join would refuse (the name {}): "
+          "forgotten",
+          cw.id(), printable(cw.name()), why);
+      ids.erase(cw.id());
+      continue;
+    }
+    if (!names.insert(cw.name()).second) {
+      throw std::runtime_error("checkpoint names worker " + printable(cw.name()) + " twice");
+    }
+    s.workers[cw.id()] = takeWorker(cw, max_message_bytes);
+  }
+}
+
+}  // namespace
+
+std::string encodeCheckpoint(const CheckpointState& s) {
+  wire::Checkpoint c;
+  c.set_format(kCheckpointFormat);
+  c.set_session(s.session);
+  c.set_round(s.round);
+  *c.mutable_model() = toWire(s.model);
+  c.set_training_seed(s.training_seed);
+  c.set_parameters(floatBytes(s.parameters));
+  c.set_velocity(floatBytes(s.velocity));
+  c.set_parameters_checksum(tern::checksum(s.parameters));
+  c.set_velocity_checksum(tern::checksum(s.velocity));
+  c.set_next_worker_id(s.next_worker_id);
+  for (const auto& [id, w] : s.workers) putWorker(w, c.add_workers());
+  if (s.mean_price) putPrice(*s.mean_price, c.mutable_push_price());
+  c.set_allocation_method(s.allocation_method);
+  c.set_rounds_since_alloc(s.rounds_since_plan);
+  putCounters(s.counters, c);
+  c.set_last_accuracy(s.last_accuracy);
+  c.set_accuracy_known(s.accuracy_known);
+  c.set_last_train_loss(s.last_train_loss);
+  c.set_elapsed_seconds(s.elapsed_seconds);
+  c.set_finished(s.finished);
+  return c.SerializeAsString();
+}
+
+CheckpointState decodeCheckpoint(const std::string& bytes,
+                                 const config::CoordinatorSettings& settings) {
+  const wire::Checkpoint c = parse(bytes);
+  checkModel(c.model(), settings.model);
+  CheckpointState s;
+  s.session = c.session();
+  s.round = c.round();
+  s.model = settings.model;
+  s.training_seed = c.training_seed();
+  takeModel(c, s);
+  takeWorkers(c, settings.max_message_bytes, s);
+  if (c.has_push_price()) s.mean_price = takePrice(c.push_price(), "all workers");
+  s.next_worker_id = c.next_worker_id();
+  s.allocation_method = c.allocation_method();
+  s.rounds_since_plan = c.rounds_since_alloc();
+  s.counters = takeCounters(c);
+  s.last_accuracy = c.last_accuracy();
+  // Older checkpoints do not say: an accuracy above 0 after a round was measured.
+  s.accuracy_known =
+      c.has_accuracy_known() ? c.accuracy_known() : c.round() > 0 && c.last_accuracy() > 0.0;
+  s.last_train_loss = c.last_train_loss();
+  s.elapsed_seconds = c.elapsed_seconds();
+  s.finished = c.finished();
+  return s;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,115 @@
+#pragma once
+// Membership: the coordinator's table of workers (by id, in id order), the checks a join must
+// pass, how long a worker may stay silent, and forgetting workers gone for long.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "common/allocation/budget.hpp"
+#include "common/allocation/link_costs.hpp"
+#include "common/compression/compressor.hpp"
+#include "server/round_record.hpp"
+
+namespace tern::server {
+
+// One accepted push's bytes, folded into the measured push prices when its round closes.
+struct PushSample {
+  double fixed = 0.0;
+  double coordinate_bytes = 0.0;
+  double coordinates = 0.0;
+};
+
+// What the last cap plan charged a worker, and its seat in the round being collected.
+struct PlannedCap {
+  double seconds_per_packet = 0.0;  // its link's fitted b when the caps were planned
+  double unit_seconds = 0.0;        // link seconds per unit of its packing (0 = not in seconds)
+  allocation::Packing packing;
+  allocation::PushPrice price;  // the price its cap was planned at
+  bool in_round = false;        // holds a cap in the open round
+  uint32_t round_cap = 0;
+};
+
+struct Worker {
+  WorkerRecord rec;
+  std::string peer;
+  uint64_t samples = 0;
+  uint64_t instance = 0;     // the worker process holding the name (0 = unknown)
+  bool acks_finish = false;  // answers a Finish with a Leave
+  double last_seen = 0.0;
+  double last_sent = 0.0;
+  std::optional<uint64_t> synced_round;  // the model round its replica holds
+  std::optional<uint64_t> partition_fingerprint;
+  uint32_t shard_index = 0;
+  uint32_t shard_total = 0;
+  // The open round's push: decoded gradient, its loss, or refused (asked again at the deadline).
+  std::optional<compression::SparseGradient> pending;
+  double loss = 0.0;
+  bool refused = false;
+  // Its own pushes' measured price (kept over re-joins of the same process) and this round's.
+  std::optional<allocation::PushPrice> push_price;
+  std::optional<PushSample> round_push;
+  PlannedCap plan;
+  std::optional<double> round_sent_at;          // when its last round start was sent
+  std::optional<double> observed_push_seconds;  // round start to accepted push, last time
+};
+
+struct JoinRefusal {
+  wire::Error::Code code;
+  std::string reason;  // the rejection counter's name
+  std::string text;
+};
+
+// What patienceFor needs besides the worker.
+struct PatienceContext {
+  double patience = 0.0;                            // worker_patience_seconds
+  double round_deadline = 0.0;                      // round_deadline_seconds
+  bool collecting = false;                          // a round is open
+  std::optional<allocation::PushPrice> mean_price;  // everyone's measured push price
+  size_t model_floats = 0;
+};
+
+// How long `w` may stay silent before it is marked gone: the patience, or longer while its push
+// for the open round is awaited (its heartbeats queue behind the push on a slow uplink).
+double patienceFor(const Worker& w, const PatienceContext& c);
+
+// The tuner's report with an accepted push (level, predictions) into `rec`; false (recorded as
+// zeros) when no tuner makes it: a level beyond `dim`, a cost or step not finite and >= 0, an
+// improvement not finite.
+bool takeReport(WorkerRecord& rec, const wire::Push& push, size_t dim);
+void clearReport(WorkerRecord& rec);
+
+class Membership {
+ public:
+  // The most samples a worker may declare in its join: shares then never overflow.
+  static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
+
+  std::map<uint32_t, Worker>& all() { return workers_; }
+  const std::map<uint32_t, Worker>& all() const { return workers_; }
+  // The live worker on ROUTER identity `peer` (lowest id), or nullptr.
+  Worker* byPeer(const std::string& peer);
+  // A worker told to finish on `peer`, alive or not, or nullptr.
+  const Worker* byPeerAmong(const std::string& peer, const std::set<uint32_t>& ids) const;
+  Worker* byName(const std::string& name);
+  size_t alive() const;
+  // Why `join` from `peer` is refused, or nothing. largest_frame: the biggest message it would get.
+  std::optional<JoinRefusal> checkJoin(const std::string& peer, const wire::Join& join,
+                                       uint64_t largest_frame, size_t max_workers,
+                                       double forget_after);
+  // The worker the join names (kept id on a re-join, a new id otherwise), updated from it.
+  Worker& admit(const std::string& peer, const wire::Join& join);
+  // Forgets workers gone for longer than `horizon` (a push still in its round stays).
+  void forget(double now, double horizon);
+  uint32_t nextId() const { return next_id_; }
+  // Restoring: the table and the next id from a checkpoint.
+  void restore(std::map<uint32_t, Worker> workers, uint32_t next_id);
+  std::vector<WorkerRecord> records() const;
+
+ private:
+  void warnSharedShard(const Worker& w) const;
+  std::map<uint32_t, Worker> workers_;
+  uint32_t next_id_ = 0;
+};
+
+}  // namespace tern::server

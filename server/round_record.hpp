@@ -1,0 +1,62 @@
+#pragma once
+// What the coordinator reports per worker and per closed round: the rows of the metrics CSV, the
+// /status document and the checkpoint's worker table all start from these.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "message.hpp"
+
+namespace tern::server {
+
+struct WorkerRecord {
+  uint32_t id = 0;
+  std::string name;
+  uint32_t cap = 0;
+  double threshold = 0.0;
+  double share = 0.0;
+  bool alive = false;
+  bool pushed = false;
+  wire::LinkModel link;
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  // The tuner's report with the worker's push of the round (zeros until it pushed, or when the
+  // report was unusable): level T, predicted cost C(T), predicted improvement and its step.
+  uint32_t level = 0;
+  double predicted_cost = 0.0;
+  double predicted_improvement = 0.0;
+  double predicted_step = 0.0;
+};
+
+// One row of the metrics CSV: counters are cumulative since the start of training.
+struct RoundRecord {
+  uint64_t round = 0;
+  double time_s = 0.0;
+  double train_loss = 0.0;
+  double test_accuracy = 0.0;      // the last evaluation's (0 before the first)
+  bool evaluated = false;          // evaluated at this round's close
+  bool accuracy_measured = false;  // test_accuracy comes from an evaluation, this round's or before
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  uint64_t full_bytes = 0;
+  uint32_t participants = 0;
+  uint64_t late_pushes = 0;
+  uint64_t rejected = 0;
+  std::vector<WorkerRecord> workers;  // every known worker, by id
+};
+
+// The coordinator's run counters, under one name each in the core, the checkpoint and /status.
+struct Counters {
+  uint64_t upload_bytes = 0;
+  uint64_t download_bytes = 0;
+  uint64_t full_bytes = 0;
+  uint64_t late_pushes = 0;
+  uint64_t pushes_asked_again = 0;             // round starts sent again after a refused push
+  uint64_t push_reports_unusable = 0;          // accepted pushes whose tuner report was unusable
+  uint64_t steps_refused = 0;                  // aggregated steps that would have been non-finite
+  std::map<std::string, uint64_t> rejections;  // refused messages by reason
+  uint64_t rejectedTotal() const;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,114 @@
+// The checkpoint codec: a state value round-trips through its bytes, and damaged bytes or bytes
+// of another model are refused.
+#include "server/checkpoint_codec.hpp"
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "common/ml/model.hpp"
+
+using namespace tern;
+using namespace tern::server;
+
+namespace {
+
+config::CoordinatorSettings settings() {
+  config::CoordinatorSettings s;
+  s.model.kind = "softmax";
+  s.model.features = 3;
+  s.model.classes = 2;
+  return s;
+}
+
+CheckpointState state(const config::CoordinatorSettings& s) {
+  CheckpointState c;
+  c.session = 9;
+  c.round = 4;
+  c.model = s.model;
+  const size_t n = ml::makeModel(s.model)->numParams();
+  c.parameters.assign(n, 0.5f);
+  c.velocity.assign(n, -0.25f);
+  c.next_worker_id = 3;
+  Worker& w = c.workers[1];
+  w.rec.id = 1;
+  w.rec.name = std::string(1, 'b');
+  w.rec.cap = 7;
+  w.rec.upload_bytes = 1234;
+  w.samples = 100;
+  w.instance = 77;
+  w.push_price = allocation::PushPrice{60.0, 8.0};
+  c.mean_price = allocation::PushPrice{50.0, 6.0};
+  c.allocation_method = "uniform";
+  c.rounds_since_plan = 2;
+  c.counters.upload_bytes = 5000;
+  c.counters.steps_refused = 1;
+  c.counters.rejections["late_or_future_round"] = 3;
+  c.last_accuracy = 0.75;
+  c.accuracy_known = true;
+  c.last_train_loss = 0.4;
+  c.elapsed_seconds = 12.5;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint decodes to the state it was encoded from") {
+  const auto s = settings();
+  const CheckpointState in = state(s);
+  const CheckpointState out = decodeCheckpoint(encodeCheckpoint(in), s);
+  CHECK(out.session == 9);
+  CHECK(out.round == 4);
+  CHECK(out.parameters == in.parameters);
+  CHECK(out.velocity == in.velocity);
+  CHECK(out.next_worker_id == 3);
+  REQUIRE(out.workers.count(1));
+  const Worker& w = out.workers.at(1);
+  CHECK(w.rec.name == "b");
+  CHECK(w.rec.cap == 7);
+  CHECK(w.rec.upload_bytes == 1234);
+  CHECK_FALSE(w.rec.alive);
+  CHECK(w.samples == 100);
+  CHECK(w.instance == 77);
+  REQUIRE(w.push_price);
+  CHECK(w.push_price->per_push == 60.0);
+  REQUIRE(out.mean_price);
+  CHECK(out.mean_price->per_coordinate == 6.0);
+  CHECK(out.rounds_since_plan == 2);
+  CHECK(out.counters.upload_bytes == 5000);
+  CHECK(out.counters.steps_refused == 1);
+  CHECK(out.counters.rejections.at("late_or_future_round") == 3);
+  CHECK(out.counters.rejectedTotal() == 3);
+  CHECK(out.accuracy_known);
+  CHECK(out.last_accuracy == 0.75);
+  CHECK(out.elapsed_seconds == 12.5);
+  CHECK_FALSE(out.finished);
+}
+
+TEST_CASE("empty, damaged or foreign checkpoints are refused") {
+  const auto s = settings();
+  const std::string good = encodeCheckpoint(state(s));
+  CHECK_THROWS_AS(decodeCheckpoint("", s), std::runtime_error);
+  CHECK_THROWS_AS(decodeCheckpoint(good.substr(0, good.size() / 2), s), std::runtime_error);
+  auto other = s;
+  other.model.features = 4;
+  CHECK_THROWS_AS(decodeCheckpoint(good, other), std::runtime_error);
+  CheckpointState bad_price = state(s);
+  bad_price.mean_price = allocation::PushPrice{10.0, 0.0};
+  CHECK_THROWS_AS(decodeCheckpoint(encodeCheckpoint(bad_price), s), std::runtime_error);
+  CheckpointState bad_id = state(s);
+  bad_id.next_worker_id = 1;  // worker 1 cannot have been handed out
+  CHECK_THROWS_AS(decodeCheckpoint(encodeCheckpoint(bad_id), s), std::runtime_error);
+}
+
+TEST_CASE("a worker named as no join may be named is forgotten, the rest restored") {
+  const auto s = settings();
+  CheckpointState c = state(s);
+  Worker& odd = c.workers[2];
+  odd.rec.id = 2;
+  odd.rec.name = std::string("bad\nname");
+  odd.samples = 5;
+  const CheckpointState out = decodeCheckpoint(encodeCheckpoint(c), s);
+  CHECK(out.workers.size() == 1);
+  CHECK(out.workers.count(1) == 1);
+}
