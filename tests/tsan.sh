@@ -2,7 +2,8 @@
 # The daemons under ThreadSanitizer: builds tern-coordinator, tern-worker and tern-sim with
 # -DTERN_TSAN=ON and runs the integration tests that exercise their threads (the compute thread,
 # the HTTP endpoint's thread, a stop during a computation). Any report fails the run, whether or
-# not the test around it noticed the daemon's exit status.
+# not the test around it noticed the daemon's exit status. The daemon kit's unit suite (its
+# background jobs) runs under it too.
 # Usage: tests/tsan.sh [BUILD_DIR [JOBS [WERROR]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,14 +14,15 @@ tests=(test_cluster_trains test_slow_compute test_stop_while_computing test_tele
 
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON -DTERN_BUILD_BENCH=OFF \
   -DTERN_BUILD_DAEMONS=ON -DTERN_BUILD_TESTS=ON -DTERN_WERROR="$werror" >/dev/null
-cmake --build "$dir" -j"$jobs" --target tern-coordinator tern-worker tern-sim
+cmake --build "$dir" -j"$jobs" --target tern-coordinator tern-worker tern-sim unit_daemon
 
 reports="$PWD/$dir/tsan-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
-filter="^integration/($(IFS='|'; echo "${tests[*]}"))\$"
+filter="^(unit/daemon/.*|integration/($(IFS='|'; echo "${tests[*]}")))\$"
 rc=0
-TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$reports/report" \
+TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$reports/report \
+suppressions=$PWD/tests/tsan.supp" \
   ctest --test-dir "$dir" --output-on-failure --timeout 900 -R "$filter" || rc=$?
 if compgen -G "$reports/report*" > /dev/null; then
   cat "$reports"/report* >&2
@@ -28,6 +30,6 @@ if compgen -G "$reports/report*" > /dev/null; then
   exit 1
 fi
 # Every test ran: a filter that matched fewer would pass without checking them.
-ran=$(ctest --test-dir "$dir" -N -R "$filter" | grep -c "integration/" || true)
+ran=$(ctest --test-dir "$dir" -N -R "$filter" | grep -c " integration/" || true)
 [ "$ran" -eq "${#tests[@]}" ] || { echo "tsan: $ran of ${#tests[@]} tests found" >&2; exit 1; }
 exit "$rc"
