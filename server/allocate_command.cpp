@@ -58,14 +58,15 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
   app.add_option("--method", o.method, "uniform|dagc-r|dagc-a|dagc-opt|cost-aware");
 }
 
-int runAllocate(const AllocateOptions& o) {
-  double total = 0.0;
+namespace {
+
+// The options' values are usable; else the first fault is said on stderr.
+bool checkAllocateOptions(const AllocateOptions& o) {
   for (double s : o.shares) {
     if (!(s > 0.0) || !std::isfinite(s)) {
       std::cerr << "tern-coordinator allocate: every share must be a positive number\n";
-      return 2;
+      return false;
     }
-    total += s;
   }
   const auto perWorker = [&](const std::vector<double>& values, const char* option) {
     if (values.empty() || values.size() == o.shares.size()) return true;
@@ -75,21 +76,45 @@ int runAllocate(const AllocateOptions& o) {
   if (!perWorker(o.costs, "--costs") || !perWorker(o.fixed_costs, "--fixed-costs") ||
       !perWorker(o.worker_bytes_per_coordinate, "--worker-bytes-per-coordinate") ||
       !perWorker(o.worker_bytes_per_push, "--worker-bytes-per-push")) {
-    return 2;
+    return false;
   }
   if (!o.worker_bytes_per_push.empty() && o.worker_bytes_per_coordinate.empty()) {
     std::cerr << "tern-coordinator allocate: --worker-bytes-per-push needs "
                  "--worker-bytes-per-coordinate\n";
-    return 2;
+    return false;
   }
   if (o.whole_packets && !(o.seconds_per_round > 0.0)) {
     std::cerr << "tern-coordinator allocate: --whole-packets needs --seconds-per-round\n";
-    return 2;
+    return false;
   }
   if (o.dim == 0) {
     std::cerr << "tern-coordinator allocate: --dim must be positive\n";
-    return 2;
+    return false;
   }
+  return true;
+}
+
+allocation::Budget budgetOf(const AllocateOptions& o) {
+  allocation::Budget b;
+  b.mean_ratio = o.mean_ratio;
+  b.bytes_per_round = o.bytes_per_round;
+  b.seconds_per_round = o.seconds_per_round;
+  b.mean_threshold = o.mean_threshold;
+  b.deadline_seconds = o.deadline;
+  b.round_overhead_seconds = o.round_overhead;
+  b.whole_packets = o.whole_packets;
+  b.bytes_per_coordinate = o.bytes_per_coordinate;
+  b.bytes_per_push = o.bytes_per_push;
+  b.packet_bytes = o.packet_bytes;
+  return b;
+}
+
+}  // namespace
+
+int runAllocate(const AllocateOptions& o) {
+  if (!checkAllocateOptions(o)) return 2;
+  double total = 0.0;
+  for (double s : o.shares) total += s;
   std::vector<allocation::WorkerLoad> loads;
   for (size_t i = 0; i < o.shares.size(); ++i) {
     allocation::WorkerLoad l;
@@ -103,17 +128,7 @@ int runAllocate(const AllocateOptions& o) {
     }
     loads.push_back(l);
   }
-  allocation::Budget b;
-  b.mean_ratio = o.mean_ratio;
-  b.bytes_per_round = o.bytes_per_round;
-  b.seconds_per_round = o.seconds_per_round;
-  b.mean_threshold = o.mean_threshold;
-  b.deadline_seconds = o.deadline;
-  b.round_overhead_seconds = o.round_overhead;
-  b.whole_packets = o.whole_packets;
-  b.bytes_per_coordinate = o.bytes_per_coordinate;
-  b.bytes_per_push = o.bytes_per_push;
-  b.packet_bytes = o.packet_bytes;
+  const allocation::Budget b = budgetOf(o);
   std::unique_ptr<allocation::Allocator> allocator;
   try {
     allocator = allocation::makeAllocator(o.method);

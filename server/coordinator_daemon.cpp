@@ -1,0 +1,217 @@
+#include "server/coordinator_daemon.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "common/util/checksum.hpp"
+#include "common/util/durable_file.hpp"
+#include "common/util/steady_clock.hpp"
+#include "server/coordinator_status.hpp"
+#include "server/inline_evaluation.hpp"
+
+namespace tern::server {
+
+namespace {
+
+transport::ChannelOptions channelOptions(const config::CoordinatorSettings& s) {
+  transport::ChannelOptions opts;
+  opts.max_message_bytes = int64_t(s.max_message_bytes);
+  return opts;
+}
+
+std::string rejectionReasons(const CoordinatorCore& core) {
+  std::string reasons;
+  for (const auto& [reason, n] : core.rejections()) reasons += fmt::format(" {}={}", reason, n);
+  return reasons;
+}
+
+}  // namespace
+
+CoordinatorDaemon::CoordinatorDaemon(const config::CoordinatorSettings& s, CoordinatorCore& core,
+                                     const ml::Dataset* test, bool resumed,
+                                     const telemetry::TelemetryOptions& tel_opts)
+    : s_(s),
+      core_(core),
+      test_(test),
+      resumed_(resumed),
+      records_(s, resumed ? std::optional<uint64_t>(core.round()) : std::nullopt),
+      tel_(tel_opts, steadySeconds, coordinatorStatus(core, false, "starting", AuthCounters{})),
+      channel_opts_(channelOptions(s)),
+      zap_(setUpSecurity(s.security, ctx_, channel_opts_)),
+      channel_(ctx_, zmq::socket_type::router, channel_opts_),
+      security_(ctx_, channel_, std::move(zap_), steadySeconds),
+      loop_(channel_, loopOptions()) {}
+
+daemon::PollLoop::Options CoordinatorDaemon::loopOptions() {
+  daemon::PollLoop::Options o;
+  o.clock = steadySeconds;
+  o.tick = [this] { tel_.tick(); };
+  o.on_reload = [this] { security_.reload(); };
+  o.on_malformed = [this](const std::string& peer, const transport::Parsed& parsed) {
+    spdlog::debug("malformed message: {}", parsed.error);
+    dispatch(core_.handleMalformed(peer, parsed.reason, steadySeconds()));
+  };
+  return o;
+}
+
+int CoordinatorDaemon::run() {
+  listen();
+  if (resumed_ && core_.finished()) servePastEnd();
+  train();
+  if (!core_.finished()) stopTraining();
+  if (!core_.finishAcknowledged()) awaitLeaves();
+  return finalReport();
+}
+
+void CoordinatorDaemon::listen() {
+  std::string endpoint;
+  try {
+    endpoint = channel_.bind(s_.bind);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot listen on " + s_.bind + ": " + e.what());
+  }
+  spdlog::info("coordinator listening on {} (session {:x}, {} parameters, waiting for {} workers)",
+               endpoint, core_.session(), core_.parameters().size(), s_.min_workers);
+  if (!s_.endpoint_file.empty()) writeFileAtomically(s_.endpoint_file, endpoint + '\n');
+  tel_.ready("listening on " + endpoint);
+  publish("waiting");
+}
+
+void CoordinatorDaemon::servePastEnd() {
+  // The workers of the run may still be waiting for it (a checkpoint at or past max_rounds
+  // taken mid-run, or workers restarted after the end): for as long as a worker may stay
+  // silent, every message is answered SHUTTING_DOWN, and each worker that asks finishes
+  // instead of re-joining forever. The security watches are served on every turn, or no CURVE
+  // worker gets in to be told.
+  daemon::Phase grace;
+  grace.deadline =
+      steadySeconds() + std::max(s_.worker_patience_seconds, s_.round_deadline_seconds);
+  grace.watches = security_.watches();
+  grace.on_message = [this](daemon::Incoming& in) { onMessage(in); };
+  loop_.run(grace);
+}
+
+void CoordinatorDaemon::train() {
+  daemon::Phase training;
+  training.done = [this] { return core_.finished(); };
+  training.next_wakeup = [this] { return core_.nextTimeout(steadySeconds()); };
+  training.watches = security_.watches();
+  training.on_message = [this](daemon::Incoming& in) { onMessage(in); };
+  training.on_turn = [this] {
+    dispatch(core_.handleTimeout(steadySeconds()));
+    if (tel_.publishDue()) publish(any_round_closed_ ? "running" : "waiting");
+    logRejections();
+  };
+  loop_.run(training);
+}
+
+void CoordinatorDaemon::stopTraining() {
+  if (!s_.checkpoint.path.empty() && core_.round() == 0) {
+    // Nothing trained (stopped while loading, or waiting for min_workers): a checkpoint would
+    // make the next start a resume, past min_workers and bound to this model.
+    spdlog::info(
+        "stop requested before any round: no checkpoint written; workers wait for a restart");
+  } else if (!s_.checkpoint.path.empty()) {
+    // With checkpoints a stop is a pause: the workers keep waiting and re-join the restarted
+    // coordinator on their own.
+    if (records_.saveCheckpoint(core_)) {
+      spdlog::info("stop requested: checkpoint written at round {}; workers wait for a restart",
+                   core_.round());
+    }
+  } else {
+    spdlog::info("stop requested: telling workers to finish");
+    dispatch(core_.handleStop(steadySeconds()));
+  }
+}
+
+void CoordinatorDaemon::awaitLeaves() {
+  // A Finish carries the last round's update, seconds of bytes on a slow downlink, and what of
+  // it is still queued when the process ends is lost (libzmq's linger covers only its own
+  // queue; the kernel resets a connection closed with a peer's bytes unread). Each worker
+  // answers its Finish with a Leave; until all have, or a round's deadline (1 to 20 s: the
+  // unit allows 30 s to stop) has passed, messages are taken and answered, stop or not.
+  const double wait = std::clamp(s_.round_deadline_seconds, 1.0, 20.0);
+  spdlog::info("waiting up to {:g} s for {} worker(s) to confirm the end of training", wait,
+               core_.finishUnacknowledged());
+  publish("finishing");
+  daemon::Phase leaves;
+  leaves.done = [this] { return core_.finishAcknowledged(); };
+  leaves.deadline = steadySeconds() + wait;
+  leaves.ends_on_stop = false;
+  leaves.max_wait_seconds = 0.05;
+  leaves.watches = security_.watches();
+  leaves.on_message = [this](daemon::Incoming& in) { onMessage(in); };
+  loop_.run(leaves);
+  if (!core_.finishAcknowledged()) {
+    spdlog::warn(
+        "{} worker(s) did not confirm within {:g} s that the end of training reached them "
+        "(gone, or a slow link): they may not have the final model",
+        core_.finishUnacknowledged(), wait);
+  }
+}
+
+int CoordinatorDaemon::finalReport() {
+  const auto& auth = security_.counters();
+  publish(core_.finished() ? "finished" : "stopped");
+  tel_.stopping(systemdStatus(coordinatorStatus(core_, any_round_closed_, "stopping", auth)));
+  std::cout << "model: round=" << core_.round() << " checksum=" << std::hex
+            << checksum(core_.parameters()) << std::dec << std::endl;
+  // Every refused message, by reason, over the whole run (a resumed run includes the earlier part).
+  std::cout << "rejections: total=" << core_.rejectedTotal() << rejectionReasons(core_)
+            << std::endl;
+  std::cout << "connections: admitted=" << auth.admitted << " auth_refused=" << auth.refused
+            << " handshake_failed=" << auth.handshake_failed << std::endl;
+  // Rounds closed (a resumed run counts the earlier part); bytes up to now, pushes of a round
+  // left open included.
+  std::cout << finalLine(core_.round(), core_.accuracy(), core_.uploadBytes(), core_.fullBytes())
+            << std::endl;
+  // The last checkpoint could not be written: a restart would redo rounds, so say so. A finished
+  // run's (3) is not for a restart, which would resume the older checkpoint and wait for
+  // workers that were told training is over.
+  if (!records_.checkpointFailed()) return 0;
+  return core_.finished() ? 3 : 1;
+}
+
+void CoordinatorDaemon::dispatch(Effects effects, std::optional<double> received_at) {
+  // Evaluations run here, on the protocol thread, between two events: the watchdog is pinged
+  // between chunks of rows (a large test set on a small board can outlast WatchdogSec).
+  effects =
+      evaluateInline(core_, std::move(effects), test_, steadySeconds, [this] { tel_.tick(); });
+  // The closed rounds' metrics rows go out first and the checkpoint next, both before the
+  // messages of the event that made them due: no worker is told of a round's result that a
+  // crash right after could lose, and a crash between row and checkpoint redoes rounds whose
+  // rows exist rather than leaving a round without one.
+  if (!effects.closed_rounds.empty()) {
+    records_.report(effects.closed_rounds);
+    any_round_closed_ = true;
+    publish("running");
+  }
+  if (effects.checkpoint_due) records_.saveCheckpoint(core_);
+  for (auto& o : effects.messages) {
+    // Re-stamped right before the socket: the hold includes the rows and the checkpoint.
+    if (received_at) stampAckHold(o.message, *received_at, steadySeconds());
+    if (!transport::sendMessage(channel_, o.peer, o.message)) {
+      spdlog::debug("could not send to a peer (gone or queue full)");
+    }
+  }
+}
+
+void CoordinatorDaemon::onMessage(daemon::Incoming& in) {
+  dispatch(core_.handleMessage(in.peer, in.message, in.bytes, in.received_at, steadySeconds()),
+           in.received_at);
+}
+
+void CoordinatorDaemon::publish(const std::string& state) {
+  auto st = coordinatorStatus(core_, any_round_closed_, state, security_.counters());
+  tel_.publish(st, systemdStatus(st));
+}
+
+void CoordinatorDaemon::logRejections() {
+  if (rejection_log_.changed(core_.rejectedTotal(), steadySeconds())) {
+    spdlog::warn("rejected messages so far:{}", rejectionReasons(core_));
+  }
+}
+
+}  // namespace tern::server

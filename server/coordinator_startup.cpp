@@ -1,0 +1,83 @@
+#include "server/coordinator_startup.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "common/daemon/signals.hpp"
+#include "common/ml/data_source.hpp"
+#include "common/util/durable_file.hpp"
+#include "common/util/steady_clock.hpp"
+
+namespace tern::server {
+
+std::shared_ptr<const ml::Dataset> loadTestData(config::CoordinatorSettings& s) {
+  std::shared_ptr<const ml::Dataset> test;
+  if (!s.test_data.format.empty()) {
+    test = std::make_shared<ml::Dataset>(
+        daemon::exitIfStoppedDuring([&] { return ml::loadDataset(s.test_data); },
+                                    [] {
+                                      spdlog::info("stopped while loading the test data: exiting");
+                                      spdlog::default_logger()->flush();
+                                    }));
+    if (s.model.features == 0) s.model.features = uint32_t(test->features());
+    // Here, not at the first evaluation, which would end a run already under way.
+    ml::requireFitsModel("test_data", s.test_data, *test, s.model);
+    spdlog::info("test set: {} rows, {} features", test->rows(), test->features());
+  }
+  if (s.model.features == 0) {
+    throw std::runtime_error("model.features is not set and there is no test_data to infer it");
+  }
+  return test;
+}
+
+namespace {
+
+// A resumed run that had already finished: why, and how to train on.
+void warnFinished(const config::CoordinatorSettings& s, const CoordinatorCore& core) {
+  const bool at_limit = core.round() >= s.max_rounds;
+  const bool at_target = s.target_accuracy > 0 && core.lastAccuracy() >= s.target_accuracy;
+  std::string why;
+  if (at_limit) why = "max_rounds is " + std::to_string(s.max_rounds);
+  if (at_target)
+    why += fmt::format("{}it reached target_accuracy {} with {:.4f}", at_limit ? " and " : "",
+                       s.target_accuracy, core.lastAccuracy());
+  why += at_limit && at_target ? " (raise both to train on"
+         : at_limit            ? " (raise it to train on"
+                               : " (raise the target above that to train on";
+  spdlog::warn(
+      "training had already finished at round {}: nothing to do, {}, or remove {} to start "
+      "again)",
+      core.round(), why, s.checkpoint.path);
+}
+
+}  // namespace
+
+StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates) {
+  auto model = ml::makeModel(s.model);
+  std::random_device rd;
+  uint64_t session = (uint64_t(rd()) << 32) ^ rd();
+  // A resumed coordinator takes a new session: every worker's old-session message is refused
+  // with UNKNOWN_SESSION, so each re-joins and takes the checkpointed model in full.
+  if (!s.checkpoint.path.empty()) {
+    checkWritable(s.checkpoint.path);
+    if (auto bytes = readFileIfExists(s.checkpoint.path)) {
+      StartedCore started{nullptr, true};
+      try {
+        started.core = CoordinatorCore::restore(s, std::move(model), evaluates, session, *bytes,
+                                                steadySeconds());
+      } catch (const std::exception& e) {
+        throw std::runtime_error(s.checkpoint.path + ": " + e.what());
+      }
+      spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path,
+                   started.core->round());
+      if (started.core->finished()) warnFinished(s, *started.core);
+      return started;
+    }
+  }
+  return {
+      std::make_unique<CoordinatorCore>(s, std::move(model), evaluates, session, steadySeconds()),
+      false};
+}
+
+}  // namespace tern::server

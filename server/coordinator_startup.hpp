@@ -1,0 +1,24 @@
+#pragma once
+// The coordinator's start: its test set and its core, new or resumed from the checkpoint.
+#include <memory>
+
+#include "common/config/settings.hpp"
+#include "common/ml/dataset.hpp"
+#include "server/coordinator_core.hpp"
+
+namespace tern::server {
+
+// The test set (none without test_data), its features given to the model when unset; a stop
+// while it loads ends the process. Throws when the model has no feature count.
+std::shared_ptr<const ml::Dataset> loadTestData(config::CoordinatorSettings& s);
+
+struct StartedCore {
+  std::unique_ptr<CoordinatorCore> core;
+  bool resumed = false;  // restored from the checkpoint
+};
+
+// The core under a new random session: restored from the checkpoint if there is one (a run
+// already finished is warned about), else new.
+StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates);
+
+}  // namespace tern::server

@@ -1,0 +1,36 @@
+#pragma once
+// What the coordinator writes down of a run: the metrics CSV's rows and progress lines of closed
+// rounds, and the checkpoint (docs/reliability.md). A failed write never ends the run.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/settings.hpp"
+#include "server/coordinator_core.hpp"
+#include "server/metrics_csv.hpp"
+
+namespace tern::server {
+
+class RunRecords {
+ public:
+  // resumed_at: the round a resumed run continues from (its CSV keeps the rows before it);
+  // none for a fresh run, whose CSV starts anew (an earlier run's kept as .old).
+  RunRecords(const config::CoordinatorSettings& s, std::optional<uint64_t> resumed_at);
+  // Each round's CSV row (a lost row logged once, then every 100) and progress line.
+  void report(const std::vector<RoundRecord>& closed);
+  // The checkpoint of `core` now, the CSV synced first; false when it could not be written. True
+  // without checkpoints.
+  bool saveCheckpoint(const CoordinatorCore& core);
+  // The last checkpoint attempted was not written.
+  bool checkpointFailed() const { return checkpoint_failed_; }
+
+ private:
+  std::string checkpoint_path_, csv_path_;
+  std::unique_ptr<MetricsCsv> csv_;
+  uint64_t csv_rows_lost_ = 0;
+  bool checkpoint_failed_ = false;
+};
+
+}  // namespace tern::server
