@@ -19,6 +19,8 @@ using daemon::stopRequested;
 namespace {
 
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
+  // First: a stop requested while the data loads is honoured by the loop, not by a kill.
+  daemon::installSignalHandlers();
   spdlog::set_level(spdlog::level::from_str(s.logging.level));
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
   uint64_t partition = 0;
@@ -41,9 +43,6 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First, before the command line and the configuration: a stop that comes at any point after
-  // the process started is honoured (by the loop, or while the data loads), never a kill.
-  daemon::installSignalHandlers();
   try {
     auto command = worker::workerCommandLine(argc, argv);
     if (const int* rc = std::get_if<int>(&command)) return *rc;

@@ -65,7 +65,7 @@ TEST_CASE("a joiner gets a seat when nobody else holds one, and none once the bu
   CHECK_FALSE(b.plan.in_round);
 }
 
-TEST_CASE("a round's pushes fold into each worker's price and the mean; a schedule re-plans") {
+TEST_CASE("a round's pushes fold into each worker's price and the mean, a schedule re-plans") {
   config::AllocationSettings s;
   s.budget.mean_ratio = 0.5;
   s.reallocate_every = 2;

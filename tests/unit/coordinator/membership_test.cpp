@@ -45,7 +45,7 @@ TEST_CASE("a name held by a live process refuses another process, not a reconnec
   CHECK_FALSE(m.checkJoin("B", join("a", 10, 8), 1, 10, 600));
 }
 
-TEST_CASE("a re-join keeps the id; a new name past max_workers is refused") {
+TEST_CASE("a re-join keeps the id, a new name past max_workers is refused") {
   Membership m;
   const uint32_t a = m.admit("A", join("a")).rec.id;
   const uint32_t b = m.admit("B", join("b")).rec.id;

@@ -36,7 +36,7 @@ TEST_CASE("a resumed run keeps its grace deadline only while it resumes") {
   CHECK_FALSE(p.resume_deadline.has_value());
 }
 
-TEST_CASE("every phase but done may finish; done takes no event") {
+TEST_CASE("every phase but done may finish, done takes no event") {
   for (Phase from :
        {Phase::kWaiting, Phase::kResuming, Phase::kIdle, Phase::kRunning, Phase::kEvaluating}) {
     RoundPhase p(from);

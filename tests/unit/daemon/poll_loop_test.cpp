@@ -148,7 +148,7 @@ TEST_CASE("next_wakeup shortens the wait: the owner's timer runs when it is due"
 }
 
 TEST_CASE(
-    "a stop request ends a phase that ends on stop before any message; a grace phase goes on") {
+    "a stop request ends a phase that ends on stop before any message, a grace phase goes on") {
   Pair pair("stop");
   pair.send(1);
   pair.stop = true;
@@ -164,7 +164,7 @@ TEST_CASE(
   CHECK(loop.run(grace) == Exit::done);
 }
 
-TEST_CASE("watched sockets wake the wait and are served every turn; a SIGHUP is served once") {
+TEST_CASE("watched sockets wake the wait and are served every turn, a SIGHUP is served once") {
   Pair pair("watch");
   zmq::socket_t side_in(pair.ctx, zmq::socket_type::pair);
   zmq::socket_t side_out(pair.ctx, zmq::socket_type::pair);
@@ -222,7 +222,7 @@ TEST_CASE("a job's result comes back on the loop's thread, and its end wakes the
   CHECK_FALSE(loop.jobRunning());
 }
 
-TEST_CASE("a stop request reaches a running job through its stop token; its result still comes") {
+TEST_CASE("a stop request reaches a running job through its stop token, its result still comes") {
   Pair pair("job-stop");
   PollLoop loop(pair.router, pair.options());
   std::optional<bool> stopped;

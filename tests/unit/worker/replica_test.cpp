@@ -29,7 +29,7 @@ wire::RoundStart roundStart(uint64_t round, bool full = false) {
 
 }  // namespace
 
-TEST_CASE("a round's update is added to the replica; one that skips a round asks for a re-join") {
+TEST_CASE("a round's update is added to the replica, one that skips a round asks for a re-join") {
   Replica r(1 << 20);
   r.reset({1.0f, 2.0f}, 3);
   std::string error;

@@ -51,7 +51,7 @@ TEST_CASE("a join without a replica or a partition says neither") {
   CHECK_FALSE(back->partition_fingerprint.has_value());
 }
 
-TEST_CASE("heartbeat, push, probe and leave parse back; another envelope is not taken for one") {
+TEST_CASE("heartbeat, push, probe and leave parse back, another envelope is not taken for one") {
   const proto::WorkerAddress from{0x1234, 5};
   const auto hb = proto::parseHeartbeat(proto::heartbeatMessage(from, 8));
   REQUIRE(hb.has_value());
