@@ -47,15 +47,6 @@ Message finish(const FinishBody& body, std::vector<uint8_t> payload) {
   return m;
 }
 
-Message heartbeat(const HeartbeatBody& body) {
-  Message m{makeEnvelope(), {}};
-  auto* hb = m.envelope.mutable_heartbeat();
-  hb->set_session(body.session);
-  hb->set_worker_id(body.worker_id);
-  hb->set_round(body.round);
-  return m;
-}
-
 const wire::Welcome* parseWelcome(const Message& m) {
   return m.envelope.has_welcome() ? &m.envelope.welcome() : nullptr;
 }
@@ -87,12 +78,6 @@ std::optional<FinishBody> parseFinish(const Message& m) {
   const auto& f = m.envelope.finish();
   return FinishBody{
       f.round(), f.has_test_accuracy() ? std::optional<double>(f.test_accuracy()) : std::nullopt};
-}
-
-std::optional<HeartbeatBody> parseHeartbeat(const Message& m) {
-  if (!m.envelope.has_heartbeat()) return std::nullopt;
-  const auto& hb = m.envelope.heartbeat();
-  return HeartbeatBody{hb.session(), hb.worker_id(), hb.round()};
 }
 
 }  // namespace tern::proto

@@ -1,13 +1,14 @@
 #pragma once
-// The messages the coordinator sends: one builder and one parser per envelope type, so that the
-// coordinator, the worker and the tests spell each message once. Parsers return nothing when the
-// envelope holds another type.
+// The messages the coordinator sends: one builder and one parser per envelope type (the heartbeat,
+// sent both ways, is in worker_messages.hpp), so that the coordinator, the worker and the tests
+// spell each message once. Parsers return nothing when the envelope holds another type.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "message.hpp"
+#include "worker_messages.hpp"  // the heartbeat, which goes both ways
 
 namespace tern::proto {
 
@@ -38,24 +39,16 @@ struct FinishBody {
   std::optional<double> test_accuracy;
 };
 
-struct HeartbeatBody {
-  uint64_t session = 0;
-  uint32_t worker_id = 0;
-  uint64_t round = 0;
-};
-
 Message welcome(wire::Welcome body, std::vector<uint8_t> payload);
 Message roundStart(wire::RoundStart body, std::vector<uint8_t> payload);
 Message ack(const AckBody& body);
 Message error(const ErrorBody& body);
 Message finish(const FinishBody& body, std::vector<uint8_t> payload);
-Message heartbeat(const HeartbeatBody& body);
 
 const wire::Welcome* parseWelcome(const Message& m);
 const wire::RoundStart* parseRoundStart(const Message& m);
 std::optional<AckBody> parseAck(const Message& m);
 std::optional<ErrorBody> parseError(const Message& m);
 std::optional<FinishBody> parseFinish(const Message& m);
-std::optional<HeartbeatBody> parseHeartbeat(const Message& m);
 
 }  // namespace tern::proto

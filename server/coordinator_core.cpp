@@ -520,7 +520,7 @@ void CoordinatorCore::markSilentGone() {
       continue;
     }
     if (now_ >= w.last_sent + settings_.heartbeat_seconds)
-      send(w, proto::heartbeat({session_, id, round_}));
+      send(w, proto::heartbeatMessage({session_, id}, round_));
   }
   if (membership_changed) {
     planner_.plan(membership_);

@@ -64,7 +64,6 @@ struct Simulator::Impl {
     // the welcome for its shard).
     ml::requireFitsModel("train_data", s.train_data, full, cset.model);
     if (test) ml::requireFitsModel("test_data", s.coordinator.test_data, *test, cset.model);
-    auto clock = [this] { return now; };
     coordinator = std::make_unique<server::CoordinatorCore>(
         cset, ml::makeModel(cset.model), test != nullptr,
         deriveSeed(cset.training.seed, 0x73657373ULL), now);
