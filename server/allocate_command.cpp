@@ -122,9 +122,9 @@ int runAllocate(const AllocateOptions& o) {
     if (!o.costs.empty()) l.seconds_per_packet = o.costs[i];
     if (!o.fixed_costs.empty()) l.seconds_fixed = o.fixed_costs[i];
     if (!o.worker_bytes_per_coordinate.empty()) {
-      l.bytes_per_coordinate = o.worker_bytes_per_coordinate[i];
-      l.bytes_per_push =
-          o.worker_bytes_per_push.empty() ? o.bytes_per_push : o.worker_bytes_per_push[i];
+      l.price = allocation::PushPrice{
+          o.worker_bytes_per_push.empty() ? o.bytes_per_push : o.worker_bytes_per_push[i],
+          o.worker_bytes_per_coordinate[i]};
     }
     loads.push_back(l);
   }

@@ -20,7 +20,8 @@ allocation::PushPrice foldPrice(const std::optional<allocation::PushPrice>& was,
 CapPlanner::CapPlanner(const config::AllocationSettings& settings, uint32_t dim)
     : settings_(settings),
       dim_(dim),
-      method_(settings.method == "cost-aware" ? Method::kCostAware : Method::kVolume),
+      method_(settings.method == allocation::Method::kCostAware ? Method::kCostAware
+                                                                : Method::kVolume),
       allocator_(allocation::makeAllocator(settings.method)) {}
 
 void CapPlanner::restore(std::optional<allocation::PushPrice> mean_price,
@@ -46,8 +47,7 @@ allocation::WorkerLoad CapPlanner::loadOf(const Worker& w) const {
   allocation::WorkerLoad l;
   // A configured bytes_per_coordinate is the price of everyone's coordinates.
   if (settings_.measure_push_bytes && w.push_price) {
-    l.bytes_per_coordinate = w.push_price->per_coordinate;
-    l.bytes_per_push = w.push_price->per_push;
+    l.price = *w.push_price;
   }
   // The allocator prices packets of the budget's size: b is rescaled from the worker's packet.
   const auto& link = w.rec.link;

@@ -207,17 +207,16 @@ std::string encodeCheckpoint(const CheckpointState& s) {
   return c.SerializeAsString();
 }
 
-CheckpointState decodeCheckpoint(const std::string& bytes,
-                                 const config::CoordinatorSettings& settings) {
+CheckpointState decodeCheckpoint(const std::string& bytes, const CoordinatorOptions& options) {
   const wire::Checkpoint c = parse(bytes);
-  checkModel(c.model(), settings.model);
+  checkModel(c.model(), options.model);
   CheckpointState s;
   s.session = c.session();
   s.round = c.round();
-  s.model = settings.model;
+  s.model = options.model;
   s.training_seed = c.training_seed();
   takeModel(c, s);
-  takeWorkers(c, settings.max_message_bytes, s);
+  takeWorkers(c, options.max_message_bytes, s);
   if (c.has_push_price()) s.mean_price = takePrice(c.push_price(), "all workers");
   s.next_worker_id = c.next_worker_id();
   s.allocation_method = c.allocation_method();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config/settings.hpp"
+#include "server/coordinator_options.hpp"
 #include "server/membership.hpp"
 
 namespace tern::server {
@@ -34,7 +34,6 @@ struct CheckpointState {
 std::string encodeCheckpoint(const CheckpointState& state);
 // Throws std::runtime_error when the bytes do not parse, are damaged, or do not fit the
 // configured model. Workers with a name a join would refuse are dropped (logged).
-CheckpointState decodeCheckpoint(const std::string& bytes,
-                                 const config::CoordinatorSettings& settings);
+CheckpointState decodeCheckpoint(const std::string& bytes, const CoordinatorOptions& options);
 
 }  // namespace tern::server

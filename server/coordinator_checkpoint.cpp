@@ -8,17 +8,17 @@
 
 namespace tern::server {
 
-CoordinatorCore::CoordinatorCore(const config::CoordinatorSettings& settings,
+CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
                                  std::unique_ptr<ml::Model> model, bool evaluates, uint64_t session,
                                  CheckpointState s, double now)
-    : CoordinatorCore(settings, std::move(model), evaluates, session, now) {
-  if (s.allocation_method != settings.allocation.method) {
+    : CoordinatorCore(options, std::move(model), evaluates, session, now) {
+  if (s.allocation_method != allocation::methodName(options.allocation.method)) {
     spdlog::warn("checkpoint was written with allocation method {}, now {}: caps are re-planned",
-                 s.allocation_method, settings.allocation.method);
+                 s.allocation_method, allocation::methodName(options.allocation.method));
   }
-  if (s.training_seed != settings.training.seed) {
+  if (s.training_seed != options.training.seed) {
     spdlog::warn("checkpoint was written with training seed {}, now {}", s.training_seed,
-                 settings.training.seed);
+                 options.training.seed);
   }
   aggregator_.restore(std::move(s.parameters), std::move(s.velocity));
   round_ = s.round;
@@ -38,16 +38,18 @@ CoordinatorCore::CoordinatorCore(const config::CoordinatorSettings& settings,
   recordTotals(rec);
   // At or past max_rounds nothing is left to train; a run that reached its target stays done.
   const bool reached_target =
-      settings.target_accuracy > 0 && s.last_accuracy >= settings.target_accuracy;
-  const bool done = s.round >= settings.max_rounds || (s.finished && reached_target);
+      options.target_accuracy > 0 && s.last_accuracy >= options.target_accuracy;
+  const bool done = s.round >= options.max_rounds || (s.finished && reached_target);
   phase_ = RoundPhase(done ? Phase::kDone : Phase::kResuming);
 }
 
-std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(
-    const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model, bool evaluates,
-    uint64_t session, const std::string& checkpoint_bytes, double now) {
-  CheckpointState state = decodeCheckpoint(checkpoint_bytes, settings);
-  return std::make_unique<CoordinatorCore>(settings, std::move(model), evaluates, session,
+std::unique_ptr<CoordinatorCore> CoordinatorCore::restore(const CoordinatorOptions& options,
+                                                          std::unique_ptr<ml::Model> model,
+                                                          bool evaluates, uint64_t session,
+                                                          const std::string& checkpoint_bytes,
+                                                          double now) {
+  CheckpointState state = decodeCheckpoint(checkpoint_bytes, options);
+  return std::make_unique<CoordinatorCore>(options, std::move(model), evaluates, session,
                                            std::move(state), now);
 }
 
@@ -56,13 +58,13 @@ std::string CoordinatorCore::checkpoint(double now) const {
   s.session = session_;
   s.round = round_;
   s.model = model_->spec();
-  s.training_seed = settings_.training.seed;
+  s.training_seed = options_.training.seed;
   s.parameters = aggregator_.parameters();
   s.velocity = aggregator_.velocity();
   s.next_worker_id = membership_.nextId();
   s.workers = membership_.all();
   s.mean_price = planner_.meanPrice();
-  s.allocation_method = settings_.allocation.method;
+  s.allocation_method = allocation::methodName(options_.allocation.method);
   s.rounds_since_plan = planner_.roundsSincePlan();
   s.counters = counters_;
   s.last_accuracy = lastAccuracy();

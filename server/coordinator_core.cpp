@@ -46,16 +46,16 @@ void stampAckHold(Message& m, double received_at, double now) {
   m.envelope.mutable_ack()->set_hold_seconds(std::max(0.0, now - received_at));
 }
 
-CoordinatorCore::CoordinatorCore(const config::CoordinatorSettings& settings,
+CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
                                  std::unique_ptr<ml::Model> model, bool evaluates, uint64_t session,
                                  double now)
-    : settings_(settings),
+    : options_(options),
       model_(std::move(model)),
       evaluates_(evaluates),
       session_(session),
-      planner_(settings.allocation, uint32_t(model_->numParams())),
-      aggregator_(settings.optimizer, initialParameters(*model_, settings.training.seed),
-                  settings.max_message_bytes),
+      planner_(options.allocation, uint32_t(model_->numParams())),
+      aggregator_(options.optimizer, initialParameters(*model_, options.training.seed),
+                  options.max_message_bytes),
       now_(now) {}
 
 Effects CoordinatorCore::take() { return std::exchange(out_, Effects{}); }
@@ -150,7 +150,7 @@ void CoordinatorCore::handleLeave(Worker& w, const wire::Leave& leave) {
 void CoordinatorCore::takeLink(Worker& w, const wire::LinkModel& link, bool from_push) {
   // A model no link could have is dropped and counted (the last good one stays); a push's
   // sender is told, after its ack.
-  if (const char* why = invalidLinkModel(link, settings_.max_message_bytes)) {
+  if (const char* why = invalidLinkModel(link, options_.max_message_bytes)) {
     if (from_push) {
       reject(w.peer, wire::Error::MALFORMED, "bad_link_model",
              std::string("link model dropped: ") + why);
@@ -166,7 +166,7 @@ void CoordinatorCore::takeLink(Worker& w, const wire::LinkModel& link, bool from
 
 void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
   if (auto refusal = membership_.checkJoin(peer, join, aggregator_.largestFrameBytes(),
-                                           settings_.max_workers, forgetAfterSeconds())) {
+                                           options_.max_workers, forgetAfterSeconds())) {
     reject(peer, refusal->code, refusal->reason, refusal->text);
     return;
   }
@@ -183,11 +183,11 @@ void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join
   w.synced_round = round_;  // the welcome carries model_{round}
   if (phase_.is(Phase::kResuming) && !phase_.resume_deadline) {
     phase_.resume_deadline =
-        now_ + std::max(settings_.worker_patience_seconds, settings_.round_deadline_seconds);
+        now_ + std::max(options_.worker_patience_seconds, options_.round_deadline_seconds);
   }
   const size_t alive = membership_.alive();
   const bool waiting = phase_.is(Phase::kWaiting) || phase_.is(Phase::kResuming);
-  if ((waiting && alive >= settings_.min_workers) || (phase_.is(Phase::kIdle) && alive > 0)) {
+  if ((waiting && alive >= options_.min_workers) || (phase_.is(Phase::kIdle) && alive > 0)) {
     maybeStart();
   } else if (phase_.is(Phase::kRunning) && planner_.admit(membership_, w, round_)) {
     sendRoundStart(w);  // joins the round in progress: its model is current
@@ -207,18 +207,18 @@ Message CoordinatorCore::welcomeFor(const Worker& w, const wire::Join& join) {
   wel.set_join_nonce(join.join_nonce());
   *wel.mutable_model() = toWire(model_->spec());
   auto* tr = wel.mutable_training();
-  tr->set_batch_size(settings_.training.batch_size);
-  tr->set_local_steps(settings_.training.local_steps);
-  tr->set_local_lr(settings_.training.local_lr);
-  tr->set_seed(settings_.training.seed);
+  tr->set_batch_size(options_.training.batch_size);
+  tr->set_local_steps(options_.training.local_steps);
+  tr->set_local_lr(options_.training.local_lr);
+  tr->set_seed(options_.training.seed);
   wel.set_cap(w.rec.cap);
   wel.set_threshold(w.rec.threshold);
   wel.set_round(round_);
   wel.set_data_share(w.rec.share);
-  wel.set_max_message_bytes(settings_.max_message_bytes);
-  wel.set_heartbeat_seconds(settings_.heartbeat_seconds);
-  wel.set_worker_patience_seconds(settings_.worker_patience_seconds);
-  wel.set_round_deadline_seconds(settings_.round_deadline_seconds);
+  wel.set_max_message_bytes(options_.max_message_bytes);
+  wel.set_heartbeat_seconds(options_.heartbeat_seconds);
+  wel.set_worker_patience_seconds(options_.worker_patience_seconds);
+  wel.set_round_deadline_seconds(options_.round_deadline_seconds);
   wel.set_acks_leave(true);
   // A replica that is the model, or one update behind it, is not sent the whole model again.
   const uint64_t replica = join.replica_checksum();
@@ -268,7 +268,7 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
 }
 
 void CoordinatorCore::startRound() {
-  round_deadline_ = now_ + settings_.round_deadline_seconds;
+  round_deadline_ = now_ + options_.round_deadline_seconds;
   // A round restarted after every worker went keeps its acknowledged pushes: the caps handed
   // out now get what the budget leaves after those.
   bool carried = false;
@@ -401,7 +401,7 @@ bool CoordinatorCore::allAnswered() const {
     if (!w.rec.pushed && !w.refused) return false;
     any = any || w.rec.pushed;
   }
-  return any && (allPushed() || pushedShare() >= settings_.quorum_share);
+  return any && (allPushed() || pushedShare() >= options_.quorum_share);
 }
 
 double CoordinatorCore::pushedShare() const {
@@ -439,10 +439,10 @@ void CoordinatorCore::closeRound() {
   rec.train_loss = step.train_loss;
   rec.participants = step.participants;
   ++round_;
-  const bool last = round_ >= settings_.max_rounds;
+  const bool last = round_ >= options_.max_rounds;
   recordTotals(rec);
   if (planner_.closeRound(membership_)) planner_.plan(membership_);
-  if (evaluates_ && (round_ % settings_.eval_every == 0 || last)) {
+  if (evaluates_ && (round_ % options_.eval_every == 0 || last)) {
     // The record waits for its accuracy, and the next round for the record.
     phase_.fire(PhaseEvent::kAwaitEvaluation);
     evaluating_ = std::move(rec);
@@ -461,7 +461,7 @@ Effects CoordinatorCore::handleEvaluated(double accuracy, double now) {
   evaluating_.reset();
   last_accuracy_ = accuracy;
   rec.evaluated = true;
-  const bool reached = settings_.target_accuracy > 0 && accuracy >= settings_.target_accuracy;
+  const bool reached = options_.target_accuracy > 0 && accuracy >= options_.target_accuracy;
   if (!evaluating_last_ && !reached) phase_.fire(PhaseEvent::kEvaluated);
   completeRound(std::move(rec), evaluating_last_);
   return take();
@@ -471,8 +471,8 @@ void CoordinatorCore::completeRound(RoundRecord rec, bool last) {
   rec.test_accuracy = lastAccuracy();
   rec.accuracy_measured = last_accuracy_.has_value();
   const bool reached =
-      settings_.target_accuracy > 0 && rec.evaluated && lastAccuracy() >= settings_.target_accuracy;
-  const uint64_t every = settings_.checkpoint.every;
+      options_.target_accuracy > 0 && rec.evaluated && lastAccuracy() >= options_.target_accuracy;
+  const uint64_t every = options_.checkpoint_every;
   if (last || reached || (every > 0 && round_ % every == 0)) out_.checkpoint_due = true;
   last_record_ = rec;
   out_.closed_rounds.push_back(std::move(rec));
@@ -503,7 +503,7 @@ Effects CoordinatorCore::handleStop(double now) {
 }
 
 PatienceContext CoordinatorCore::patience() const {
-  return {settings_.worker_patience_seconds, settings_.round_deadline_seconds,
+  return {options_.worker_patience_seconds, options_.round_deadline_seconds,
           phase_.is(Phase::kRunning), planner_.meanPrice(), aggregator_.dim()};
 }
 
@@ -519,7 +519,7 @@ void CoordinatorCore::markSilentGone() {
       membership_changed = true;
       continue;
     }
-    if (now_ >= w.last_sent + settings_.heartbeat_seconds)
+    if (now_ >= w.last_sent + options_.heartbeat_seconds)
       send(w, proto::heartbeatMessage({session_, id}, round_));
   }
   if (membership_changed) {
@@ -532,14 +532,14 @@ void CoordinatorCore::roundTimers() {
   const bool any_pushed =
       anyWorker(membership_.all(), [](const Worker& w) { return bool(w.pending); });
   if (allAnswered() ||
-      (now_ >= round_deadline_ && any_pushed && pushedShare() >= settings_.quorum_share)) {
+      (now_ >= round_deadline_ && any_pushed && pushedShare() >= options_.quorum_share)) {
     closeRound();
     return;
   }
   if (now_ < round_deadline_) return;
   // Nobody (or too little data) pushed in time: the round stays open another period, and each
   // worker whose push was refused is asked again (a worker never resends on its own).
-  round_deadline_ = now_ + settings_.round_deadline_seconds;
+  round_deadline_ = now_ + options_.round_deadline_seconds;
   for (auto& [id, w] : membership_.all()) {
     if (!w.rec.alive || !w.refused || w.rec.pushed) continue;
     w.refused = false;
@@ -569,7 +569,7 @@ Effects CoordinatorCore::handleTimeout(double now) {
 }
 
 double CoordinatorCore::nextTimeout(double now) const {
-  double t = now + settings_.heartbeat_seconds;
+  double t = now + options_.heartbeat_seconds;
   if (phase_.is(Phase::kRunning)) t = std::min(t, round_deadline_);
   // The resume grace matters only while a worker is back (else: a wake-up in the past).
   if (phase_.is(Phase::kResuming) && phase_.resume_deadline && membership_.alive() > 0)
@@ -578,7 +578,7 @@ double CoordinatorCore::nextTimeout(double now) const {
   for (const auto& [id, w] : membership_.all()) {
     if (!w.rec.alive) continue;
     t = std::min(t, w.last_seen + patienceFor(w, context));
-    t = std::min(t, w.last_sent + settings_.heartbeat_seconds);
+    t = std::min(t, w.last_sent + options_.heartbeat_seconds);
   }
   return t;
 }

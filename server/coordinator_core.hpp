@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "common/config/settings.hpp"
 #include "common/ml/model.hpp"
 #include "coordinator_messages.hpp"
 #include "server/aggregator.hpp"
 #include "server/cap_planner.hpp"
 #include "server/checkpoint_codec.hpp"
+#include "server/coordinator_options.hpp"
 #include "server/membership.hpp"
 #include "server/round_phase.hpp"
 #include "server/round_record.hpp"
@@ -49,14 +49,14 @@ void stampAckHold(Message& m, double received_at, double now);
 class CoordinatorCore {
  public:
   // evaluates: a test set is there, so rounds on the eval_every schedule ask for an evaluation.
-  CoordinatorCore(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
+  CoordinatorCore(const CoordinatorOptions& options, std::unique_ptr<ml::Model> model,
                   bool evaluates, uint64_t session, double now);
   // A core resumed from a checkpoint's state under a new `session`: known workers keep their ids
   // and counters but are not alive until they re-join (and get the full model).
-  CoordinatorCore(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
+  CoordinatorCore(const CoordinatorOptions& options, std::unique_ptr<ml::Model> model,
                   bool evaluates, uint64_t session, CheckpointState restored, double now);
   // decodeCheckpoint then the constructor above; throws std::runtime_error on damaged bytes.
-  static std::unique_ptr<CoordinatorCore> restore(const config::CoordinatorSettings& settings,
+  static std::unique_ptr<CoordinatorCore> restore(const CoordinatorOptions& options,
                                                   std::unique_ptr<ml::Model> model, bool evaluates,
                                                   uint64_t session,
                                                   const std::string& checkpoint_bytes, double now);
@@ -105,7 +105,7 @@ class CoordinatorCore {
   // A worker gone this long (or 10 worker patiences, if longer) is forgotten.
   static constexpr double kForgetGoneAfterSeconds = 600.0;
   double forgetAfterSeconds() const {
-    return std::max(kForgetGoneAfterSeconds, 10.0 * settings_.worker_patience_seconds);
+    return std::max(kForgetGoneAfterSeconds, 10.0 * options_.worker_patience_seconds);
   }
   static constexpr double kReplanPushBytesChange = CapPlanner::kReplanPushBytesChange;
   static constexpr double kReplanLinkChange = CapPlanner::kReplanLinkChange;
@@ -145,7 +145,7 @@ class CoordinatorCore {
   double pushedShare() const;
   PatienceContext patience() const;
 
-  config::CoordinatorSettings settings_;
+  CoordinatorOptions options_;
   std::unique_ptr<ml::Model> model_;
   bool evaluates_;
   uint64_t session_;

@@ -64,8 +64,8 @@ StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates) {
     if (auto bytes = readFileIfExists(s.checkpoint.path)) {
       StartedCore started{nullptr, true};
       try {
-        started.core = CoordinatorCore::restore(s, std::move(model), evaluates, session, *bytes,
-                                                steadySeconds());
+        started.core = CoordinatorCore::restore(coordinatorOptions(s), std::move(model), evaluates,
+                                                session, *bytes, steadySeconds());
       } catch (const std::exception& e) {
         throw std::runtime_error(s.checkpoint.path + ": " + e.what());
       }
@@ -75,9 +75,9 @@ StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates) {
       return started;
     }
   }
-  return {
-      std::make_unique<CoordinatorCore>(s, std::move(model), evaluates, session, steadySeconds()),
-      false};
+  return {std::make_unique<CoordinatorCore>(coordinatorOptions(s), std::move(model), evaluates,
+                                            session, steadySeconds()),
+          false};
 }
 
 }  // namespace tern::server

@@ -65,7 +65,7 @@ struct Simulator::Impl {
     ml::requireFitsModel("train_data", s.train_data, full, cset.model);
     if (test) ml::requireFitsModel("test_data", s.coordinator.test_data, *test, cset.model);
     coordinator = std::make_unique<server::CoordinatorCore>(
-        cset, ml::makeModel(cset.model), test != nullptr,
+        server::coordinatorOptions(cset), ml::makeModel(cset.model), test != nullptr,
         deriveSeed(cset.training.seed, 0x73657373ULL), now);
     auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
     for (size_t i = 0; i < s.workers; ++i) {
@@ -74,7 +74,8 @@ struct Simulator::Impl {
       wset.shard_index = i;
       wset.shard_total = s.workers;
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
-      workers.push_back(std::make_unique<worker::WorkerCore>(wset, shard, i + 1));
+      workers.push_back(
+          std::make_unique<worker::WorkerCore>(worker::workerOptions(wset), shard, i + 1));
       trainers.push_back(std::make_unique<worker::ShardTrainer>(shard));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
     }

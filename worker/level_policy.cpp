@@ -14,7 +14,7 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
                          double smoothness)
     : settings_(settings), packet_bytes_(packet_bytes) {
   tuning::TunerSpec spec;
-  spec.name = settings.method;
+  spec.kind = settings.method;
   spec.fixed_level = settings.fixed_level;
   spec.recompute_every = settings.recompute_every;
   spec.recompute_drift = settings.recompute_drift;
@@ -24,9 +24,10 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
 
 std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link,
                                                              size_t overhead_bytes) {
-  if (settings_.cost_model == "payload")
+  using costmodel::CostModelKind;
+  if (settings_.cost_model == CostModelKind::kPayload)
     return std::make_unique<costmodel::PayloadCostModel>(overhead_bytes);
-  if (settings_.cost_model == "measured") {
+  if (settings_.cost_model == CostModelKind::kMeasured) {
     if (usableFit(link)) {
       // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
       // to nothing, which the model must still accept.

@@ -12,25 +12,6 @@
 
 namespace tern::worker {
 
-StepRule parseStepRule(const std::string& name) {
-  if (name == "auto") return StepRule::automatic;
-  if (name == "coordinator") return StepRule::coordinator;
-  if (name == "paper") return StepRule::paper;
-  throw std::invalid_argument("unknown tuning.step '" + name + "'");
-}
-
-PushStrategy pushStrategy(const config::WorkerSettings& settings) {
-  const auto& n = settings.compressor.name;
-  PushStrategy s;
-  s.count_kind = n == "stochastic" ? CountKind::random : CountKind::fixed;
-  s.step_rule = parseStepRule(settings.tuning.step);
-  s.error_feedback = settings.error_feedback_auto
-                         ? !(n == "randomk" || n == "stochastic" || n == "qsgd")
-                         : settings.error_feedback;
-  s.threshold = n == "threshold";
-  return s;
-}
-
 uint32_t largestFittingLevel(const compression::Compressor& c, CountKind kind, uint32_t dim,
                              uint64_t max_bytes) {
   // A count of dim needs no index section, so its bound can be below that of dim - 1: a count is
@@ -67,27 +48,26 @@ uint32_t largestFittingLevel(const compression::Compressor& c, CountKind kind, u
 
 namespace {
 
-std::unique_ptr<compression::ErrorFeedback> makeFeedback(const config::WorkerSettings& s,
-                                                         bool error_feedback, double threshold) {
-  compression::CompressorSpec cspec = s.compressor;
+std::unique_ptr<compression::ErrorFeedback> makeFeedback(const PushOptions& o, double threshold) {
+  compression::CompressorSpec cspec = o.compressor;
   if (threshold > 0.0) cspec.threshold = threshold;
   return std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                      error_feedback);
+                                                      o.strategy.error_feedback);
 }
 
 }  // namespace
 
-PushBuilder::PushBuilder(const config::WorkerSettings& settings, const PushStrategy& strategy,
-                         double threshold, std::optional<double> smoothness)
-    : settings_(settings),
-      strategy_(strategy),
+PushBuilder::PushBuilder(const PushOptions& options, double threshold,
+                         std::optional<double> smoothness)
+    : options_(options),
       smoothness_(smoothness),
-      compressor_(makeFeedback(settings, strategy.error_feedback, threshold)),
-      policy_(settings.tuning, settings.link.packet_bytes, smoothness.value_or(1.0)),
+      compressor_(makeFeedback(options, threshold)),
+      policy_(options.tuning, options.packet_bytes, smoothness.value_or(1.0)),
       threshold_(threshold) {}
 
 uint32_t PushBuilder::limitTo(uint64_t max_bytes, uint32_t dim) {
-  size_cap_ = largestFittingLevel(compressor_->inner(), strategy_.count_kind, dim, max_bytes);
+  size_cap_ =
+      largestFittingLevel(compressor_->inner(), options_.strategy.count_kind, dim, max_bytes);
   return *size_cap_;
 }
 
@@ -104,16 +84,16 @@ void PushBuilder::roundStarts(double now, std::optional<double> deadline_left,
   // a step that is no step leaves it at the paper's.
   step_.reset();
   if (!learning_rate) return;
-  if (strategy_.step_rule == StepRule::coordinator ||
-      (strategy_.step_rule == StepRule::automatic && smoothness_ &&
-       *learning_rate * *smoothness_ < 2.0))
+  const config::StepRule rule = options_.tuning.step;
+  if (rule == config::StepRule::kCoordinator ||
+      (rule == config::StepRule::kAuto && smoothness_ && *learning_rate * *smoothness_ < 2.0))
     step_ = *learning_rate;
 }
 
 void PushBuilder::setThreshold(double threshold) {
   if (threshold == threshold_) return;
   // A new threshold starts a new residual: the old one was shaped by the old threshold.
-  compressor_ = makeFeedback(settings_, strategy_.error_feedback, threshold);
+  compressor_ = makeFeedback(options_, threshold);
   threshold_ = threshold;
 }
 
@@ -178,7 +158,7 @@ PushBuilder::InTime PushBuilder::inTime(uint32_t most, size_t overhead_bytes, ui
   uint32_t level = 0;
   if (packets >= 1.0 && packets * t.packet_bytes > double(overhead_bytes)) {
     const double codec_bytes = std::min(packets * t.packet_bytes - double(overhead_bytes), 1e18);
-    level = largestFittingLevel(inner, strategy_.count_kind, dim, uint64_t(codec_bytes));
+    level = largestFittingLevel(inner, options_.strategy.count_kind, dim, uint64_t(codec_bytes));
   }
   t.seconds_at_most = t.seconds(double(overhead_bytes + inner.encodedBytes(dim, most)));
   t.probe_ahead = probe.has_value();
@@ -213,12 +193,12 @@ void PushBuilder::reportDeadline(uint64_t round, const InTime& t, uint32_t most,
   if (threshold != nullptr && threshold->lastPassed() > most) ++stats.trimmed;
   if (!t.bound) return;
   const std::string rest =
-      strategy_.error_feedback ? "the rest stays in the residual" : "the rest is dropped";
+      options_.strategy.error_feedback ? "the rest stays in the residual" : "the rest is dropped";
   auto say = [&](const std::string& what, double seconds, const std::string& done, uint64_t count) {
     sayInTime(round, t.budget, t.left, t.probe_ahead, what, seconds, done, count);
   };
   if (!inner.levelLimitsCount()) {
-    say("a push of compressor '" + settings_.compressor.name + "'", t.seconds_at_most,
+    say("a push of compressor '" + options_.compressor.name + "'", t.seconds_at_most,
         "it goes whole, and late (a compressor with a level can send less)", ++stats.deadline_late);
   } else if (threshold != nullptr && threshold->lastPassed() > t.level) {
     say("a push of the " + std::to_string(threshold->lastPassed()) +

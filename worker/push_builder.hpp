@@ -13,33 +13,14 @@
 #include <vector>
 
 #include "common/compression/error_feedback.hpp"
-#include "common/config/settings.hpp"
 #include "common/util/rng.hpp"
 #include "proto/message.hpp"
 #include "worker/level_policy.hpp"
 #include "worker/link_monitor.hpp"
+#include "worker/worker_options.hpp"
 #include "worker/worker_stats.hpp"
 
 namespace tern::worker {
-
-// What the push builder must know of the configured compressor beyond its interface.
-enum class CountKind {
-  fixed,   // the level is the count sent (or there is no level)
-  random,  // stochastic sparsification: a random count near the level
-};
-// The step the tuner prices levels at (tuning.step).
-enum class StepRule { automatic, coordinator, paper };
-StepRule parseStepRule(const std::string& name);
-
-// The configured compressor and tuner as the worker acts on them, parsed once from the
-// settings' names (throws on an unknown step rule).
-struct PushStrategy {
-  CountKind count_kind = CountKind::fixed;
-  StepRule step_rule = StepRule::automatic;
-  bool error_feedback = true;  // as configured (auto: on for the biased compressors)
-  bool threshold = false;      // the hard threshold: a count that follows the data
-};
-PushStrategy pushStrategy(const config::WorkerSettings& settings);
 
 // The largest level in [1, dim] whose push stays within `max_bytes` by the codec's bound; 0 when
 // not even one coordinate does.
@@ -50,8 +31,7 @@ class PushBuilder {
  public:
   // Throws when the compressor or the tuner cannot be made. smoothness: the shard's bound L
   // (nullopt: the model gives none, and L = 1 stands in).
-  PushBuilder(const config::WorkerSettings& settings, const PushStrategy& strategy,
-              double threshold, std::optional<double> smoothness);
+  PushBuilder(const PushOptions& options, double threshold, std::optional<double> smoothness);
 
   // The pushes of `dim` coordinates are held to `max_bytes` (the coordinator's largest message):
   // returns the largest level that fits (0: none does).
@@ -66,7 +46,7 @@ class PushBuilder {
                    std::optional<double> learning_rate);
   // A round start's threshold (> 0): a new one starts a new residual. Throws if it is bad.
   void setThreshold(double threshold);
-  bool errorFeedback() const { return strategy_.error_feedback; }
+  bool errorFeedback() const { return options_.strategy.error_feedback; }
   const std::vector<float>& residual() const { return compressor_->residual(); }
   // The push of `round` was refused: its content goes back into the residual.
   void takeBack(uint64_t round, WorkerStats& stats);
@@ -97,8 +77,7 @@ class PushBuilder {
                         const Predicted& predicted);
   void remember(uint64_t round, compression::SparseGradient carried);
 
-  config::WorkerSettings settings_;
-  PushStrategy strategy_;
+  PushOptions options_;
   std::optional<double> smoothness_;
   std::unique_ptr<compression::ErrorFeedback> compressor_;
   LevelPolicy policy_;

@@ -7,11 +7,11 @@
 
 namespace tern::worker {
 
-Session::Session(const config::WorkerSettings& settings)
-    : heartbeat_seconds_(settings.heartbeat_seconds),
-      patience_seconds_(settings.coordinator_patience_seconds),
-      heartbeat_(settings.heartbeat_seconds),
-      patience_(settings.coordinator_patience_seconds) {}
+Session::Session(double heartbeat_seconds, double patience_seconds)
+    : heartbeat_seconds_(heartbeat_seconds),
+      patience_seconds_(patience_seconds),
+      heartbeat_(heartbeat_seconds),
+      patience_(patience_seconds) {}
 
 uint64_t Session::joining(double now) {
   standing_ = Standing::joining;

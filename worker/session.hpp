@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 
-#include "common/config/settings.hpp"
 #include "proto/worker_messages.hpp"
 
 namespace tern::worker {
@@ -19,7 +18,8 @@ enum class Standing {
 
 class Session {
  public:
-  explicit Session(const config::WorkerSettings& settings);
+  // The configured heartbeat interval and patience with the coordinator.
+  Session(double heartbeat_seconds, double patience_seconds);
 
   // A join goes out now: returns its nonce.
   uint64_t joining(double now);

@@ -74,12 +74,13 @@ namespace {
 // bound holds (a threshold push keeps its largest coordinates up to that count, the rest staying
 // in the residual). A fixed scheme (identity, fp16, qsgd) that cannot fit never will, and no
 // re-join changes that.
-std::optional<WelcomeRefusal> limitToPeer(PushBuilder& push, const config::WorkerSettings& s,
-                                          bool threshold, uint64_t peer_max, uint32_t d) {
+std::optional<WelcomeRefusal> limitToPeer(PushBuilder& push, const PushOptions& o,
+                                          uint64_t peer_max, uint32_t d) {
+  const bool threshold = o.strategy.threshold;
   if (peer_max == 0) return std::nullopt;
   const uint32_t size_cap = push.limitTo(peer_max, d);
   const size_t largest = push.largestPush(d);
-  const std::string& name = s.compressor.name;
+  const std::string& name = o.compressor.name;
   if (size_cap > 0 && size_cap < d && threshold) {
     spdlog::warn(
         "a threshold push of this model can take up to {} bytes, more than the coordinator's "
@@ -100,8 +101,7 @@ std::optional<WelcomeRefusal> limitToPeer(PushBuilder& push, const config::Worke
 }  // namespace
 
 OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
-                                                      const config::WorkerSettings& settings,
-                                                      const PushStrategy& strategy,
+                                                      const PushOptions& options,
                                                       const ml::Model& model,
                                                       const ml::Dataset& shard, uint32_t dim) {
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
@@ -116,12 +116,11 @@ OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
   }
   std::unique_ptr<PushBuilder> push;
   try {
-    push = std::make_unique<PushBuilder>(settings, strategy, w.threshold(), bound);
+    push = std::make_unique<PushBuilder>(options, w.threshold(), bound);
   } catch (const std::exception& e) {
     return WelcomeRefusal{std::string("cannot compress as welcomed: ") + e.what()};
   }
-  if (auto refusal = limitToPeer(*push, settings, strategy.threshold, w.max_message_bytes(), dim))
-    return *refusal;
+  if (auto refusal = limitToPeer(*push, options, w.max_message_bytes(), dim)) return *refusal;
   // A deadline that is no deadline (not finite, negative) is taken as not said.
   const double deadline = w.round_deadline_seconds();
   push->setDeadline(std::isfinite(deadline) && deadline > 0.0 ? std::optional(deadline)

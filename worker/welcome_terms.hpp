@@ -8,7 +8,6 @@
 #include <variant>
 #include <vector>
 
-#include "common/config/settings.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "proto/message.hpp"
@@ -37,8 +36,7 @@ OrRefusal<std::vector<float>> welcomeParams(std::span<const uint8_t> payload, si
 // How pushes of `dim` coordinates are built under the welcome (its threshold, the shard's
 // smoothness, the coordinator's largest message).
 OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
-                                                      const config::WorkerSettings& settings,
-                                                      const PushStrategy& strategy,
+                                                      const PushOptions& options,
                                                       const ml::Model& model,
                                                       const ml::Dataset& shard, uint32_t dim);
 

@@ -21,15 +21,14 @@ std::optional<double> saidTime(double v) {
 
 }  // namespace
 
-WorkerCore::WorkerCore(const config::WorkerSettings& settings,
-                       std::shared_ptr<const ml::Dataset> shard, uint64_t instance)
-    : settings_(settings),
-      strategy_(pushStrategy(settings)),
+WorkerCore::WorkerCore(const WorkerOptions& options, std::shared_ptr<const ml::Dataset> shard,
+                       uint64_t instance)
+    : options_(options),
       shard_(std::move(shard)),
       instance_(instance),
-      session_(settings),
-      replica_(settings.max_message_bytes),
-      link_(settings.link, settings.coordinator_patience_seconds) {}
+      session_(options.heartbeat_seconds, options.coordinator_patience_seconds),
+      replica_(options.max_message_bytes),
+      link_(options.link, options.coordinator_patience_seconds) {}
 
 WorkerCore::~WorkerCore() = default;
 
@@ -87,14 +86,14 @@ std::vector<Message> WorkerCore::afterStop(const Message& msg, size_t wire_bytes
 std::vector<Message> WorkerCore::join(double now) {
   pending_.reset();
   proto::JoinFields f;
-  f.worker_name = settings_.name;
+  f.worker_name = options_.name;
   f.join_nonce = session_.joining(now);
   f.instance = instance_;
-  f.max_message_bytes = settings_.max_message_bytes;
+  f.max_message_bytes = options_.max_message_bytes;
   if (partition_fingerprint_) {
     f.partition_fingerprint = partition_fingerprint_;
-    f.shard_index = uint32_t(settings_.shard_index);
-    f.shard_total = uint32_t(settings_.shard_total);
+    f.shard_index = uint32_t(options_.shard_index);
+    f.shard_total = uint32_t(options_.shard_total);
   }
   // What this process has measured of its link (the fit survives a re-join).
   if (link_.samples() > 0) f.link = link_.toWire();
@@ -106,7 +105,7 @@ std::vector<Message> WorkerCore::join(double now) {
     if (l >= 0 && size_t(l) < f.label_histogram.size()) ++f.label_histogram[size_t(l)];
   }
   f.compressors = compression::compressorNames();
-  f.error_feedback = strategy_.error_feedback;
+  f.error_feedback = options_.push.strategy.error_feedback;
   return {sendable(proto::joinMessage(f), now)};
 }
 
@@ -208,7 +207,7 @@ Effects WorkerCore::handleError(const wire::Error& e, double now) {
   if (e.about_push() && (e.code() == wire::Error::BAD_ROUND ||
                          (e.code() == wire::Error::UNKNOWN_SESSION && same_coordinator)))
     link_.acked(LinkMonitor::pushKey(e.round()), 0.0, now);
-  const double retry = std::max(10.0, settings_.heartbeat_seconds);
+  const double retry = std::max(10.0, options_.heartbeat_seconds);
   switch (e.code()) {
     case wire::Error::UNKNOWN_SESSION:
       // A restarted coordinator refuses, one by one, every message that queued up while it was
@@ -236,8 +235,8 @@ Effects WorkerCore::handleError(const wire::Error& e, double now) {
     case wire::Error::NAME_TAKEN:
       // Another process holds the name; it is free again once the coordinator marks it gone.
       if (!joined())
-        return joinRefused("the coordinator refused the name '" + settings_.name + "'", e,
-                           std::max(1.0, settings_.heartbeat_seconds), now);
+        return joinRefused("the coordinator refused the name '" + options_.name + "'", e,
+                           std::max(1.0, options_.heartbeat_seconds), now);
       break;
     case wire::Error::SHUTTING_DOWN:
       finished_ = true;
@@ -302,7 +301,7 @@ Effects WorkerCore::handleWelcome(const Message& msg, double now) {
     }
     params = std::move(*held);
   }
-  auto push = welcomePushes(w, settings_, strategy_, m, *shard_, uint32_t(params.size()));
+  auto push = welcomePushes(w, options_.push, m, *shard_, uint32_t(params.size()));
   if (auto* r = std::get_if<WelcomeRefusal>(&push)) return refuseWelcome(w, *r, now);
   takeWelcome(w, std::move(std::get<std::shared_ptr<ml::Model>>(model)), std::move(params),
               std::move(std::get<std::unique_ptr<PushBuilder>>(push)));

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "common/config/settings.hpp"
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "common/util/rng.hpp"
@@ -22,6 +21,7 @@
 #include "worker/session.hpp"
 #include "worker/trainer.hpp"
 #include "worker/welcome_terms.hpp"
+#include "worker/worker_options.hpp"
 #include "worker/worker_stats.hpp"
 
 namespace tern::worker {
@@ -38,7 +38,7 @@ class WorkerCore {
   // `instance` identifies this worker process to the coordinator (random per process in the
   // daemon; 0 = not given, which leaves a name unguarded against a second process). The shard
   // is read for the join and the welcome's checks; gradients are the Trainer's.
-  WorkerCore(const config::WorkerSettings& settings, std::shared_ptr<const ml::Dataset> shard,
+  WorkerCore(const WorkerOptions& options, std::shared_ptr<const ml::Dataset> shard,
              uint64_t instance = 0);
   ~WorkerCore();
 
@@ -112,8 +112,7 @@ class WorkerCore {
   // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
   std::vector<Message> nextProbe(double now);
 
-  config::WorkerSettings settings_;
-  PushStrategy strategy_;  // parsed once from the settings
+  WorkerOptions options_;
   std::shared_ptr<const ml::Dataset> shard_;
   uint64_t instance_ = 0;
   std::optional<uint64_t> partition_fingerprint_;

@@ -40,7 +40,7 @@ WorkerDaemon::WorkerDaemon(const config::WorkerSettings& s,
                            const telemetry::TelemetryOptions& tel_opts,
                            std::shared_ptr<const ml::Dataset> shard)
     : s_(s),
-      core_(s, shard, processInstance()),
+      core_(workerOptions(s), shard, processInstance()),
       // A stop (or a newer request) ends a gradient between its chunks or local steps.
       trainer_(shard, [this] { return job_stop_.stop_requested(); }),
       channel_(ctx_, zmq::socket_type::dealer, channelOptions(s)),

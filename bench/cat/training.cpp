@@ -187,7 +187,7 @@ Run::Run(const Problem& problem, const Shards& shards, const MethodSpec& method,
       start_sum_(block_state_ ? d_ : 0),
       taken_grad_(block_state_ ? d_ : 0) {
   tuning::TunerSpec tspec;
-  tspec.name = method.tuner;
+  tspec.kind = *tuning::tunerKindNamed(method.tuner);
   tspec.fixed_level = method.fixed_level;
   tspec.recompute_every = method.recompute_every;
   tspec.recompute_drift = method.recompute_drift;

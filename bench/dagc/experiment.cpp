@@ -68,7 +68,7 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
   c.optimizer.momentum = 0.0;  // plain SGD as in the paper; keeps the broadcast update sparse
   c.training.batch_size = training.batch_size;
   c.training.seed = run.seed;
-  c.allocation.method = run.method.allocator;
+  c.allocation.method = *allocation::methodNamed(run.method.allocator);
   c.allocation.budget.mean_ratio = run.mean_ratio;
   c.allocation.budget.mean_threshold = run.mean_threshold;
   c.allocation.budget.round_overhead_seconds = run.round_overhead_seconds;
@@ -86,7 +86,7 @@ config::SimSettings simSettings(const RunSpec& run, const Training& training,
   w.compressor.name = run.method.compressor;
   w.error_feedback = true;
   // "fixed" sends exactly the coordinator's cap: the allocation alone decides the traffic.
-  w.tuning.method = "fixed";
+  w.tuning.method = tern::tuning::TunerKind::kFixed;
   w.partition.dirichlet_alpha = training.dirichlet_alpha;
   w.partition.volume_ratio = run.sr;
   w.partition.seed = run.seed;

@@ -10,15 +10,20 @@
 
 namespace tern::allocation {
 
+// What one push costs on the wire: per_push + per_coordinate * k bytes for k coordinates.
+struct PushPrice {
+  double per_push = 0.0;
+  double per_coordinate = 0.0;
+};
+
 struct WorkerLoad {
   double share = 0.0;               // p_i, sums to 1 over the workers
   double seconds_per_packet = 0.0;  // fitted link b_i (0 = unknown)
   double seconds_fixed = 0.0;       // fitted link a_i (0 = unknown)
-  // What this worker's pushes cost on the wire, measured from its own pushes (its compressor
-  // and codec): bytes_per_push + bytes_per_coordinate * k. 0 = not measured: the budget's
-  // bytes_per_coordinate and bytes_per_push price it (and bytes_per_push is then ignored).
-  double bytes_per_coordinate = 0.0;
-  double bytes_per_push = 0.0;
+  // What this worker's pushes cost, measured from its own pushes (its compressor and codec).
+  // nullopt (or no positive per_coordinate): the budget's bytes_per_push and
+  // bytes_per_coordinate price it.
+  std::optional<PushPrice> price;
 };
 
 struct Budget {
@@ -71,6 +76,8 @@ enum class Method { kUniform, kDagcR, kDagcA, kDagcOpt, kCostAware };
 
 // The method named `name` (allocatorNames()), or nullopt.
 std::optional<Method> methodNamed(const std::string& name);
+// The configuration's word for `method` ("uniform", "dagc-r", ...).
+const char* methodName(Method method);
 std::unique_ptr<Allocator> makeAllocator(Method method);
 // uniform | dagc-r | dagc-a | dagc-opt | cost-aware. Throws std::invalid_argument otherwise.
 std::unique_ptr<Allocator> makeAllocator(const std::string& name);

@@ -174,9 +174,7 @@ std::vector<double> clipAndRedistribute(const std::vector<double>& ratios,
 }
 
 PushPrice pushPrice(const WorkerLoad& worker, const Budget& budget) {
-  if (worker.bytes_per_coordinate > 0.0) {
-    return {worker.bytes_per_push, worker.bytes_per_coordinate};
-  }
+  if (worker.price && worker.price->per_coordinate > 0.0) return *worker.price;
   return {budget.bytes_per_push, budget.bytes_per_coordinate};
 }
 

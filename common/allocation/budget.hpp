@@ -20,12 +20,7 @@ std::vector<double> normalisedShares(const std::vector<WorkerLoad>& workers);
 // everything). Throws std::invalid_argument if dim is 0 or neither budget is positive.
 double totalRatioBudget(std::size_t n, uint32_t dim, const Budget& budget);
 
-// What one push of a worker costs on the wire: its own measured prices
-// (WorkerLoad::bytes_per_coordinate > 0), else the budget's.
-struct PushPrice {
-  double per_push = 0.0;
-  double per_coordinate = 0.0;
-};
+// What one push of a worker costs on the wire: its own measured price, else the budget's.
 PushPrice pushPrice(const WorkerLoad& worker, const Budget& budget);
 
 // True when some worker carries prices of its own that differ from the budget's.

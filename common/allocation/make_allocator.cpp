@@ -29,6 +29,13 @@ std::optional<Method> methodNamed(const std::string& name) {
   return std::nullopt;
 }
 
+const char* methodName(Method method) {
+  for (const auto& [name, m] : kMethods) {
+    if (m == method) return name;
+  }
+  return "uniform";
+}
+
 std::unique_ptr<Allocator> makeAllocator(Method method) {
   switch (method) {
     case Method::kUniform:

@@ -14,6 +14,18 @@
 
 namespace tern::config {
 
+const char* stepRuleName(StepRule rule) {
+  switch (rule) {
+    case StepRule::kCoordinator:
+      return "coordinator";
+    case StepRule::kPaper:
+      return "paper";
+    case StepRule::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 std::string endpointProblem(const std::string& v, bool bind) {
   const std::string form = "must be tcp://HOST:PORT or ipc://PATH, got '" + v + "': ";
   if (v.rfind("ipc://", 0) == 0) return v.size() == 6 ? form + "no path" : "";
@@ -93,9 +105,10 @@ void readTraining(MapReader m, TrainingSettings& s) {
 }
 
 void readAllocation(MapReader m, AllocationSettings& s) {
-  s.method = m.oneOf("method", m.get<std::string>("method", s.method),
-                     {"uniform", "dagc-r", "dagc-a", "dagc-opt", "cost-aware"});
-  s.method_kind = *allocation::methodNamed(s.method);
+  const std::string method =
+      m.oneOf("method", m.get<std::string>("method", allocation::methodName(s.method)),
+              {"uniform", "dagc-r", "dagc-a", "dagc-opt", "cost-aware"});
+  s.method = *allocation::methodNamed(method);
   auto& b = s.budget;
   b.mean_ratio = m.inRange("mean_ratio", m.get<double>("mean_ratio", b.mean_ratio), 1e-9, 1.0);
   b.bytes_per_round =
@@ -110,13 +123,12 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
-  if (s.method_kind != allocation::Method::kCostAware) {
+  if (s.method != allocation::Method::kCostAware) {
     // Link-seconds budgets are cost-aware's: another method would ignore them.
     for (const std::string key :
          {"seconds_per_round", "deadline_seconds", "round_overhead_seconds", "whole_packets"}) {
       if (m.has(key)) {
-        m.fail(key,
-               "'allocation." + key + "' is read by method cost-aware only, not by " + s.method);
+        m.fail(key, "'allocation." + key + "' is read by method cost-aware only, not by " + method);
       }
     }
   }
@@ -126,7 +138,7 @@ void readAllocation(MapReader m, AllocationSettings& s) {
   b.bytes_per_coordinate =
       m.inRange("bytes_per_coordinate",
                 m.get<double>("bytes_per_coordinate", b.bytes_per_coordinate), 0.125, 64.0);
-  if (s.method_kind == allocation::Method::kDagcA && !(b.mean_threshold > 0.0)) {
+  if (s.method == allocation::Method::kDagcA && !(b.mean_threshold > 0.0)) {
     m.fail(
         m.has("mean_threshold") ? "mean_threshold" : "method",
         "'dagc-a' sets each worker's threshold from the mean one: it needs 'mean_threshold' > 0");
@@ -213,7 +225,6 @@ void readCompression(MapReader m, WorkerSettings& s) {
   s.compressor.name =
       m.oneOf("name", m.get<std::string>("name", s.compressor.name),
               {"identity", "fp16", "topk", "randomk", "threshold", "sq", "stochastic", "qsgd"});
-  s.compressor_kind = *compression::compressorKindNamed(s.compressor.name);
   s.compressor.threshold =
       m.inRange("threshold", m.get<double>("threshold", s.compressor.threshold), 0.0, kInf);
   s.compressor.qsgd_levels = m.inRange<uint32_t>(
@@ -229,9 +240,9 @@ void readCompression(MapReader m, WorkerSettings& s) {
 }
 
 void readTuning(MapReader m, TuningSettings& s) {
-  s.method = m.oneOf("method", m.get<std::string>("method", s.method),
-                     {"cat", "fixed", "dynamic", "full"});
-  s.method_kind = *tuning::tunerKindNamed(s.method);
+  s.method = *tuning::tunerKindNamed(
+      m.oneOf("method", m.get<std::string>("method", tuning::tunerKindName(s.method)),
+              {"cat", "fixed", "dynamic", "full"}));
   s.fixed_level = m.get<uint32_t>("fixed_level", s.fixed_level);
   s.recompute_every = m.inRange<uint32_t>(
       "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);
@@ -241,13 +252,14 @@ void readTuning(MapReader m, TuningSettings& s) {
     m.fail("recompute_drift", "'recompute_drift' must be 0 (off) or a factor > 1, got " +
                                   formatNumber(s.recompute_drift));
   }
-  s.step = m.oneOf("step", m.get<std::string>("step", s.step), {"auto", "coordinator", "paper"});
-  s.step_kind = s.step == "paper"         ? StepRule::kPaper
-                : s.step == "coordinator" ? StepRule::kCoordinator
-                                          : StepRule::kAuto;
-  s.cost_model = m.oneOf("cost_model", m.get<std::string>("cost_model", s.cost_model),
-                         {"payload", "packet", "measured"});
-  s.cost_model_kind = *costmodel::costModelKindNamed(s.cost_model);
+  const std::string step = m.oneOf("step", m.get<std::string>("step", stepRuleName(s.step)),
+                                   {"auto", "coordinator", "paper"});
+  s.step = step == "paper"         ? StepRule::kPaper
+           : step == "coordinator" ? StepRule::kCoordinator
+                                   : StepRule::kAuto;
+  s.cost_model = *costmodel::costModelKindNamed(m.oneOf(
+      "cost_model", m.get<std::string>("cost_model", costmodel::costModelKindName(s.cost_model)),
+      {"payload", "packet", "measured"}));
   s.c_fixed = m.inRange("c_fixed", m.get<double>("c_fixed", s.c_fixed), 0.0, kInf);
   // A packet that costs nothing would make every level past the first free: the packet cost
   // model refuses it, so it is refused here, at its line.

@@ -47,8 +47,7 @@ struct TrainingSettings {
 };
 
 struct AllocationSettings {
-  std::string method = "uniform";
-  allocation::Method method_kind = allocation::Method::kUniform;  // `method`, parsed
+  allocation::Method method = allocation::Method::kUniform;  // methodName() spells it
   allocation::Budget budget;
   // Re-plan every this many rounds (0 = never on a schedule). Membership changes re-plan at
   // once; changed plan inputs (a link model or the measured push bytes) at the round's close.
@@ -110,11 +109,12 @@ struct CoordinatorSettings {
 
 // What tuning.step prices levels at (TuningSettings::step).
 enum class StepRule { kAuto, kCoordinator, kPaper };
+// The configuration's word for a step rule ("auto", "coordinator", "paper").
+const char* stepRuleName(StepRule rule);
 
 struct TuningSettings {
-  std::string method = "fixed";                               // cat | fixed | dynamic | full
-  tuning::TunerKind method_kind = tuning::TunerKind::kFixed;  // `method`, parsed
-  uint32_t fixed_level = 0;                                   // 0 = use the coordinator's cap
+  tuning::TunerKind method = tuning::TunerKind::kFixed;  // cat | fixed | dynamic | full
+  uint32_t fixed_level = 0;                              // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   // The step cat and the other tuners price levels at: the coordinator's learning rate as each
@@ -123,11 +123,9 @@ struct TuningSettings {
   // decrease (lr L < 2; momentum's later reuse of the push is not counted), else the paper's (a
   // bound that loose says nothing about the coordinator's step). Pricing at the coordinator's
   // step deviates from the paper: docs/cat.md, "Deviations from the paper", says how.
-  std::string step = "auto";                  // auto | coordinator | paper
-  StepRule step_kind = StepRule::kAuto;       // `step`, parsed
-  std::string cost_model = "measured";        // payload | packet | measured
-  costmodel::CostModelKind cost_model_kind =  // `cost_model`, parsed
-      costmodel::CostModelKind::kMeasured;
+  StepRule step = StepRule::kAuto;  // auto | coordinator | paper
+  costmodel::CostModelKind cost_model =
+      costmodel::CostModelKind::kMeasured;  // payload | packet | measured
   double c_fixed = 0.005;  // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;
 };
@@ -153,8 +151,6 @@ struct WorkerSettings {
   size_t shard_total = 1;
   ml::PartitionSpec partition;
   compression::CompressorSpec compressor;
-  compression::CompressorKind compressor_kind =  // compressor.name, parsed
-      compression::CompressorKind::kTopK;
   // Error feedback: "auto" (the default) turns it on for the biased compressors (topk,
   // threshold, sq) and off for the unbiased ones (randomk, stochastic, qsgd), whose d/k-style
   // scaling makes the residual grow without bound; an explicit true/false overrides it.

@@ -63,6 +63,20 @@ std::optional<CostModelKind> costModelKindNamed(const std::string& name) {
   return std::nullopt;
 }
 
+const char* costModelKindName(CostModelKind kind) {
+  switch (kind) {
+    case CostModelKind::kPayload:
+      return "payload";
+    case CostModelKind::kMeasured:
+      return "measured";
+    case CostModelKind::kAffine:
+      return "affine";
+    case CostModelKind::kPacket:
+      break;
+  }
+  return "packet";
+}
+
 std::unique_ptr<CostModel> makeCostModel(const CostModelSpec& spec) {
   const std::optional<CostModelKind> kind = costModelKindNamed(spec.name);
   if (!kind) {

@@ -96,6 +96,8 @@ enum class CostModelKind { kPayload, kPacket, kMeasured, kAffine };
 
 // The kind named `name` (payload | packet | measured | affine), or nullopt.
 std::optional<CostModelKind> costModelKindNamed(const std::string& name);
+// The configuration's word for `kind`.
+const char* costModelKindName(CostModelKind kind);
 
 struct CostModelSpec {
   std::string name = "packet";  // payload | packet | measured | affine

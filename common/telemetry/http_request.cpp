@@ -24,7 +24,10 @@ struct HttpRequestReader::Parser {
 
 HttpRequestReader::HttpRequestReader(size_t max_head_bytes)
     : max_head_(max_head_bytes), parser_(std::make_unique<Parser>()) {
-  parser_->beast.header_limit(static_cast<std::uint32_t>(std::min<size_t>(max_head_, UINT32_MAX)));
+  // The head's size is judged here, on the bytes it really spans, the same however they arrive:
+  // Beast's own limit counts what it was handed at once, so it only bounds the scan.
+  const size_t scan = std::min<size_t>(2 * max_head_ + 1024, UINT32_MAX);
+  parser_->beast.header_limit(static_cast<std::uint32_t>(scan));
   parser_->beast.body_limit(0);  // a request with a body is refused (413), never read
 }
 
@@ -64,11 +67,14 @@ HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
   size_t used = parser_->beast.put(boost::asio::buffer(buf_.data(), buf_.size()), ec);
   head_.append(buf_, 0, used);
   buf_.erase(0, used);
-  if (ec == http::error::need_more) return state_;
+  if (ec == http::error::need_more) {
+    return head_.size() + buf_.size() > max_head_ ? bad(431) : state_;
+  }
   if (ec == http::error::header_limit) return bad(431);
   if (ec == http::error::body_limit) return bad(413);
   if (ec == http::error::bad_version && head_.empty() && otherMajorVersion(buf_)) return bad(505);
   if (ec) return bad(400);
+  if (head_.size() > max_head_) return bad(431);
   // Beast unfolds obsolete line folding; the endpoint refuses it instead (RFC 9112 5.2).
   if (head_.find("\r\n ") != std::string::npos || head_.find("\r\n\t") != std::string::npos) {
     return bad(400);

@@ -349,12 +349,7 @@ uint32_t dynamicLevel(const MagnitudeProfile& p, uint32_t max_level) {
 std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
   if (!(spec.smoothness > 0.0) || !std::isfinite(spec.smoothness))
     throw std::invalid_argument("tuner: smoothness must be finite and > 0");
-  const std::optional<TunerKind> kind = tunerKindNamed(spec.name);
-  if (!kind) {
-    throw std::invalid_argument("unknown tuner '" + spec.name +
-                                "' (expected cat, fixed, dynamic or full)");
-  }
-  switch (*kind) {
+  switch (spec.kind) {
     case TunerKind::kCat:
       if (spec.recompute_every == 0)
         throw std::invalid_argument("tuner: recompute_every must be >= 1");

@@ -42,7 +42,7 @@ struct TuningDecision {
 };
 
 struct TunerSpec {
-  std::string name = "cat";      // cat | fixed | dynamic | full
+  TunerKind kind = TunerKind::kCat;
   uint32_t fixed_level = 0;      // fixed: T (0 = the coordinator's cap)
   uint32_t recompute_every = 1;  // cat: S of the hybrid heuristic (1 = every call)
   // cat with S > 1: recompute before S calls have passed once the vector's effective sparsity

@@ -16,4 +16,19 @@ inline std::optional<TunerKind> tunerKindNamed(std::string_view name) {
   return std::nullopt;
 }
 
+// The configuration's word for `kind`.
+inline const char* tunerKindName(TunerKind kind) {
+  switch (kind) {
+    case TunerKind::kCat:
+      return "cat";
+    case TunerKind::kDynamic:
+      return "dynamic";
+    case TunerKind::kFull:
+      return "full";
+    case TunerKind::kFixed:
+      break;
+  }
+  return "fixed";
+}
+
 }  // namespace tern::tuning

@@ -13,7 +13,7 @@ namespace tern::allocation::testing {
 
 inline std::vector<WorkerLoad> loads(const std::vector<double>& shares) {
   std::vector<WorkerLoad> out;
-  for (double p : shares) out.push_back(WorkerLoad{p, 0.0, 0.0});
+  for (double p : shares) out.push_back(WorkerLoad{p, 0.0, 0.0, std::nullopt});
   return out;
 }
 
@@ -23,7 +23,7 @@ inline std::vector<WorkerLoad> loads(const std::vector<double>& shares,
   std::vector<WorkerLoad> out;
   for (std::size_t i = 0; i < shares.size(); ++i) {
     out.push_back(WorkerLoad{shares[i], seconds_per_packet[i],
-                             seconds_fixed.empty() ? 0.0 : seconds_fixed[i]});
+                             seconds_fixed.empty() ? 0.0 : seconds_fixed[i], std::nullopt});
   }
   return out;
 }

@@ -198,8 +198,7 @@ TEST_CASE(
   budget.bytes_per_push = 100.0 / 3.0;
   std::vector<WorkerLoad> workers = loads(shares);
   for (std::size_t i = 0; i < 3; ++i) {
-    workers[i].bytes_per_coordinate = per_coordinate[i];
-    workers[i].bytes_per_push = per_push[i];
+    workers[i].price = PushPrice{per_push[i], per_coordinate[i]};
   }
   auto priced = [&](const std::vector<uint32_t>& caps) {
     double bytes = 0.0;

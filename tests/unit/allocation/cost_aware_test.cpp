@@ -401,8 +401,9 @@ TEST_CASE("whole packets: each worker's packets hold what fits at its own price"
     std::vector<double> push(n), per_coordinate(n);
     for (std::size_t i = 0; i < n; ++i) {
       const bool sq = i > 0;
-      workers[i].bytes_per_coordinate = per_coordinate[i] = sq ? 1.1 : 5.0;
-      workers[i].bytes_per_push = push[i] = sq ? 40.0 : 150.0;
+      per_coordinate[i] = sq ? 1.1 : 5.0;
+      push[i] = sq ? 40.0 : 150.0;
+      workers[i].price = PushPrice{push[i], per_coordinate[i]};
     }
     REQUIRE(holdsByCounting(push[0], per_coordinate[0], 1) == 259);
     REQUIRE(holdsByCounting(push[0], per_coordinate[0], 2) == 549);

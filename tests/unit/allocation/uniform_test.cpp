@@ -11,7 +11,7 @@ namespace {
 
 std::vector<WorkerLoad> loads(const std::vector<double>& shares) {
   std::vector<WorkerLoad> out;
-  for (double p : shares) out.push_back(WorkerLoad{p, 0.0, 0.0});
+  for (double p : shares) out.push_back(WorkerLoad{p, 0.0, 0.0, std::nullopt});
   return out;
 }
 

@@ -156,35 +156,37 @@ TEST_CASE("a complete worker configuration is read into the struct") {
   CHECK(s.partition.volume_ratio == doctest::Approx(10));
   CHECK(s.compressor.name == "sq");
   CHECK_FALSE(s.error_feedback);
-  CHECK(s.tuning.method == "cat");
+  CHECK(s.tuning.method == tern::tuning::TunerKind::kCat);
   CHECK(s.tuning.recompute_every == 200);
   CHECK(s.link.calibration_packets == std::vector<size_t>{2, 8});
   CHECK(s.link.packet_bytes == 1400);
 }
 
-TEST_CASE("every strategy the configuration names is also parsed into its kind") {
+TEST_CASE("every strategy the configuration names is parsed into its kind") {
   const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
   const auto worker = loadWorkerSettings(writeTemp(
       "kinds.yaml", data + "compression: {name: stochastic}\n"
                            "tuning: {method: dynamic, step: coordinator, cost_model: payload}\n"));
-  CHECK(worker.compressor_kind == tern::compression::CompressorKind::kStochastic);
-  CHECK(worker.tuning.method_kind == tern::tuning::TunerKind::kDynamic);
-  CHECK(worker.tuning.step_kind == StepRule::kCoordinator);
-  CHECK(worker.tuning.cost_model_kind == tern::costmodel::CostModelKind::kPayload);
+  CHECK(tern::compression::compressorKindNamed(worker.compressor.name) ==
+        tern::compression::CompressorKind::kStochastic);
+  CHECK(worker.tuning.method == tern::tuning::TunerKind::kDynamic);
+  CHECK(worker.tuning.step == StepRule::kCoordinator);
+  CHECK(worker.tuning.cost_model == tern::costmodel::CostModelKind::kPayload);
   const auto defaults = loadWorkerSettings(writeTemp("kinds-default.yaml", data));
-  CHECK(defaults.compressor_kind == tern::compression::CompressorKind::kTopK);
-  CHECK(defaults.tuning.method_kind == tern::tuning::TunerKind::kFixed);
-  CHECK(defaults.tuning.step_kind == StepRule::kAuto);
-  CHECK(defaults.tuning.cost_model_kind == tern::costmodel::CostModelKind::kMeasured);
+  CHECK(tern::compression::compressorKindNamed(defaults.compressor.name) ==
+        tern::compression::CompressorKind::kTopK);
+  CHECK(defaults.tuning.method == tern::tuning::TunerKind::kFixed);
+  CHECK(defaults.tuning.step == StepRule::kAuto);
+  CHECK(defaults.tuning.cost_model == tern::costmodel::CostModelKind::kMeasured);
   const auto paper = loadWorkerSettings(
       writeTemp("kinds-paper.yaml", data + "tuning: {method: cat, step: paper}\n"));
-  CHECK(paper.tuning.method_kind == tern::tuning::TunerKind::kCat);
-  CHECK(paper.tuning.step_kind == StepRule::kPaper);
+  CHECK(paper.tuning.method == tern::tuning::TunerKind::kCat);
+  CHECK(paper.tuning.step == StepRule::kPaper);
   const auto coordinator = loadCoordinatorSettings(
       writeTemp("kinds-coordinator.yaml", "allocation: {method: cost-aware}\nsecurity: none\n"));
-  CHECK(coordinator.allocation.method_kind == tern::allocation::Method::kCostAware);
+  CHECK(coordinator.allocation.method == tern::allocation::Method::kCostAware);
   const auto uniform = loadCoordinatorSettings(writeTemp("kinds-uniform.yaml", "security: none\n"));
-  CHECK(uniform.allocation.method_kind == tern::allocation::Method::kUniform);
+  CHECK(uniform.allocation.method == tern::allocation::Method::kUniform);
 }
 
 TEST_CASE("the shipped example configurations parse") {
@@ -363,13 +365,13 @@ TEST_CASE(
     "the step the tuner prices levels at is auto by default, the coordinator's or the paper's") {
   const std::string data = "data: {format: synthetic, rows: 10, features: 4}\nsecurity: none\n";
   CHECK(loadWorkerSettings(writeTemp("step-default.yaml", data + "tuning: {method: cat}\n"))
-            .tuning.step == "auto");
+            .tuning.step == StepRule::kAuto);
   CHECK(loadWorkerSettings(
             writeTemp("step-coord.yaml", data + "tuning: {method: cat, step: coordinator}\n"))
-            .tuning.step == "coordinator");
+            .tuning.step == StepRule::kCoordinator);
   CHECK(loadWorkerSettings(
             writeTemp("step-paper.yaml", data + "tuning: {method: cat, step: paper}\n"))
-            .tuning.step == "paper");
+            .tuning.step == StepRule::kPaper);
   auto bad = writeTemp("step-bad.yaml", data + "tuning:\n  method: cat\n  step: lr\n");
   const std::string error = errorOf([&] { loadWorkerSettings(bad); });
   CHECK(error.find("step-bad.yaml:5:") != std::string::npos);

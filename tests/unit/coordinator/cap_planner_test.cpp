@@ -86,7 +86,7 @@ TEST_CASE("a round's pushes fold into each worker's price and the mean, a schedu
 
 TEST_CASE("under cost-aware, a first fitted link re-plans at the round's close") {
   config::AllocationSettings s;
-  s.method = "cost-aware";
+  s.method = allocation::Method::kCostAware;
   s.budget.mean_ratio = 0.5;
   CapPlanner planner(s, 100);
   Membership m;

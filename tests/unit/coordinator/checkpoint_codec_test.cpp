@@ -21,7 +21,7 @@ config::CoordinatorSettings settings() {
   return s;
 }
 
-CheckpointState state(const config::CoordinatorSettings& s) {
+CheckpointState state(const CoordinatorOptions& s) {
   CheckpointState c;
   c.session = 9;
   c.round = 4;
@@ -54,7 +54,7 @@ CheckpointState state(const config::CoordinatorSettings& s) {
 }  // namespace
 
 TEST_CASE("a checkpoint decodes to the state it was encoded from") {
-  const auto s = settings();
+  const auto s = coordinatorOptions(settings());
   const CheckpointState in = state(s);
   const CheckpointState out = decodeCheckpoint(encodeCheckpoint(in), s);
   CHECK(out.session == 9);
@@ -86,7 +86,7 @@ TEST_CASE("a checkpoint decodes to the state it was encoded from") {
 }
 
 TEST_CASE("empty, damaged or foreign checkpoints are refused") {
-  const auto s = settings();
+  const auto s = coordinatorOptions(settings());
   const std::string good = encodeCheckpoint(state(s));
   CHECK_THROWS_AS(decodeCheckpoint("", s), std::runtime_error);
   CHECK_THROWS_AS(decodeCheckpoint(good.substr(0, good.size() / 2), s), std::runtime_error);
@@ -102,7 +102,7 @@ TEST_CASE("empty, damaged or foreign checkpoints are refused") {
 }
 
 TEST_CASE("a worker named as no join may be named is forgotten, the rest restored") {
-  const auto s = settings();
+  const auto s = coordinatorOptions(settings());
   CheckpointState c = state(s);
   Worker& odd = c.workers[2];
   odd.rec.id = 2;

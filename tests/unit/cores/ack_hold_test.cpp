@@ -30,7 +30,8 @@ TEST_CASE("the ack of the push that closes a round holds the round's work in its
   settings.model.classes = 2;
   settings.allocation.budget.mean_ratio = 0.5;
   const uint64_t session = 5;
-  server::CoordinatorCore core(settings, ml::makeModel(settings.model), false, session, now);
+  server::CoordinatorCore core(server::coordinatorOptions(settings), ml::makeModel(settings.model),
+                               false, session, now);
   auto join = [&](const std::string& name) {
     Message m;
     m.envelope = makeEnvelope();

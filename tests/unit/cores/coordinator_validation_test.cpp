@@ -524,7 +524,7 @@ TEST_CASE("cost-aware prices each worker's link by bytes, whatever packet size i
   // by bytes they are alike and get the same cap.
   Harness h;
   h.settings.model.features = 3000;  // d = 6002: the seconds budget binds
-  h.settings.allocation.method = "cost-aware";
+  h.settings.allocation.method = tern::allocation::Method::kCostAware;
   h.settings.allocation.reallocate_every = 1;
   h.settings.allocation.budget.seconds_per_round = 0.01;
   h.withTimers(1000.0, 1000.0);
@@ -879,7 +879,7 @@ TEST_CASE("a worker joining an open round under a mean-ratio budget keeps the ro
   // coordinates a round. c joins with 60% of the data; a and b keep the caps planned for two.
   Harness h;
   h.settings.model.features = 300;
-  h.settings.allocation.method = "dagc-r";
+  h.settings.allocation.method = tern::allocation::Method::kDagcR;
   h.settings.allocation.budget.mean_ratio = 0.1;
   const auto [caps0, caps1] = joinMidRound(h, 600);
   auto total = [](const std::map<std::string, uint32_t>& caps) {
@@ -903,7 +903,7 @@ TEST_CASE("a worker joining an open round under a link-seconds budget gets the s
   Harness h;
   priceAt50Plus4(h.settings);
   h.settings.model.features = 3000;
-  h.settings.allocation.method = "cost-aware";
+  h.settings.allocation.method = tern::allocation::Method::kCostAware;
   h.settings.allocation.reallocate_every = 1;
   const double per_coordinate = 0.001 * 4.0 / 1448.0;
   auto seconds = [&](const std::map<std::string, uint32_t>& caps) {

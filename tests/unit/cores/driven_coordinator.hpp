@@ -19,14 +19,15 @@ class DrivenCoordinator : public server::CoordinatorCore {
 
   DrivenCoordinator(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
                     std::shared_ptr<const ml::Dataset> test, uint64_t session, Clock clock)
-      : CoordinatorCore(settings, std::move(model), test != nullptr, session, clock()),
+      : CoordinatorCore(server::coordinatorOptions(settings), std::move(model), test != nullptr,
+                        session, clock()),
         test_(std::move(test)),
         clock_(std::move(clock)) {}
   DrivenCoordinator(const config::CoordinatorSettings& settings, std::unique_ptr<ml::Model> model,
                     std::shared_ptr<const ml::Dataset> test, uint64_t session, Clock clock,
                     server::CheckpointState restored)
-      : CoordinatorCore(settings, std::move(model), test != nullptr, session, std::move(restored),
-                        clock()),
+      : CoordinatorCore(server::coordinatorOptions(settings), std::move(model), test != nullptr,
+                        session, std::move(restored), clock()),
         test_(std::move(test)),
         clock_(std::move(clock)) {}
 
@@ -35,7 +36,8 @@ class DrivenCoordinator : public server::CoordinatorCore {
                                                     std::shared_ptr<const ml::Dataset> test,
                                                     uint64_t session, Clock clock,
                                                     const std::string& bytes) {
-    server::CheckpointState state = server::decodeCheckpoint(bytes, settings);
+    server::CheckpointState state =
+        server::decodeCheckpoint(bytes, server::coordinatorOptions(settings));
     return std::make_unique<DrivenCoordinator>(settings, std::move(model), std::move(test), session,
                                                std::move(clock), std::move(state));
   }

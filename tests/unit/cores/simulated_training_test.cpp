@@ -142,7 +142,7 @@ TEST_CASE("cost-aware with whole packets gives measured workers whole packets wi
   auto s = smallRun("topk", 30);
   s.train_data.features = 400;  // 4 x 400 + 4 = 1604 parameters: almost nine packets of 181
   s.coordinator.test_data = s.train_data;
-  s.coordinator.allocation.method = "cost-aware";
+  s.coordinator.allocation.method = tern::allocation::Method::kCostAware;
   s.coordinator.allocation.reallocate_every = 5;
   auto& budget = s.coordinator.allocation.budget;
   budget.whole_packets = true;
@@ -222,7 +222,7 @@ TEST_CASE("cost-aware re-plans once the links are measured, without a re-plannin
   auto s = smallRun("topk", 20);
   s.train_data.features = 400;  // 1604 parameters: the budget buys a part of them
   s.coordinator.test_data = s.train_data;
-  s.coordinator.allocation.method = "cost-aware";
+  s.coordinator.allocation.method = tern::allocation::Method::kCostAware;
   s.coordinator.allocation.reallocate_every = 0;
   s.coordinator.allocation.budget.seconds_per_round = 0.01;
   s.worker.partition.dirichlet_alpha = 0.0;  // equal shares: only the links tell workers apart

@@ -103,3 +103,26 @@ TEST_CASE("URLs and bind addresses split into host, port and path") {
   CHECK_THROWS(parseBindAddress("h:65536"));
   CHECK_THROWS(parseBindAddress("h:"));
 }
+
+TEST_CASE("the head limit counts the head's bytes, the same whole or in pieces of any size") {
+  // A head of exactly `limit` bytes passes, one byte more is refused: fed at once, and in every
+  // piece size from 1 to 70 (the pieces put the end of the head on every side of the limit).
+  const std::string start = "GET / HTTP/1.1\r\nHost: a\r\nX: ";
+  const size_t limit = 100;
+  for (const size_t size : {limit, limit + 1}) {
+    const std::string head = start + std::string(size - start.size() - 4, 'a') + "\r\n\r\n";
+    REQUIRE(head.size() == size);
+    const State want = size <= limit ? State::kComplete : State::kBad;
+    HttpRequestReader whole(limit);
+    CHECK(whole.feed(head) == want);
+    for (size_t piece = 1; piece <= 70; ++piece) {
+      CAPTURE(size);
+      CAPTURE(piece);
+      HttpRequestReader pieces(limit);
+      State got = pieces.state();
+      for (size_t at = 0; at < head.size(); at += piece) got = pieces.feed(head.substr(at, piece));
+      CHECK(got == want);
+      if (want == State::kBad) CHECK(pieces.errorStatus() == 431);
+    }
+  }
+}

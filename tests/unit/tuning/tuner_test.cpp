@@ -33,7 +33,9 @@ std::unique_ptr<Tuner> tunerNamed(const std::string& name, uint32_t fixed_level 
                                   uint32_t recompute_every = 1, double L = 1.0,
                                   double drift = 0.0) {
   TunerSpec spec;
-  spec.name = name;
+  const auto kind = tunerKindNamed(name);
+  REQUIRE(kind.has_value());
+  spec.kind = *kind;
   spec.fixed_level = fixed_level;
   spec.recompute_every = recompute_every;
   spec.recompute_drift = drift;
@@ -467,12 +469,15 @@ TEST_CASE("cat leaves compressors without a level at the whole vector") {
   CHECK(tunerNamed("cat")->choose(v, 0, *identity, payload).level == 300);
 }
 
-TEST_CASE("makeTuner rejects unknown names and unusable parameters") {
-  CHECK_THROWS_AS(tunerNamed("greedy"), std::invalid_argument);
+TEST_CASE("unknown tuner names have no kind and makeTuner rejects unusable parameters") {
+  CHECK_FALSE(tunerKindNamed("greedy").has_value());
   CHECK_THROWS_AS(tunerNamed("cat", 0, 0), std::invalid_argument);
   CHECK_THROWS_AS(tunerNamed("cat", 0, 1, 0.0), std::invalid_argument);
   CHECK_THROWS_AS(tunerNamed("fixed", 0, 1, -1.0), std::invalid_argument);
-  for (const auto& name : tunerNames()) CHECK_NOTHROW(tunerNamed(name));
+  for (const auto& name : tunerNames()) {
+    CHECK_NOTHROW(tunerNamed(name));
+    CHECK(tunerKindName(*tunerKindNamed(name)) == name);
+  }
   auto topk = compressorNamed("topk");
   const costmodel::PayloadCostModel payload;
   CHECK_THROWS_AS(tunerNamed("cat")->choose({}, 0, *topk, payload), std::invalid_argument);
@@ -610,7 +615,7 @@ TEST_CASE("a NaN in the vector counts as zero in what a reused level reports") {
     spec.name = name;
     const auto comp = compression::makeCompressor(spec);
     TunerSpec ts;
-    ts.name = "cat";
+    ts.kind = TunerKind::kCat;
     ts.recompute_every = 10;
     ts.recompute_drift = 0.0;
     auto tuner = makeTuner(ts);

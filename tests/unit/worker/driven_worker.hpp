@@ -15,7 +15,7 @@ class DrivenWorker : public worker::WorkerCore {
  public:
   DrivenWorker(const config::WorkerSettings& settings, std::shared_ptr<const ml::Dataset> shard,
                std::function<double()> clock, uint64_t instance = 0)
-      : WorkerCore(settings, shard, instance),
+      : WorkerCore(worker::workerOptions(settings), shard, instance),
         clock_(std::move(clock)),
         trainer_(shard, [this] { return stop_check_ && stop_check_(); }) {}
 

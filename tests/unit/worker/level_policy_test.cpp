@@ -26,8 +26,8 @@ std::vector<float> gaussian(size_t d, uint64_t seed) {
 
 config::TuningSettings measured() {
   config::TuningSettings s;
-  s.method = "cat";
-  s.cost_model = "measured";
+  s.method = tern::tuning::TunerKind::kCat;
+  s.cost_model = tern::costmodel::CostModelKind::kMeasured;
   // Configured: a packet costs almost nothing next to a push, so cat sends everything.
   s.c_fixed = 1.0;
   s.c_packet = 1e-9;

@@ -29,7 +29,7 @@ TEST_CASE("a top-k push carries the largest coordinates and the residual keeps t
   s.compressor.name = "topk";
   s.error_feedback_auto = false;
   s.error_feedback = true;
-  worker::PushBuilder builder(s, worker::pushStrategy(s), 0.0, std::nullopt);
+  worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
   worker::LinkMonitor link(s.link, 30.0);
   worker::WorkerStats stats;
   Rng rng(1);
@@ -56,7 +56,7 @@ TEST_CASE("a top-k push carries the largest coordinates and the residual keeps t
 TEST_CASE("a gradient that is not finite is pushed as a NaN loss without payload") {
   config::WorkerSettings s;
   s.compressor.name = "identity";
-  worker::PushBuilder builder(s, worker::pushStrategy(s), 0.0, std::nullopt);
+  worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
   worker::LinkMonitor link(s.link, 30.0);
   worker::WorkerStats stats;
   Rng rng(1);
@@ -70,15 +70,19 @@ TEST_CASE("a gradient that is not finite is pushed as a NaN loss without payload
   CHECK(stats.rounds == 0);
 }
 
-TEST_CASE("the step rule is parsed once, and an unknown one is refused") {
-  CHECK(worker::parseStepRule("auto") == worker::StepRule::automatic);
-  CHECK(worker::parseStepRule("coordinator") == worker::StepRule::coordinator);
-  CHECK(worker::parseStepRule("paper") == worker::StepRule::paper);
-  CHECK_THROWS(worker::parseStepRule("sometimes"));
+TEST_CASE("the push strategy is decided once, from the compressor's kind") {
   config::WorkerSettings s;
   s.compressor.name = "stochastic";
-  const auto strategy = worker::pushStrategy(s);
+  const auto strategy = worker::workerOptions(s).push.strategy;
   CHECK(strategy.count_kind == worker::CountKind::random);
   CHECK_FALSE(strategy.error_feedback);  // auto: off for an unbiased compressor
   CHECK_FALSE(strategy.threshold);
+  using compression::CompressorKind;
+  const auto threshold = worker::pushStrategy(CompressorKind::kThreshold, true, false);
+  CHECK(threshold.threshold);
+  CHECK(threshold.error_feedback);  // auto: on for a biased compressor
+  CHECK(threshold.count_kind == worker::CountKind::fixed);
+  CHECK_FALSE(worker::pushStrategy(CompressorKind::kTopK, false, false).error_feedback);
+  s.compressor.name = "no-such";
+  CHECK_THROWS(worker::workerOptions(s));
 }

@@ -7,19 +7,8 @@ using namespace tern;
 using worker::Session;
 using worker::Standing;
 
-namespace {
-
-config::WorkerSettings timers(double heartbeat, double patience) {
-  config::WorkerSettings s;
-  s.heartbeat_seconds = heartbeat;
-  s.coordinator_patience_seconds = patience;
-  return s;
-}
-
-}  // namespace
-
 TEST_CASE("a session heartbeats once joined and re-joins after a silence of its patience") {
-  Session s(timers(5.0, 30.0));
+  Session s(5.0, 30.0);
   CHECK(s.joining(0.0) == 1);
   CHECK(s.awaitingWelcome());
   CHECK(s.due(10.0) == Session::Due::nothing);  // no heartbeat before a welcome
@@ -37,7 +26,7 @@ TEST_CASE("a session heartbeats once joined and re-joins after a silence of its 
 }
 
 TEST_CASE("a session fits its timers to the coordinator's: a third of its patience, three beats") {
-  Session s(timers(20.0, 30.0));
+  Session s(20.0, 30.0);
   s.joining(0.0);
   s.welcomed({1, 1}, false, 20.0, 10.0);
   CHECK(s.heartbeatInterval() == doctest::Approx(10.0 / 3.0));
@@ -45,7 +34,7 @@ TEST_CASE("a session fits its timers to the coordinator's: a third of its patien
 }
 
 TEST_CASE("a refused join is asked again at its time, sooner once a connection comes up") {
-  Session s(timers(5.0, 30.0));
+  Session s(5.0, 30.0);
   s.joining(0.0);
   s.refusedUntil(12.0);
   CHECK(s.standing() == Standing::refused);
@@ -59,7 +48,7 @@ TEST_CASE("a refused join is asked again at its time, sooner once a connection c
 }
 
 TEST_CASE("an unfit welcome waits 30 s, then twice as long each time, up to 10 minutes") {
-  Session s(timers(5.0, 30.0));
+  Session s(5.0, 30.0);
   double expected = 30.0;
   for (int i = 0; i < 8; ++i) {
     s.joining(0.0);
@@ -74,7 +63,7 @@ TEST_CASE("an unfit welcome waits 30 s, then twice as long each time, up to 10 m
 }
 
 TEST_CASE("silences over a live connection are allowed twice as long each time, up to 8 times") {
-  Session s(timers(5.0, 30.0));
+  Session s(5.0, 30.0);
   s.joining(0.0);
   for (double factor : {2.0, 4.0, 8.0, 8.0}) {
     s.connectionUp(0.0, 0);
@@ -86,7 +75,7 @@ TEST_CASE("silences over a live connection are allowed twice as long each time, 
 }
 
 TEST_CASE("a Leave is answered by its ack, a Finish or a refusal, not by a refused push") {
-  Session s(timers(5.0, 30.0));
+  Session s(5.0, 30.0);
   s.leaveSent(true);
   wire::Envelope push_refused = makeEnvelope();
   push_refused.mutable_error()->set_code(wire::Error::UNKNOWN_SESSION);

@@ -629,14 +629,15 @@ struct FirstCatPush {
   size_t sent = 0;           // coordinates the payload carries
 };
 
-FirstCatPush firstCatPush(double learning_rate, const std::string& step = "coordinator") {
+FirstCatPush firstCatPush(double learning_rate,
+                          config::StepRule step = config::StepRule::kCoordinator) {
   FirstCatPush r;
   r.rig = std::make_unique<Rig>(0, 2, 40, [&](config::WorkerSettings& s) {
     s.compressor.name = "topk";
     s.error_feedback = true;
     s.error_feedback_auto = false;
-    s.tuning.method = "cat";
-    s.tuning.cost_model = "payload";
+    s.tuning.method = tern::tuning::TunerKind::kCat;
+    s.tuning.cost_model = tern::costmodel::CostModelKind::kPayload;
     s.tuning.step = step;
     s.link.measure = false;
   });
@@ -718,8 +719,8 @@ TEST_CASE("under the packet model a push takes no more packets on the wire than 
     s.compressor.name = "topk";
     s.error_feedback = true;
     s.error_feedback_auto = false;
-    s.tuning.method = "cat";
-    s.tuning.cost_model = "packet";
+    s.tuning.method = tern::tuning::TunerKind::kCat;
+    s.tuning.cost_model = tern::costmodel::CostModelKind::kPacket;
     s.tuning.c_fixed = c_fixed;
     s.tuning.c_packet = c_packet;
     s.link.packet_bytes = uint32_t(packet);
@@ -942,7 +943,7 @@ TEST_CASE("a bad learning rate in a round start is refused and the paper's step 
 
 TEST_CASE("with tuning.step paper the worker's cat ignores the coordinator's learning rate") {
   const double L = firstCatPush(0.0).L;
-  FirstCatPush r = firstCatPush(2.5 / L, "paper");
+  FirstCatPush r = firstCatPush(2.5 / L, config::StepRule::kPaper);
   const auto& p = r.push.envelope.push();
   const std::vector<double> s2 = topSquares(r.v);
   CHECK(r.rig->core->stats().rejected == 0);
@@ -954,10 +955,10 @@ TEST_CASE("with tuning.step paper the worker's cat ignores the coordinator's lea
 TEST_CASE("by default the worker's cat takes the coordinator's step only where L guarantees it") {
   const double L = firstCatPush(0.0).L;
   // lr L < 2: the bound at the coordinator's step is informative, and it is the step priced.
-  FirstCatPush below = firstCatPush(0.3 / L, "auto");
+  FirstCatPush below = firstCatPush(0.3 / L, config::StepRule::kAuto);
   CHECK(below.rig->core->stats().last_step == doctest::Approx(0.3 / L).epsilon(1e-12));
   // lr L >= 2: the bound guarantees no decrease at any level; the paper's step stands in.
-  FirstCatPush past = firstCatPush(2.5 / L, "auto");
+  FirstCatPush past = firstCatPush(2.5 / L, config::StepRule::kAuto);
   const auto& p = past.push.envelope.push();
   const std::vector<double> s2 = topSquares(past.v);
   CHECK(past.rig->core->stats().rejected == 0);
@@ -969,12 +970,12 @@ TEST_CASE("by default the worker's cat takes the coordinator's step only where L
 TEST_CASE("a model without a smoothness bound keeps the paper's step by default") {
   // The MLP gives no bound (L = 1 stands in): auto cannot tell whether the coordinator's step
   // is safe, so the tuner prices at the stand-in's paper step, whatever the learning rate.
-  for (const std::string step : {"auto", "coordinator"}) {
-    CAPTURE(step);
+  for (const auto step : {config::StepRule::kAuto, config::StepRule::kCoordinator}) {
+    CAPTURE(config::stepRuleName(step));
     Rig rig(0, 2, 40, [&](config::WorkerSettings& s) {
       s.compressor.name = "topk";
-      s.tuning.method = "cat";
-      s.tuning.cost_model = "payload";
+      s.tuning.method = tern::tuning::TunerKind::kCat;
+      s.tuning.cost_model = tern::costmodel::CostModelKind::kPayload;
       s.tuning.step = step;
       s.link.measure = false;
     });
@@ -983,7 +984,7 @@ TEST_CASE("a model without a smoothness bound keeps the paper's step by default"
     const auto out = rig.roundStart(0, 0.0, 0.01);
     const auto push = std::find_if(out.begin(), out.end(), isPush);
     REQUIRE(push != out.end());
-    CHECK(push->envelope.push().predicted_step() == (step == "auto" ? 1.0 : 0.01));
+    CHECK(push->envelope.push().predicted_step() == (step == config::StepRule::kAuto ? 1.0 : 0.01));
   }
 }
 
