@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -52,7 +53,9 @@ std::variant<int, CoordinatorRun> coordinatorCommandLine(int argc, char** argv) 
   app.set_version_flag("--version", std::string("tern-coordinator ") + TERN_VERSION);
   Overrides o;
   telemetry::KeygenCommand keygen;
-  app.add_option("--config", o.config_file, "YAML configuration file");
+  app.add_option(
+      "--config", o.config_file,
+      std::string("YAML configuration file (default ") + config::kDefaultCoordinatorConfig + ")");
   app.add_option("--metrics-csv", o.metrics_csv, "write one CSV row per round here");
   app.add_option("--bind", o.bind, "endpoint to bind (overrides 'bind')");
   app.add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here");
@@ -80,8 +83,12 @@ std::variant<int, CoordinatorRun> coordinatorCommandLine(int argc, char** argv) 
   if (*status)
     return telemetry::runStatusCommand(status_url, status_json, 5.0, std::cout, std::cerr);
   if (o.config_file.empty()) {
-    std::cerr << "tern-coordinator: --config FILE is required (see --help)\n";
-    return 2;
+    o.config_file = config::kDefaultCoordinatorConfig;
+    if (!std::filesystem::exists(o.config_file)) {
+      std::cerr << "tern-coordinator: no --config FILE given and " << o.config_file
+                << " does not exist (see --help)\n";
+      return 2;
+    }
   }
   return loadRun(o);
 }

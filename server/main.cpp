@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "common/config/yaml_reader.hpp"
+#include "common/daemon/logging.hpp"
 #include "common/daemon/signals.hpp"
 #include "server/coordinator_cli.hpp"
 #include "server/coordinator_daemon.hpp"
@@ -19,7 +20,7 @@ namespace {
 int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
   daemon::installSignalHandlers();
-  spdlog::set_level(spdlog::level::from_str(s.logging.level));
+  daemon::configureLogging(s.logging.level, s.logging.json, "coordinator", "");
   // libprotobuf logs a line for every hostile envelope it fails to parse (e.g. invalid UTF-8):
   // a flood of bad input would become a flood of log lines. Those messages are refused, counted
   // by reason and logged at a bounded rate by the loop instead.

@@ -8,6 +8,7 @@
 
 #include "common/config/settings.hpp"
 #include "common/config/yaml_reader.hpp"
+#include "common/daemon/logging.hpp"
 #include "common/daemon/signals.hpp"
 #include "common/ml/data_source.hpp"
 #include "worker/worker_cli.hpp"
@@ -21,8 +22,7 @@ namespace {
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
   daemon::installSignalHandlers();
-  spdlog::set_level(spdlog::level::from_str(s.logging.level));
-  spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%l] %v", s.name));
+  daemon::configureLogging(s.logging.level, s.logging.json, "worker", s.name);
   uint64_t partition = 0;
   auto shard = std::make_shared<ml::Dataset>(daemon::exitIfStoppedDuring(
       [&] {

@@ -1,6 +1,7 @@
 #include "worker/worker_cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -51,7 +52,9 @@ std::variant<int, WorkerRun> workerCommandLine(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tern-worker ") + TERN_VERSION);
   Overrides o;
   telemetry::KeygenCommand keygen;
-  app.add_option("--config", o.config_file, "YAML configuration file");
+  app.add_option(
+      "--config", o.config_file,
+      std::string("YAML configuration file (default ") + config::kDefaultWorkerConfig + ")");
   app.add_option("--coordinator", o.coordinator, "coordinator endpoint (overrides 'coordinator')");
   auto* name_option = app.add_option("--name", o.name, "worker name (overrides 'name')");
   app.add_option("--shard-index", o.shard_index, "overrides data.shard.index")
@@ -62,8 +65,12 @@ std::variant<int, WorkerRun> workerCommandLine(int argc, char** argv) {
   if (auto rc = config::parseCommandLine(app, argc, argv)) return *rc;
   if (keygen.chosen()) return keygen.run();
   if (o.config_file.empty()) {
-    std::cerr << "tern-worker: --config FILE is required (see --help)\n";
-    return 2;
+    o.config_file = config::kDefaultWorkerConfig;
+    if (!std::filesystem::exists(o.config_file)) {
+      std::cerr << "tern-worker: no --config FILE given and " << o.config_file
+                << " does not exist (see --help)\n";
+      return 2;
+    }
   }
   o.name_given = bool(*name_option);
   return loadRun(o);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,8 @@ void checkEndpoint(MapReader& m, const std::string& key, const std::string& v, b
 void readLogging(MapReader m, LoggingSettings& s) {
   s.level = m.oneOf("level", m.get<std::string>("level", s.level),
                     {"trace", "debug", "info", "warn", "error", "off"});
+  s.json = m.oneOf("format", m.get<std::string>("format", s.json ? "json" : "text"),
+                   {"text", "json"}) == "json";
   m.done();
 }
 
@@ -382,8 +386,63 @@ void requireSecurity(const MapReader& m) {
 
 }  // namespace
 
+namespace {
+
+// The top-level keys of each daemon's file: what the environment may set.
+const std::set<std::string> kCoordinatorKeys = {"bind",
+                                                "endpoint_file",
+                                                "min_workers",
+                                                "max_workers",
+                                                "max_rounds",
+                                                "target_accuracy",
+                                                "round_deadline_seconds",
+                                                "quorum_share",
+                                                "heartbeat_seconds",
+                                                "worker_patience_seconds",
+                                                "eval_every",
+                                                "model",
+                                                "optimizer",
+                                                "training",
+                                                "allocation",
+                                                "test_data",
+                                                "metrics_csv",
+                                                "max_message_bytes",
+                                                "checkpoint",
+                                                "logging",
+                                                "security",
+                                                "http"};
+const std::set<std::string> kWorkerKeys = {"name",
+                                           "coordinator",
+                                           "data",
+                                           "shard",
+                                           "partition",
+                                           "compression",
+                                           "tuning",
+                                           "link",
+                                           "heartbeat_seconds",
+                                           "coordinator_patience_seconds",
+                                           "max_message_bytes",
+                                           "logging",
+                                           "security",
+                                           "http"};
+
+// The file's tree with the environment's overrides, read by a MapReader that says where each
+// value came from.
+MapReader readWithEnvironment(const std::string& file, const std::set<std::string>& keys,
+                              const Environment& env) {
+  YAML::Node root = loadYamlFile(file);
+  auto origins = std::make_shared<const Origins>(applyEnvironment(root, keys, env));
+  return MapReader(root, file, "", origins);
+}
+
+}  // namespace
+
 CoordinatorSettings loadCoordinatorSettings(const std::string& file) {
-  MapReader m(loadYamlFile(file), file);
+  return loadCoordinatorSettings(file, ternEnvironment());
+}
+
+CoordinatorSettings loadCoordinatorSettings(const std::string& file, const Environment& env) {
+  MapReader m = readWithEnvironment(file, kCoordinatorKeys, env);
   CoordinatorSettings s;
   readCoordinatorBody(m, s);
   readSecurity(m, s.security, Role::coordinator);
@@ -401,7 +460,11 @@ void requireModelFeatures(const CoordinatorSettings& s) {
 }
 
 WorkerSettings loadWorkerSettings(const std::string& file) {
-  MapReader m(loadYamlFile(file), file);
+  return loadWorkerSettings(file, ternEnvironment());
+}
+
+WorkerSettings loadWorkerSettings(const std::string& file, const Environment& env) {
+  MapReader m = readWithEnvironment(file, kWorkerKeys, env);
   WorkerSettings s;
   readWorkerBody(m, s, true);
   readSecurity(m, s.security, Role::worker);

@@ -2,6 +2,7 @@
 // Validated configuration of the coordinator, the worker and the simulator, parsed once from
 // YAML and passed by const& from then on. Parsing errors name file:line:column.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace tern::config {
 
 struct LoggingSettings {
   std::string level = "info";
+  bool json = false;  // format: json (one object per line) rather than text
 };
 
 // The daemon's HTTP endpoint (/metrics, /status, /healthz). Empty bind: none.
@@ -182,11 +184,21 @@ struct SimSettings {
   std::string metrics_csv;
 };
 
+// The daemons' files where --config is not given.
+inline constexpr const char* kDefaultCoordinatorConfig = "/etc/tern/coordinator.yaml";
+inline constexpr const char* kDefaultWorkerConfig = "/etc/tern/worker.yaml";
+
+// TERN_* variables by name. A daemon's file is read with the process's: TERN_<KEY>[__<KEY>...]
+// overrides that key path of the file (docs/configuration.md, "Environment").
+using Environment = std::map<std::string, std::string>;
+
 CoordinatorSettings loadCoordinatorSettings(const std::string& file);
+CoordinatorSettings loadCoordinatorSettings(const std::string& file, const Environment& env);
 // Throws ConfigError at model_features_at when the coordinator daemon has no width for its model:
 // no model.features and no test_data to take it from. (The simulator takes it from train_data.)
 void requireModelFeatures(const CoordinatorSettings& s);
 WorkerSettings loadWorkerSettings(const std::string& file);
+WorkerSettings loadWorkerSettings(const std::string& file, const Environment& env);
 SimSettings loadSimSettings(const std::string& file);
 
 // "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes of UTF-8

@@ -1,5 +1,8 @@
 #include "common/config/yaml_reader.hpp"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -20,8 +23,12 @@ std::string formatNumber(double value) {
   return std::string(text, written.ptr);
 }
 
-MapReader::MapReader(YAML::Node node, std::string file, std::string path)
-    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+MapReader::MapReader(YAML::Node node, std::string file, std::string path,
+                     std::shared_ptr<const Origins> origins)
+    : node_(std::move(node)),
+      file_(std::move(file)),
+      path_(std::move(path)),
+      origins_(std::move(origins)) {
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
     failHere("expected a mapping" + (path_.empty() ? std::string() : " for '" + path_ + "'"));
   }
@@ -46,6 +53,20 @@ std::string MapReader::at(const std::string& key) const {
   return where(node_[key].Mark());
 }
 
+std::string MapReader::where(const YAML::Mark& mark, const std::string& key) const {
+  if (origins_) {
+    std::string full = path_ + key;
+    if (key.empty() && !full.empty() && full.back() == '.') full.pop_back();
+    for (const auto& [set, variable] : *origins_) {
+      if (full.rfind(set, 0) == 0 &&
+          (full.size() == set.size() || full[set.size()] == '.' || full[set.size()] == '[')) {
+        return "environment " + variable;
+      }
+    }
+  }
+  return where(mark);
+}
+
 std::string MapReader::where(const YAML::Mark& mark) const {
   if (mark.is_null()) return file_ + ":1:1";
   return file_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
@@ -65,14 +86,14 @@ bool MapReader::hasMap(const std::string& key) const { return has(key) && node_[
 
 void MapReader::fail(const std::string& key, const std::string& message) const {
   YAML::Node v = node_ && node_.IsMap() ? node_[key] : YAML::Node();
-  throw ConfigError(where(v ? v.Mark() : node_.Mark()) + ": " + message);
+  throw ConfigError(where(v ? v.Mark() : node_.Mark(), key) + ": " + message);
 }
 
 void MapReader::failAtKey(const std::string& key, const std::string& message) const {
   if (node_ && node_.IsMap()) {
     for (const auto& kv : node_) {
       if (kv.first.IsScalar() && kv.first.Scalar() == key) {
-        throw ConfigError(where(kv.first.Mark()) + ": " + message);
+        throw ConfigError(where(kv.first.Mark(), key) + ": " + message);
       }
     }
   }
@@ -80,7 +101,7 @@ void MapReader::failAtKey(const std::string& key, const std::string& message) co
 }
 
 void MapReader::failHere(const std::string& message) const {
-  throw ConfigError(where(node_ ? node_.Mark() : YAML::Mark::null_mark()) + ": " + message);
+  throw ConfigError(where(node_ ? node_.Mark() : YAML::Mark::null_mark(), "") + ": " + message);
 }
 
 void MapReader::refuseValueless(const std::string& key) const {
@@ -93,10 +114,11 @@ void MapReader::refuseValueless(const std::string& key) const {
 MapReader MapReader::child(const std::string& key) {
   seen_.insert(key);
   refuseValueless(key);
-  if (!has(key)) return MapReader(YAML::Node(YAML::NodeType::Map), file_, path_ + key + ".");
+  if (!has(key))
+    return MapReader(YAML::Node(YAML::NodeType::Map), file_, path_ + key + ".", origins_);
   YAML::Node v = node_[key];
   if (!v.IsMap()) fail(key, "'" + path_ + key + "' must be a mapping");
-  return MapReader(v, file_, path_ + key + ".");
+  return MapReader(v, file_, path_ + key + ".", origins_);
 }
 
 std::vector<MapReader> MapReader::list(const std::string& key) {
@@ -107,7 +129,7 @@ std::vector<MapReader> MapReader::list(const std::string& key) {
   YAML::Node v = node_[key];
   if (!v.IsSequence()) fail(key, "'" + path_ + key + "' must be a list");
   for (size_t i = 0; i < v.size(); ++i) {
-    out.emplace_back(v[i], file_, path_ + key + "[" + std::to_string(i) + "].");
+    out.emplace_back(v[i], file_, path_ + key + "[" + std::to_string(i) + "].", origins_);
   }
   return out;
 }
@@ -117,10 +139,10 @@ void MapReader::done() const {
   for (const auto& kv : node_) {
     const std::string key = kv.first.as<std::string>();
     if (asked_empty_.count(key) && !seen_.count(key)) {
-      throw ConfigError(where(kv.first.Mark()) + ": '" + path_ + key + "' has no value");
+      throw ConfigError(where(kv.first.Mark(), key) + ": '" + path_ + key + "' has no value");
     }
     if (!seen_.count(key)) {
-      throw ConfigError(where(kv.first.Mark()) + ": unknown key '" + path_ + key + "'");
+      throw ConfigError(where(kv.first.Mark(), key) + ": unknown key '" + path_ + key + "'");
     }
   }
 }
@@ -155,6 +177,69 @@ YAML::Node loadYamlFile(const std::string& file) {
   } catch (const std::exception& e) {
     throw ConfigError(file + ":1:1: cannot read the configuration file: " + e.what());
   }
+}
+
+namespace {
+
+// Sets root's key path to `value`, making the mappings on the way (a scalar there is replaced).
+void setPath(YAML::Node node, const std::vector<std::string>& path, size_t i,
+             const YAML::Node& value) {
+  if (i + 1 == path.size()) {
+    node[path[i]] = value;
+    return;
+  }
+  if (!node[path[i]].IsMap()) node[path[i]] = YAML::Node(YAML::NodeType::Map);
+  setPath(node[path[i]], path, i + 1, value);
+}
+
+// "ALLOCATION__METHOD" -> {"allocation", "method"}; empty when a level's name is empty.
+std::vector<std::string> keyPath(const std::string& name) {
+  std::vector<std::string> path;
+  size_t from = 0;
+  while (true) {
+    const size_t sep = name.find("__", from);
+    std::string key = name.substr(from, sep == std::string::npos ? sep : sep - from);
+    for (char& ch : key) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    if (key.empty()) return {};
+    path.push_back(std::move(key));
+    if (sep == std::string::npos) return path;
+    from = sep + 2;
+  }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ternEnvironment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos && entry.rfind("TERN_", 0) == 0)
+      out.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return out;
+}
+
+Origins applyEnvironment(YAML::Node& root, const std::set<std::string>& top_keys,
+                         const std::map<std::string, std::string>& environment) {
+  Origins set;
+  if (!root.IsMap()) return set;
+  for (const auto& [variable, text] : environment) {
+    if (variable.rfind("TERN_", 0) != 0) continue;
+    const std::vector<std::string> path = keyPath(variable.substr(5));
+    if (path.empty() || !top_keys.count(path.front())) continue;
+    YAML::Node value;
+    try {
+      value = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError("environment " + variable + ": not a YAML value: " + e.msg);
+    }
+    setPath(root, path, 0, value);
+    std::string joined;
+    for (const auto& key : path) joined += (joined.empty() ? "" : ".") + key;
+    set[joined] = variable;
+  }
+  return set;
 }
 
 }  // namespace tern::config

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -27,10 +29,15 @@ std::string formatNumber(T value) requires std::is_integral_v<T> {
   return std::to_string(value);
 }
 
-// A mapping node being read. Call done() after reading all keys: it rejects unknown keys.
+// Key paths ("allocation.method") set from the environment, with the variable that set each.
+using Origins = std::map<std::string, std::string>;
+
+// A mapping node being read. Call done() after reading all keys: it rejects unknown keys. A
+// problem under a key the environment set is said at its variable instead of file:line:column.
 class MapReader {
  public:
-  MapReader(YAML::Node node, std::string file, std::string path = "");
+  MapReader(YAML::Node node, std::string file, std::string path = "",
+            std::shared_ptr<const Origins> origins = nullptr);
 
   bool has(const std::string& key) const;
   bool hasMap(const std::string& key) const;  // present and a mapping (not a scalar or list)
@@ -79,17 +86,31 @@ class MapReader {
     fail(key, "'" + key + "' must be " + wanted + ", got " + formatNumber(value));
   }
   std::string where(const YAML::Mark& mark) const;
+  // Where the value of `key` (a key of this map; "" for the map itself) came from.
+  std::string where(const YAML::Mark& mark, const std::string& key) const;
   // Throws "has no value" at a key present without a value (for sections and lists).
   void refuseValueless(const std::string& key) const;
   YAML::Node node_;
   std::string file_;
   std::string path_;
+  std::shared_ptr<const Origins> origins_;
   mutable std::set<std::string> seen_;
   mutable std::set<std::string> asked_empty_;  // keys has() found present without a value
 };
 
 // Loads a YAML file; a missing file or a syntax error becomes a ConfigError with position.
 YAML::Node loadYamlFile(const std::string& file);
+
+// The process's environment variables named TERN_*, by name.
+std::map<std::string, std::string> ternEnvironment();
+
+// Environment overrides of a configuration tree: TERN_<KEY>[__<KEY>...]=<value> sets the key
+// path <key>.<key>... (names lower-cased; `__` between levels, `_` inside a name) to the value
+// read as YAML. Only variables whose first key is in `top_keys` are settings (others, such as
+// TERN_COORDINATOR_ARGS, are left alone). Returns what was set; a value that is not YAML is a
+// ConfigError naming its variable.
+Origins applyEnvironment(YAML::Node& root, const std::set<std::string>& top_keys,
+                         const std::map<std::string, std::string>& environment);
 
 template <typename T>
 T MapReader::get(const std::string& key, T fallback) {

@@ -65,15 +65,15 @@ class Tuner {
   // paper's CAT). When given, cat credits no level with more than ||g||^2 / (2L): by the
   // descent lemma no step along any vector is guaranteed more than the gradient step's
   // decrease, while with error feedback S2(T) of g + e can exceed ||g||^2. Without error
-  // feedback v = g and the cap never binds. The worker does not pass it: in tern-bench-cat
-  // (--credit gradient) it made CAT with error feedback cheaper under payload but dearer under
-  // packets and stalled it on 4 workers (docs/cat.md).
+  // feedback v = g and the cap never binds. The daemons and the benchmark do not pass it: it made
+  // CAT with error feedback cheaper under payload but dearer under packets and stalled it on 4
+  // workers (docs/research/cat.md).
   // base_improvement: a decrease the step earns whatever T is sent (>= 0; 0 = the paper's CAT).
   // cat maximises (base_improvement + improvement(T)) / C(T) and reports the sum. With learned
   // shifts h (DIANA: the worker compresses v = g - h, the receiver applies h with step 1/L and
   // the unbiased estimate of v with the step omega/L), the descent lemma gives exactly
-  // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base
-  // (tern-bench-cat --shifts). Other tuners ignore it.
+  // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base (bench/cat's
+  // EF21 settings pass one). Other tuners ignore it.
   // step: the step the receiver applies to the decoded vector (kBestStep = 0: each compressor's
   // best step, the paper's CAT; else finite and > 0). cat recomputes T* when it changes.
   // Throws std::invalid_argument on an empty v or a negative or non-finite step.
