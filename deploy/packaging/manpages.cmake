@@ -8,7 +8,9 @@
 #   - or, with -DTERN_MAN_HOST_BIN=DIR, runs DIR's programs instead: a native build of the same
 #     source, whose --help text is the same on every architecture.
 # Otherwise (no help2man, or a cross build with neither) the build and the package have no pages.
-if(NOT TARGET tern-coordinator OR NOT TARGET tern-worker OR NOT TARGET tern-sim)
+# Sanitizer builds are never packaged: their programs need not run at build time.
+if(NOT TARGET tern-coordinator OR NOT TARGET tern-worker OR NOT TARGET tern-sim
+   OR TERN_SANITIZE OR TERN_TSAN)
   return()
 endif()
 set(TERN_MAN_HOST_BIN "" CACHE PATH
