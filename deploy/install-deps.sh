@@ -19,6 +19,7 @@ packages=(
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libboost-dev nlohmann-json3-dev libeigen3-dev libspdlog-dev libfmt-dev
   libcli11-dev zlib1g-dev prometheus-cpp-dev libsystemd-dev dpkg-dev
+  help2man
 )
 if [ "$build_only" = 0 ]; then
   packages+=(
@@ -29,6 +30,7 @@ if [ "$build_only" = 0 ]; then
     gnuplot-nox
     iproute2 procps tcpdump strace
     docker-compose python3-yaml
+    lintian
   )
 fi
 
