@@ -29,6 +29,7 @@ if [ "$build_only" = 0 ]; then
     gnuplot-nox
     iproute2 procps tcpdump strace
     docker-compose python3-yaml
+    prometheus  # promtool, for the observability kit's checks
   )
 fi
 
