@@ -10,6 +10,7 @@ namespace tern::worker {
 
 namespace {
 
+// The further counters of /status and /metrics, each with what it counts.
 std::map<std::string, telemetry::CounterStatus> counters(const WorkerStats& stats,
                                                          uint64_t auth_refused,
                                                          uint64_t handshake_failed) {
@@ -18,14 +19,17 @@ std::map<std::string, telemetry::CounterStatus> counters(const WorkerStats& stat
       {"pushes_taken_back",
        {stats.taken_back, "Refused pushes whose content went back into the residual."}},
       {"non_finite_gradients",
-       {stats.non_finite_gradients, "Pushes sent without a gradient: it was not finite."}},
+       {stats.non_finite_gradients,
+        "Pushes sent without a gradient: the local loss or gradient was not finite."}},
       {"pushes_trimmed_to_max_message",
        {stats.trimmed, "Threshold pushes cut to fit the coordinator's max_message_bytes."}},
       {"pushes_trimmed_to_deadline",
        {stats.deadline_trimmed, "Pushes held below the cap so the link carries them in time."}},
       {"pushes_past_deadline",
        {stats.deadline_late, "Pushes that cannot shrink and the link carries past the deadline."}},
-      {"rejoins", {stats.rejoins, "Joins after the first."}},
+      {"rejoins",
+       {stats.rejoins,
+        "Joins after the first: the coordinator went silent, restarted or refused the session."}},
       {"stale_welcomes", {stats.stale_welcomes, "Welcomes answering an earlier join, ignored."}},
       {"repushes",
        {stats.repushes, "Rounds the coordinator asked for again after refusing the push."}},
