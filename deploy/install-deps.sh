@@ -31,6 +31,8 @@ if [ "$build_only" = 0 ]; then
     iproute2 procps tcpdump strace
     docker-compose python3-yaml
     lintian
+    prometheus  # promtool, for the observability kit's checks
+    jq          # reads the daemons' JSON log lines in the tests
   )
 fi
 

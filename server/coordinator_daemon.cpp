@@ -37,7 +37,7 @@ CoordinatorDaemon::CoordinatorDaemon(const config::CoordinatorSettings& s, Coord
       test_(test),
       resumed_(resumed),
       records_(s, resumed ? std::optional<uint64_t>(core.round()) : std::nullopt),
-      tel_(tel_opts, steadySeconds, coordinatorStatus(core, false, "starting", AuthCounters{})),
+      tel_(tel_opts, steadySeconds, coordinatorStatus(s, core, false, "starting", AuthCounters{})),
       channel_opts_(channelOptions(s)),
       zap_(setUpSecurity(s.security, ctx_, channel_opts_)),
       channel_(ctx_, zmq::socket_type::router, channel_opts_),
@@ -155,7 +155,7 @@ void CoordinatorDaemon::awaitLeaves() {
 int CoordinatorDaemon::finalReport() {
   const auto& auth = security_.counters();
   publish(core_.finished() ? "finished" : "stopped");
-  tel_.stopping(systemdStatus(coordinatorStatus(core_, any_round_closed_, "stopping", auth)));
+  tel_.stopping(systemdStatus(coordinatorStatus(s_, core_, any_round_closed_, "stopping", auth)));
   std::cout << "model: round=" << core_.round() << " checksum=" << std::hex
             << checksum(core_.parameters()) << std::dec << std::endl;
   // Every refused message, by reason, over the whole run (a resumed run includes the earlier part).
@@ -204,7 +204,7 @@ void CoordinatorDaemon::onMessage(daemon::Incoming& in) {
 }
 
 void CoordinatorDaemon::publish(const std::string& state) {
-  auto st = coordinatorStatus(core_, any_round_closed_, state, security_.counters());
+  auto st = coordinatorStatus(s_, core_, any_round_closed_, state, security_.counters());
   tel_.publish(st, systemdStatus(st));
 }
 

@@ -2,11 +2,38 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <map>
+#include <string>
 #include <utility>
 
 namespace tern::server {
 
-telemetry::NodeStatus coordinatorStatus(const CoordinatorCore& core, bool any_round_closed,
+namespace {
+
+// The further counters: the core's, then connections (refused before any message was read).
+std::map<std::string, telemetry::CounterStatus> counters(const CoordinatorCore& core,
+                                                         const AuthCounters& auth) {
+  return {
+      {"pushes_asked_again",
+       {core.reasked(), "Round starts sent again to a worker after its push was refused."}},
+      {"push_reports_unusable",
+       {core.badReports(), "Tuner reports with a push that no tuner makes, recorded as zeros."}},
+      {"steps_refused_non_finite",
+       {core.stepsRefused(),
+        "Rounds whose aggregated step would have made the model non-finite, not taken."}},
+      {"connections_admitted",
+       {auth.admitted, "Worker connections whose CURVE key the allowlist admitted."}},
+      {"connections_auth_refused",
+       {auth.refused, "Worker connections refused: CURVE key not on the allowlist."}},
+      {"connections_handshake_failed",
+       {auth.handshake_failed,
+        "Connections whose handshake failed (e.g. plaintext, wrong server key, a port check)."}}};
+}
+
+}  // namespace
+
+telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
+                                        const CoordinatorCore& core, bool any_round_closed,
                                         const std::string& state, const AuthCounters& auth) {
   const RoundRecord& r = core.lastRecord();
   telemetry::NodeStatus st;
@@ -17,6 +44,7 @@ telemetry::NodeStatus coordinatorStatus(const CoordinatorCore& core, bool any_ro
   st.round = r.round;
   st.rounds_completed = any_round_closed ? r.round + 1 : core.round();
   st.time_s = r.time_s;
+  st.round_deadline_seconds = s.round_deadline_seconds;
   st.train_loss = r.train_loss;
   st.test_accuracy = core.accuracy();
   st.upload_bytes = r.upload_bytes;
@@ -26,14 +54,7 @@ telemetry::NodeStatus coordinatorStatus(const CoordinatorCore& core, bool any_ro
   st.alive_workers = uint32_t(core.aliveWorkers());
   st.late_pushes = r.late_pushes;
   st.rejected = core.rejections();
-  // Round starts sent again after a refused push; then connections, not messages (refused
-  // before any message could be read).
-  st.counters = {{"pushes_asked_again", core.reasked()},
-                 {"push_reports_unusable", core.badReports()},
-                 {"steps_refused_non_finite", core.stepsRefused()},
-                 {"connections_admitted", auth.admitted},
-                 {"connections_auth_refused", auth.refused},
-                 {"connections_handshake_failed", auth.handshake_failed}};
+  st.counters = counters(core, auth);
   for (const auto& w : r.workers) {
     telemetry::PeerStatus p;
     p.id = w.id;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/config/settings.hpp"
 #include "common/telemetry/node_status.hpp"
 #include "server/coordinator_core.hpp"
 
@@ -17,7 +18,8 @@ struct AuthCounters {
 };
 
 // The last closed round as in the metrics CSV, plus what changed since (membership, rejections).
-telemetry::NodeStatus coordinatorStatus(const CoordinatorCore& core, bool any_round_closed,
+telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
+                                        const CoordinatorCore& core, bool any_round_closed,
                                         const std::string& state, const AuthCounters& auth);
 
 // systemd's one-line STATUS= of a coordinator status.

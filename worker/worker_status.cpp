@@ -1,8 +1,45 @@
 #include "worker/worker_status.hpp"
 
+#include <map>
+#include <string>
 #include <utility>
 
+#include "worker/worker_stats.hpp"
+
 namespace tern::worker {
+
+namespace {
+
+// The further counters of /status and /metrics, each with what it counts.
+std::map<std::string, telemetry::CounterStatus> counters(const WorkerStats& stats,
+                                                         uint64_t auth_refused,
+                                                         uint64_t handshake_failed) {
+  return {
+      {"probe_bytes", {stats.probe_bytes, "Bytes of link calibration probes sent."}},
+      {"pushes_taken_back",
+       {stats.taken_back, "Refused pushes whose content went back into the residual."}},
+      {"non_finite_gradients",
+       {stats.non_finite_gradients,
+        "Pushes sent without a gradient: the local loss or gradient was not finite."}},
+      {"pushes_trimmed_to_max_message",
+       {stats.trimmed, "Threshold pushes cut to fit the coordinator's max_message_bytes."}},
+      {"pushes_trimmed_to_deadline",
+       {stats.deadline_trimmed, "Pushes held below the cap so the link carries them in time."}},
+      {"pushes_past_deadline",
+       {stats.deadline_late, "Pushes that cannot shrink and the link carries past the deadline."}},
+      {"rejoins",
+       {stats.rejoins,
+        "Joins after the first: the coordinator went silent, restarted or refused the session."}},
+      {"stale_welcomes", {stats.stale_welcomes, "Welcomes answering an earlier join, ignored."}},
+      {"repushes",
+       {stats.repushes, "Rounds the coordinator asked for again after refusing the push."}},
+      {"connections_auth_refused",
+       {auth_refused, "Connections the coordinator refused: this worker's key is not listed."}},
+      {"connections_handshake_failed",
+       {handshake_failed, "Handshakes with the coordinator that failed (modes or keys differ)."}}};
+}
+
+}  // namespace
 
 telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const WorkerCore& core,
                                    uint64_t malformed, uint64_t auth_refused,
@@ -22,17 +59,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const Worker
   st.download_bytes = stats.received_bytes;
   st.alive_workers = core.joined() ? 1 : 0;
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
-  st.counters = {{"probe_bytes", stats.probe_bytes},
-                 {"pushes_taken_back", stats.taken_back},
-                 {"non_finite_gradients", stats.non_finite_gradients},
-                 {"pushes_trimmed_to_max_message", stats.trimmed},
-                 {"pushes_trimmed_to_deadline", stats.deadline_trimmed},
-                 {"pushes_past_deadline", stats.deadline_late},
-                 {"rejoins", stats.rejoins},
-                 {"stale_welcomes", stats.stale_welcomes},
-                 {"repushes", stats.repushes},
-                 {"connections_auth_refused", auth_refused},
-                 {"connections_handshake_failed", handshake_failed}};
+  st.counters = counters(stats, auth_refused, handshake_failed);
   auto fit = core.link().fit();
   telemetry::PeerStatus self;
   self.id = core.id();

@@ -52,6 +52,7 @@ std::string toJson(const NodeStatus& s) {
   j["round"] = s.round;
   j["rounds_completed"] = s.rounds_completed;
   j["time_s"] = s.time_s;
+  j["round_deadline_seconds"] = s.round_deadline_seconds;
   j["train_loss"] = s.train_loss;
   j["test_accuracy"] = s.test_accuracy ? OrderedJson(*s.test_accuracy) : OrderedJson(nullptr);
   j["upload_bytes"] = s.upload_bytes;
@@ -64,7 +65,7 @@ std::string toJson(const NodeStatus& s) {
   j["rejected"] = OrderedJson::object();
   for (const auto& [reason, n] : s.rejected) j["rejected"][reason] = n;
   j["counters"] = OrderedJson::object();
-  for (const auto& [name, n] : s.counters) j["counters"][name] = n;
+  for (const auto& [name, c] : s.counters) j["counters"][name] = c.value;
   j["workers"] = OrderedJson::array();
   for (const auto& w : s.workers) j["workers"].push_back(peerJson(w));
   return dumpJson(j);

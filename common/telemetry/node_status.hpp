@@ -39,6 +39,12 @@ struct PeerStatus {
   LinkStatus link;
 };
 
+// A further cumulative counter: /metrics shows it as tern_NAME_total with `help` as its HELP text.
+struct CounterStatus {
+  uint64_t value = 0;
+  std::string help;  // what it counts, one sentence
+};
+
 struct NodeStatus {
   std::string role;  // "coordinator" | "worker"
   std::string name;
@@ -46,7 +52,8 @@ struct NodeStatus {
   std::string state;   // "waiting" | "running" | "finished" | "stopping"
   uint64_t round = 0;  // last closed round (coordinator) or replica round (worker)
   uint64_t rounds_completed = 0;
-  double time_s = 0.0;  // seconds since training started
+  double time_s = 0.0;                  // seconds since training started
+  double round_deadline_seconds = 0.0;  // the coordinator's round deadline; 0 where not known
   double train_loss = 0.0;
   std::optional<double> test_accuracy;  // none where nothing is evaluated (a worker)
   uint64_t upload_bytes = 0;
@@ -55,8 +62,8 @@ struct NodeStatus {
   uint32_t participants = 0;
   uint32_t alive_workers = 0;
   uint64_t late_pushes = 0;
-  std::map<std::string, uint64_t> rejected;  // messages refused, by reason
-  std::map<std::string, uint64_t> counters;  // further cumulative counters, e.g. probe_bytes
+  std::map<std::string, uint64_t> rejected;       // messages refused, by reason
+  std::map<std::string, CounterStatus> counters;  // further cumulative counters, e.g. probe_bytes
   std::vector<PeerStatus> workers;
 };
 

@@ -48,7 +48,9 @@ class TelemetryService {
  private:
   void exportMetrics(const NodeStatus& s);
   void exportNode(const NodeStatus& s);
+  void exportHttpServer();
   void exportWorker(const PeerStatus& w);
+  void exportLink(const Labels& l, const LinkStatus& link);
   void observeRounds(const NodeStatus& s);
 
   Clock clock_;

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -67,7 +68,7 @@ NodeStatus sampleStatus() {
   s.alive_workers = 2;
   s.late_pushes = 1;
   s.rejected = {{"bad_version", 3}, {"unknown_session", 1}};
-  s.counters = {{"probe_bytes", 77}};
+  s.counters = {{"probe_bytes", {77, "Bytes of link calibration probes sent."}}};
   PeerStatus w;
   w.id = 7;
   w.name = "pi-7";
@@ -112,7 +113,7 @@ TEST_CASE("the published status becomes metrics with the same values") {
   CHECK(m.at("tern_worker_predicted_cost{id=\"7\",worker=\"pi-7\"}") == 0.0115);
   CHECK(m.at("tern_worker_predicted_improvement{id=\"7\",worker=\"pi-7\"}") == 3.5e-4);
   CHECK(m.at("tern_worker_upload_bytes_total{id=\"7\",worker=\"pi-7\"}") == 600);
-  CHECK(m.at("tern_worker_link_b_seconds_per_packet{id=\"7\",worker=\"pi-7\"}") == 0.0015);
+  CHECK(m.at("tern_worker_link_per_packet_seconds{id=\"7\",worker=\"pi-7\"}") == 0.0015);
   CHECK(m.at("tern_worker_link_samples{id=\"7\",worker=\"pi-7\"}") == 12);
   CHECK(m.at("tern_info{name=\"c\",role=\"coordinator\",version=\"0.1.0\"}") == 1);
 }
@@ -194,7 +195,7 @@ TEST_CASE("b's standard error leaves /metrics when the fit can no longer compute
   FakeClock clock;
   TelemetryService t([&] { return clock.now; });
   NodeStatus s = sampleStatus();
-  const std::string series = "tern_worker_link_b_stderr_seconds{id=\"7\",worker=\"pi-7\"}";
+  const std::string series = "tern_worker_link_per_packet_stderr_seconds{id=\"7\",worker=\"pi-7\"}";
   s.workers[0].link.b_stderr = 1.5e-5;
   t.publish(s);
   CHECK(parseExposition(t.metricsText()).at(series) == 1.5e-5);
@@ -271,4 +272,73 @@ TEST_CASE("a worker that re-joins under another id or is no longer listed loses 
   t.publish(s);
   for (const auto& [key, value] : parseExposition(t.metricsText()))
     CHECK(key.rfind("tern_worker_", 0) == std::string::npos);
+}
+
+namespace {
+
+// "# HELP NAME TEXT" of the exposition text, by family name.
+std::map<std::string, std::string> helpTexts(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# HELP ", 0) != 0) continue;
+    size_t space = line.find(' ', 7);
+    out[line.substr(7, space - 7)] = line.substr(space + 1);
+  }
+  return out;
+}
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+TEST_CASE("a further counter carries the help text its producer gave it") {
+  TelemetryService t([] { return 0.0; });
+  t.publish(sampleStatus());
+  auto help = helpTexts(t.metricsText());
+  CHECK(help.at("tern_probe_bytes_total") == "Bytes of link calibration probes sent.");
+  for (const auto& [name, text] : help) {
+    CAPTURE(name);
+    CHECK(text.size() > 10);
+  }
+}
+
+TEST_CASE("the round deadline is exported only where it is known") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s = sampleStatus();
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).count("tern_round_deadline_seconds") == 0);
+  s.round_deadline_seconds = 2.5;
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_round_deadline_seconds") == 2.5);
+}
+
+TEST_CASE("a completed round stamps the wall time, a resumed run's baseline does not") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s;
+  s.rounds_completed = 50;  // resumed: nothing completed in this process yet
+  t.publish(s);
+  const std::string stamp = "tern_last_round_completed_timestamp_seconds";
+  CHECK(parseExposition(t.metricsText()).count(stamp) == 0);
+  double before = unixNow();
+  s.rounds_completed = 51;
+  t.publish(s);
+  double after = unixNow();
+  double at = parseExposition(t.metricsText()).at(stamp);
+  CHECK(at >= before);
+  CHECK(at <= after);
+}
+
+TEST_CASE("/metrics carries this process's own process_* metrics") {
+  TelemetryService t([] { return 0.0; });
+  auto m = parseExposition(t.metricsText());
+  CHECK(m.at("process_resident_memory_bytes") > 0);
+  CHECK(m.at("process_virtual_memory_bytes") >= m.at("process_resident_memory_bytes"));
+  CHECK(m.at("process_open_fds") >= 3);  // stdin, stdout, stderr at least
+  CHECK(m.at("process_max_fds") >= m.at("process_open_fds"));
+  CHECK(m.at("process_cpu_seconds_total") >= 0);
+  CHECK(m.at("process_start_time_seconds") <= unixNow());
+  CHECK(m.at("process_start_time_seconds") > unixNow() - 24 * 3600.0);
 }
