@@ -23,7 +23,7 @@ packages=(
 )
 if [ "$build_only" = 0 ]; then
   packages+=(
-    git doctest-dev
+    git doctest-dev ccache
     clang-14 libclang-rt-14-dev clang-format
     systemd python3
     dataset-fashion-mnist

@@ -16,7 +16,9 @@ werror="${3:-OFF}"
 tests=(test_cluster_trains test_telemetry_endpoints)
 
 # -g1: line tables for the reports' stacks, at a fraction of full debug information's build time.
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+launcher=()
+if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DTERN_TSAN=ON -DTERN_BUILD_BENCH=OFF \
   -DTERN_BUILD_DAEMONS=ON -DTERN_BUILD_TESTS=ON -DTERN_WERROR="$werror" >/dev/null
 cmake --build "$dir" -j"$jobs" --target tern-coordinator tern-worker tern-sim unit_daemon

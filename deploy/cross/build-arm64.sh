@@ -2,21 +2,25 @@
 # Cross-builds tern for 64-bit ARM (Raspberry Pi OS 64-bit = Debian 12 arm64) on a Debian 12 amd64
 # machine and runs the unit tests under qemu-user.
 #
-#   bash deploy/cross/build-arm64.sh [--deps-only | --no-deps]
+#   bash deploy/cross/build-arm64.sh [--deps-only | --no-deps] [--build-only]
 #
 # Installs what it needs (idempotent: apt-get runs only when something is missing), configures
 # BUILD (default build-arm64) with deploy/cross/aarch64-linux-gnu.cmake, builds with TERN_JOBS jobs
-# (default 2), checks that tern-worker is an AArch64 program, and runs `ctest -L unit` under qemu.
+# (default 2), checks that tern-worker is an AArch64 program, runs `ctest -L unit` under qemu,
+# and packs the arm64 .deb, which lintian must pass (errors and warnings fail the run).
+# --build-only stops after the build. CCACHE_* settings apply when ccache is installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 deps=1
 build=1
+test=1
 for arg in "$@"; do
   case "$arg" in
     --deps-only) build=0 ;;
     --no-deps) deps=0 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) test=0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-arm64: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -29,7 +33,7 @@ overlay="${TERN_CROSS_OVERLAY:-/opt/tern-cross/$triplet}"
 # Build-machine packages (protoc runs here; Eigen, doctest and CLI11 are architecture-independent
 # headers; civetweb's CMake package checks that a civetweb program exists, any architecture).
 host_packages=(
-  crossbuild-essential-arm64 qemu-user-static cmake pkg-config file dpkg-dev
+  crossbuild-essential-arm64 qemu-user-static cmake pkg-config file dpkg-dev help2man lintian
   protobuf-compiler libeigen3-dev doctest-dev libcli11-dev civetweb nlohmann-json3-dev
 )
 # arm64 packages that are Multi-Arch: same, installed beside the native ones.
@@ -104,7 +108,9 @@ if [ "$deps" = 1 ]; then install_deps; fi
 
 start=$(date +%s)
 echo "== configure $build_dir (aarch64, Release)"
-cmake -S . -B "$build_dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/deploy/cross/$triplet.cmake" \
+launcher=()
+if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B "$build_dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/deploy/cross/$triplet.cmake" "${launcher[@]}" \
   -DTERN_CROSS_OVERLAY="$overlay" -DCMAKE_BUILD_TYPE=Release \
   -DTERN_BUILD_BENCH=OFF -DTERN_BUILD_DAEMONS=ON -DTERN_BUILD_TESTS=ON >/dev/null
 echo "== build ($jobs jobs)"
@@ -119,6 +125,7 @@ for exe in tern-worker tern-coordinator tern-sim; do
   esac
 done
 echo "build-arm64: $(file "$build_dir/bin/tern-worker" | cut -d, -f1-2)"
+[ "$test" = 1 ] || exit 0
 
 echo "== unit tests under qemu"
 log="$build_dir/ctest-unit.log"
@@ -128,9 +135,16 @@ rc=${PIPESTATUS[0]}
 set -e
 tested=$(date +%s)
 
+echo "== arm64 package"
+(cd "$build_dir" && cpack -G DEB > cpack.log) || { cat "$build_dir/cpack.log"; exit 1; }
+deb="$(ls "$build_dir"/tern_*_arm64.deb)"
+lintian --fail-on error,warning "$deb" || { echo "build-arm64: lintian refused $deb" >&2; exit 1; }
+echo "build-arm64: $deb passes lintian"
+
 echo "== summary"
 echo "compiler:   $($triplet-g++ --version | head -n1)"
 echo "binaries:   $build_dir/bin/tern-worker tern-coordinator tern-sim (aarch64)"
 echo "unit tests: $(grep -E 'tests passed' "$log" | tail -n1)"
+echo "package:    $deb"
 echo "time:       build $((built - start)) s, unit tests under qemu $((tested - built)) s"
 exit "$rc"
