@@ -61,6 +61,13 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/config/coordinator.yaml
               ${pkg_src}/coordinator.env
               ${pkg_src}/worker.env
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern/examples COMPONENT daemons)
+# The observability kit: the Grafana dashboard, the Prometheus scrape config and alert rules.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/observability/grafana-dashboard.json
+              ${PROJECT_SOURCE_DIR}/deploy/observability/prometheus.yml
+              ${PROJECT_SOURCE_DIR}/deploy/observability/alerts.yml
+              ${PROJECT_SOURCE_DIR}/deploy/observability/alerts_test.yml
+              ${PROJECT_SOURCE_DIR}/deploy/observability/README.md
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tern/observability COMPONENT daemons)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/plot.sh
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern RENAME tern-plot.sh COMPONENT daemons)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md

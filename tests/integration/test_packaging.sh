@@ -17,7 +17,8 @@ for f in bin/tern-coordinator bin/tern-worker bin/tern-sim \
          share/tern/examples/coordinator.env share/tern/tern-plot.sh share/doc/tern/README.md \
          share/doc/tern/docs/security.md share/doc/tern/docs/configuration.md \
          share/doc/tern/docs/reliability.md share/doc/tern/copyright \
-         share/doc/tern/changelog.Debian.gz etc/tern/coordinator.yaml etc/tern/worker.yaml; do
+         share/doc/tern/changelog.Debian.gz etc/tern/coordinator.yaml etc/tern/worker.yaml \
+         share/tern/observability/grafana-dashboard.json share/tern/observability/alerts.yml; do
   [ -e "$ROOT/$f" ] || fail "not installed: $f"
 done
 # The man pages (help2man, at build time) of every program and subcommand.
