@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     auto s = config::loadSimSettings(config_file);
     if (!metrics_csv.empty()) s.metrics_csv = metrics_csv;
     if (max_rounds) s.coordinator.max_rounds = max_rounds;
-    if (workers) s.workers = workers;
+    if (workers) config::setSimWorkers(s, workers);
     if (!log_level.empty()) s.coordinator.logging.level = log_level;
     spdlog::set_level(spdlog::level::from_str(s.coordinator.logging.level));
     std::unique_ptr<server::MetricsCsv> csv;

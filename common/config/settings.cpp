@@ -518,10 +518,15 @@ SimSettings loadSimSettings(const std::string& file) {
   s.download_rate_mbps = m.inRange(
       "download_rate_mbps", m.get<double>("download_rate_mbps", s.download_rate_mbps), 1e-6, 1e6);
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
-  s.coordinator.min_workers = s.workers;
-  s.coordinator.max_workers = std::max(s.coordinator.max_workers, s.workers);
+  setSimWorkers(s, s.workers);
   m.done();
   return s;
+}
+
+void setSimWorkers(SimSettings& s, uint32_t workers) {
+  s.workers = workers;
+  s.coordinator.min_workers = workers;
+  s.coordinator.max_workers = std::max(s.coordinator.max_workers, workers);
 }
 
 }  // namespace tern::config

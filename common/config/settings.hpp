@@ -200,6 +200,9 @@ void requireModelFeatures(const CoordinatorSettings& s);
 WorkerSettings loadWorkerSettings(const std::string& file);
 WorkerSettings loadWorkerSettings(const std::string& file, const Environment& env);
 SimSettings loadSimSettings(const std::string& file);
+// Sets the simulated fleet's size and what follows from it: the coordinator waits for all of
+// them (min_workers) and tracks at least that many (max_workers).
+void setSimWorkers(SimSettings& s, uint32_t workers);
 
 // "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes of UTF-8
 // without control characters: it goes into the coordinator's logs, status and metrics labels);

@@ -690,3 +690,18 @@ TEST_CASE("a directory given as the configuration file is said to be one") {
   CHECK(errorOf([&] { loadCoordinatorSettings(dir); }) ==
         dir + ":1:1: is a directory, not a configuration file");
 }
+
+TEST_CASE("tern-sim's --workers past the file's count moves the coordinator's limits with it") {
+  // The file says 4 workers; 1001 simulated workers must all be awaited and none refused.
+  const std::string root = TERN_SOURCE_DIR;
+  SimSettings s = loadSimSettings(root + "/deploy/config/sim-quick.yaml");
+  REQUIRE(s.coordinator.max_workers < 1001);
+  setSimWorkers(s, 1001);
+  CHECK(s.workers == 1001);
+  CHECK(s.coordinator.min_workers == 1001);
+  CHECK(s.coordinator.max_workers == 1001);
+  const uint32_t most = s.coordinator.max_workers;
+  setSimWorkers(s, 2);
+  CHECK(s.coordinator.min_workers == 2);
+  CHECK(s.coordinator.max_workers == most);  // never lowered below what the file allows
+}
