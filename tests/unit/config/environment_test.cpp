@@ -15,8 +15,8 @@ using namespace tern::config;
 namespace {
 
 std::string writeFile(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tern-env-test-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tern-env-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / name).string();
   std::ofstream(path) << text;
@@ -57,9 +57,11 @@ TEST_CASE("a TERN_ variable overrides its key, nested levels joined by a double 
 
 TEST_CASE("variables that name no key of the file are not settings and are left alone") {
   const auto file = writeFile("coordinator-other.yaml", kCoordinator);
-  const auto s = loadCoordinatorSettings(
-      file, {{"TERN_COORDINATOR_ARGS", "--http 127.0.0.1:9464"}, {"TERN_WERROR", "0"},
-             {"TERN_", "x"}, {"TERN___MAX_ROUNDS", "4"}, {"OTHER_MAX_ROUNDS", "5"}});
+  const auto s = loadCoordinatorSettings(file, {{"TERN_COORDINATOR_ARGS", "--http 127.0.0.1:9464"},
+                                                {"TERN_WERROR", "0"},
+                                                {"TERN_", "x"},
+                                                {"TERN___MAX_ROUNDS", "4"},
+                                                {"OTHER_MAX_ROUNDS", "5"}});
   CHECK(s.max_rounds == 10);
   // The worker's file has other keys: the coordinator's endpoint is one of them.
   const auto wfile = writeFile(
