@@ -130,7 +130,10 @@ echo "build-arm64: $(file "$build_dir/bin/tern-worker" | cut -d, -f1-2)"
 echo "== unit tests under qemu"
 log="$build_dir/ctest-unit.log"
 set +e
-ctest --test-dir "$build_dir" -L unit --output-on-failure -j"$jobs" --timeout 900 2>&1 | tee "$log"
+# Every unit suite but the daemon kit's: its poll-loop tests never return under qemu-user (a
+# call into libzmq's threads spins at full CPU for minutes); they run natively and under TSan.
+ctest --test-dir "$build_dir" -L unit -E '^unit/daemon/' --output-on-failure -j"$jobs" \
+  --timeout 900 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 tested=$(date +%s)
