@@ -2,13 +2,13 @@
 
 namespace tern::proto {
 
-Message welcome(wire::Welcome body, std::vector<uint8_t> payload) {
+Message welcome(wire::Welcome body, Payload payload) {
   Message m{makeEnvelope(), std::move(payload)};
   *m.envelope.mutable_welcome() = std::move(body);
   return m;
 }
 
-Message roundStart(wire::RoundStart body, std::vector<uint8_t> payload) {
+Message roundStart(wire::RoundStart body, Payload payload) {
   Message m{makeEnvelope(), std::move(payload)};
   *m.envelope.mutable_round_start() = std::move(body);
   return m;
@@ -39,7 +39,7 @@ Message error(const ErrorBody& body) {
   return m;
 }
 
-Message finish(const FinishBody& body, std::vector<uint8_t> payload) {
+Message finish(const FinishBody& body, Payload payload) {
   Message m{makeEnvelope(), std::move(payload)};
   auto* f = m.envelope.mutable_finish();
   f->set_round(body.round);

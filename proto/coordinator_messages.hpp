@@ -39,11 +39,11 @@ struct FinishBody {
   std::optional<double> test_accuracy;
 };
 
-Message welcome(wire::Welcome body, std::vector<uint8_t> payload);
-Message roundStart(wire::RoundStart body, std::vector<uint8_t> payload);
+Message welcome(wire::Welcome body, Payload payload);
+Message roundStart(wire::RoundStart body, Payload payload);
 Message ack(const AckBody& body);
 Message error(const ErrorBody& body);
-Message finish(const FinishBody& body, std::vector<uint8_t> payload);
+Message finish(const FinishBody& body, Payload payload);
 
 const wire::Welcome* parseWelcome(const Message& m);
 const wire::RoundStart* parseRoundStart(const Message& m);

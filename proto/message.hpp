@@ -6,13 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "payload.hpp"
 #include "tern.pb.h"
 
 namespace tern {
 
 struct Message {
   wire::Envelope envelope;
-  std::vector<uint8_t> payload;
+  Payload payload;
 };
 
 // A message addressed to a peer (the coordinator's ROUTER identity of a worker).

@@ -21,7 +21,7 @@ void Aggregator::restore(std::vector<float> params, std::vector<float> velocity)
   optimizer_.setVelocity(std::move(velocity));
 }
 
-compression::DecodeResult Aggregator::decode(const std::vector<uint8_t>& payload) const {
+compression::DecodeResult Aggregator::decode(std::span<const uint8_t> payload) const {
   compression::DecodeLimits limits;
   limits.expected_dim = uint32_t(params_.size());
   limits.max_dim = uint32_t(params_.size());

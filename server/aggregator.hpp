@@ -9,6 +9,7 @@
 #include "common/compression/codec.hpp"
 #include "common/config/settings.hpp"
 #include "common/ml/optimizer.hpp"
+#include "proto/payload.hpp"
 #include "server/membership.hpp"
 
 namespace tern::server {
@@ -25,7 +26,7 @@ class Aggregator {
              size_t max_message_bytes);
 
   // Decodes a push's gradient for this model (dimension and size limits).
-  compression::DecodeResult decode(const std::vector<uint8_t>& payload) const;
+  compression::DecodeResult decode(std::span<const uint8_t> payload) const;
   // Sums the workers' pending gradients (in id order, clearing them) and steps the model.
   StepResult step(Membership& members, uint64_t round);
 
@@ -33,7 +34,7 @@ class Aggregator {
   const std::vector<float>& velocity() const { return optimizer_.velocity(); }
   size_t dim() const { return params_.size(); }
   // The encoded update from model_{round-1} to model_{round}; empty before the first step.
-  const std::vector<uint8_t>& lastUpdate() const { return last_update_; }
+  const Payload& lastUpdate() const { return last_update_; }
   // tern::checksum of model_{round-1}, once a round has closed.
   std::optional<uint64_t> previousChecksum() const { return previous_checksum_; }
   // tern::checksum of the model, computed at most once per round.
@@ -49,7 +50,7 @@ class Aggregator {
   size_t max_message_bytes_;
   std::vector<float> params_;
   ml::SgdOptimizer optimizer_;
-  std::vector<uint8_t> last_update_;
+  Payload last_update_;  // shared by every worker's round start (no copy per worker)
   std::optional<uint64_t> previous_checksum_;
   std::optional<uint64_t> model_checksum_;
   uint64_t largest_frame_bytes_ = 0;

@@ -487,7 +487,7 @@ void CoordinatorCore::finishAll() {
   phase_.fire(PhaseEvent::kFinish);
   for (auto& [id, w] : membership_.all()) {
     // A worker marked gone but not forgotten is told too (not waited for, no last step).
-    std::vector<uint8_t> last_step;
+    Payload last_step;
     if (w.rec.alive && w.synced_round && *w.synced_round + 1 == round_)
       last_step = aggregator_.lastUpdate();
     send(w, proto::finish({round_, last_accuracy_}, std::move(last_step)));

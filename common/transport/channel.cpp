@@ -62,8 +62,23 @@ void Channel::reconnect() {
   socket_.connect(connected_);
 }
 
+namespace {
+
+// The payload frame: a view of bytes `owner` keeps alive (libzmq drops its reference, on its I/O
+// thread, when the frame is sent or discarded), or a copy without an owner.
+zmq::message_t payloadFrame(std::span<const uint8_t> payload, std::shared_ptr<const void> owner) {
+  if (!owner) return zmq::message_t(payload.data(), payload.size());
+  auto* hold = new std::shared_ptr<const void>(std::move(owner));
+  return zmq::message_t(
+      const_cast<uint8_t*>(payload.data()), payload.size(),
+      [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, hold);
+}
+
+}  // namespace
+
 std::optional<size_t> Channel::send(const std::string& peer, const std::string& header,
-                                    std::span<const uint8_t> payload) {
+                                    std::span<const uint8_t> payload,
+                                    std::shared_ptr<const void> owner) {
   try {
     const bool has_payload = !payload.empty();
     if (router_) {
@@ -74,7 +89,7 @@ std::optional<size_t> Channel::send(const std::string& peer, const std::string& 
     auto flags = has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
     if (!socket_.send(zmq::buffer(header), flags | zmq::send_flags::dontwait)) return std::nullopt;
     if (has_payload) {
-      socket_.send(zmq::const_buffer(payload.data(), payload.size()), zmq::send_flags::none);
+      socket_.send(payloadFrame(payload, std::move(owner)), zmq::send_flags::none);
     }
     return header.size() + payload.size();
   } catch (const zmq::error_t& e) {

@@ -7,6 +7,7 @@
 // ROUTER is the CURVE server, each worker's DEALER a client that knows the server's key).
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,8 +60,11 @@ class Channel {
   void reconnect();
   // Sends header [+ payload] to `peer` (ROUTER) or to the connected peer (DEALER).
   // Returns the bytes handed to the socket, or nullopt when it would block (peer gone or full).
+  // With `owner` (what keeps the payload's bytes alive) the payload is not copied: libzmq sends
+  // from those bytes and releases its reference to owner when the frame is on the wire.
   std::optional<size_t> send(const std::string& peer, const std::string& header,
-                             std::span<const uint8_t> payload);
+                             std::span<const uint8_t> payload,
+                             std::shared_ptr<const void> owner = nullptr);
   // Waits up to `timeout` for input on this channel or on any of `also` (e.g. the ZAP handler);
   // returns whether this channel is readable.
   bool waitReadable(std::chrono::milliseconds timeout, std::span<zmq::socket_t* const> also = {});

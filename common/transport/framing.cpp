@@ -23,8 +23,10 @@ Parsed parseFrames(Frames& frames) {
     return out;
   }
   if (frames.parts.size() == 2) {
-    const auto* p = static_cast<const uint8_t*>(frames.parts[1].data());
-    m.payload.assign(p, p + frames.parts[1].size());
+    // The payload is read where it arrived: the frame itself becomes its owner.
+    auto frame = std::make_shared<zmq::message_t>(std::move(frames.parts[1]));
+    const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(frame->data()), frame->size());
+    m.payload = Payload(std::move(frame), bytes);
   }
   out.message = std::move(m);
   return out;
@@ -32,7 +34,7 @@ Parsed parseFrames(Frames& frames) {
 
 std::optional<size_t> sendMessage(Channel& channel, const std::string& peer, const Message& m) {
   std::string header = m.envelope.SerializeAsString();
-  return channel.send(peer, header, m.payload);
+  return channel.send(peer, header, m.payload, m.payload.owner());
 }
 
 }  // namespace tern::transport

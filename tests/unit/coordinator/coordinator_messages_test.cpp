@@ -47,7 +47,7 @@ TEST_CASE("an ack, an error, a finish and a heartbeat parse back to what was bui
 TEST_CASE("a welcome and a round start carry their body and payload") {
   wire::Welcome w;
   w.set_worker_id(4);
-  const Message m = proto::welcome(w, {1, 2, 3});
+  const Message m = proto::welcome(w, std::vector<uint8_t>{1, 2, 3});
   REQUIRE(proto::parseWelcome(m));
   CHECK(proto::parseWelcome(m)->worker_id() == 4);
   CHECK(m.payload.size() == 3);

@@ -58,9 +58,10 @@ TEST_CASE("bad pushes are rejected, counted by reason, and never touch the model
   m = h.push(a, 0, marked);
   const float two_and_half = 2.5f, nan = std::numeric_limits<float>::quiet_NaN();
   size_t patched = 0;
+  uint8_t* bytes = m.payload.mutableData();
   for (size_t i = 0; i + 4 <= m.payload.size(); ++i) {
-    if (std::memcmp(&m.payload[i], &two_and_half, 4) == 0) {
-      std::memcpy(&m.payload[i], &nan, 4);
+    if (std::memcmp(bytes + i, &two_and_half, 4) == 0) {
+      std::memcpy(bytes + i, &nan, 4);
       ++patched;
     }
   }
@@ -68,7 +69,7 @@ TEST_CASE("bad pushes are rejected, counted by reason, and never touch the model
   CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::BAD_PAYLOAD));
   // Truncated payload.
   m = h.push(a, 0, std::vector<float>(d, 1.0f));
-  m.payload.resize(m.payload.size() - 3);
+  m.payload = std::vector<uint8_t>(m.payload.begin(), m.payload.end() - 3);
   CHECK(hasError(h.core->onMessage("A", m, 50, h.now), wire::Error::BAD_PAYLOAD));
   // Future round.
   CHECK(hasError(h.core->onMessage("A", h.push(a, 5, std::vector<float>(d, 1.0f)), 50, h.now),

@@ -184,7 +184,7 @@ Message roundStartAfter(const Message& welcome, uint64_t round, std::vector<uint
 
 void setFloat(Message& m, size_t index, float value) {
   REQUIRE(m.payload.size() >= (index + 1) * sizeof(float));
-  std::memcpy(m.payload.data() + index * sizeof(float), &value, sizeof(float));
+  std::memcpy(m.payload.mutableData() + index * sizeof(float), &value, sizeof(float));
 }
 
 bool finite(const std::vector<float>& v) {
@@ -531,7 +531,7 @@ TEST_CASE("a full model holding NaN is refused and the replica kept") {
   const Message welcome = joinOne(p);
   const std::vector<float> before = p.workers[0]->parameters();
   // A round start carrying the whole model, as the coordinator sends to a worker that re-joins.
-  Message rs = roundStartAfter(welcome, p.workers[0]->replicaRound(), welcome.payload);
+  Message rs = roundStartAfter(welcome, p.workers[0]->replicaRound(), welcome.payload.toVector());
   rs.envelope.mutable_round_start()->set_full_model(true);
   setFloat(rs, 0, std::nanf(""));
   const uint64_t refused = p.workers[0]->stats().rejected;
