@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 
 #include "common/util/checksum.hpp"
 #include "common/util/printable.hpp"
@@ -14,7 +17,47 @@
 namespace tern::server {
 namespace {
 
+// The protobuf message's own layout number (wire::Checkpoint.format).
 constexpr uint32_t kCheckpointFormat = 1;
+
+// The file around it (docs/reliability.md): magic, file format, body length, body, and an FNV-1a
+// checksum of every byte before it. Any one changed byte, and any cut, is refused.
+constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'C', 'K', 'P', 'T'};
+constexpr size_t kHeaderBytes = sizeof kMagic + 4 + 8;
+constexpr size_t kTrailerBytes = 8;
+
+void putLittleEndian(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(char((v >> (8 * i)) & 0xFFu));
+}
+
+uint64_t getLittleEndian(std::string_view in, size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(uint8_t(in[at + size_t(i)])) << (8 * i);
+  return v;
+}
+
+uint64_t fileChecksum(std::string_view bytes) {
+  uint64_t h = kFnvOffset;
+  for (char c : bytes) h = fnv1a(h, uint8_t(c), 1);
+  return h;
+}
+
+// Bytes without the header: a format 1 checkpoint (a bare message) is named as such.
+[[noreturn]] void refuseHeaderless(std::string_view bytes) {
+  wire::Checkpoint old;
+  if (old.ParseFromArray(bytes.data(), int(std::min<size_t>(bytes.size(), INT32_MAX))) &&
+      old.format() == 1 && old.has_model()) {
+    throw std::runtime_error(
+        "checkpoint is of file format 1 (written by an earlier release, without a whole-file "
+        "checksum); this release reads format " +
+        std::to_string(kCheckpointFileFormat) +
+        " only: resume it with the earlier release, or "
+        "remove it to start again");
+  }
+  throw std::runtime_error(
+      "checkpoint does not start with the tern checkpoint header (damaged, "
+      "or not a checkpoint)");
+}
 
 std::string floatBytes(const std::vector<float>& v) {
   auto b = floatsToBytes(v);
@@ -117,12 +160,9 @@ Counters takeCounters(const wire::Checkpoint& c) {
   return n;
 }
 
-wire::Checkpoint parse(const std::string& bytes) {
+wire::Checkpoint parse(const std::string& body) {
   wire::Checkpoint c;
-  // An empty file parses as a message with every field unset: say what it is.
-  if (bytes.empty())
-    throw std::runtime_error("checkpoint is empty (damaged; remove it to start again)");
-  if (!c.ParseFromString(bytes)) throw std::runtime_error("checkpoint does not parse");
+  if (!c.ParseFromString(body)) throw std::runtime_error("checkpoint does not parse");
   if (c.format() != kCheckpointFormat) {
     throw std::runtime_error("checkpoint format " + std::to_string(c.format()) +
                              " is not supported (expected " + std::to_string(kCheckpointFormat) +
@@ -182,6 +222,47 @@ void takeWorkers(const wire::Checkpoint& c, size_t max_message_bytes, Checkpoint
 
 }  // namespace
 
+std::string sealCheckpoint(const std::string& body) {
+  std::string out(kMagic, sizeof kMagic);
+  out.reserve(kHeaderBytes + body.size() + kTrailerBytes);
+  putLittleEndian(out, kCheckpointFileFormat, 4);
+  putLittleEndian(out, body.size(), 8);
+  out += body;
+  putLittleEndian(out, fileChecksum(out), 8);
+  return out;
+}
+
+std::string unsealCheckpoint(const std::string& bytes) {
+  // An empty file (a disk filled as it was written) says so.
+  if (bytes.empty()) throw std::runtime_error("checkpoint is empty (damaged)");
+  const std::string_view all(bytes);
+  if (all.size() < sizeof kMagic || all.substr(0, sizeof kMagic) != std::string_view(kMagic, 8))
+    refuseHeaderless(all);
+  if (all.size() < kHeaderBytes + kTrailerBytes)
+    throw std::runtime_error("checkpoint is cut short (" + std::to_string(all.size()) + " bytes)");
+  const uint64_t format = getLittleEndian(all, sizeof kMagic, 4);
+  const uint64_t length = getLittleEndian(all, sizeof kMagic + 4, 8);
+  const size_t covered = all.size() - kTrailerBytes;
+  if (fileChecksum(all.substr(0, covered)) != getLittleEndian(all, covered, 8)) {
+    // A cut file fails here too; its length field says by how much.
+    throw std::runtime_error("checkpoint does not match its whole-file checksum (damaged" +
+                             std::string(length != covered - kHeaderBytes ? ", or cut short" : "") +
+                             ")");
+  }
+  if (format != kCheckpointFileFormat) {
+    throw std::runtime_error("checkpoint is of file format " + std::to_string(format) +
+                             "; this release reads format " +
+                             std::to_string(kCheckpointFileFormat) + " only");
+  }
+  if (length != covered - kHeaderBytes)
+    throw std::runtime_error("checkpoint's length field does not match its size");
+  return std::string(all.substr(kHeaderBytes, length));
+}
+
+size_t checkpointSizeLimit(const ml::ModelSpec& model) {
+  return 2 * sizeof(float) * ml::makeModel(model)->numParams() + kCheckpointOverheadLimit;
+}
+
 std::string encodeCheckpoint(const CheckpointState& s) {
   wire::Checkpoint c;
   c.set_format(kCheckpointFormat);
@@ -204,11 +285,16 @@ std::string encodeCheckpoint(const CheckpointState& s) {
   c.set_last_train_loss(s.last_train_loss);
   c.set_elapsed_seconds(s.elapsed_seconds);
   c.set_finished(s.finished);
-  return c.SerializeAsString();
+  return sealCheckpoint(c.SerializeAsString());
 }
 
 CheckpointState decodeCheckpoint(const std::string& bytes, const CoordinatorOptions& options) {
-  const wire::Checkpoint c = parse(bytes);
+  if (const size_t limit = checkpointSizeLimit(options.model); bytes.size() > limit) {
+    throw std::runtime_error("checkpoint is " + std::to_string(bytes.size()) +
+                             " bytes, more than a checkpoint of this model can be (" +
+                             std::to_string(limit) + ")");
+  }
+  const wire::Checkpoint c = parse(unsealCheckpoint(bytes));
   checkModel(c.model(), options.model);
   CheckpointState s;
   s.session = c.session();

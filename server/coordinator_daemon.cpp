@@ -31,11 +31,12 @@ std::string rejectionReasons(const CoordinatorCore& core) {
 
 CoordinatorDaemon::CoordinatorDaemon(const config::CoordinatorSettings& s, CoordinatorCore& core,
                                      const ml::Dataset* test, bool resumed,
-                                     const telemetry::TelemetryOptions& tel_opts)
+                                     const telemetry::TelemetryOptions& tel_opts, bool fell_back)
     : s_(s),
       core_(core),
       test_(test),
       resumed_(resumed),
+      fell_back_(fell_back),
       records_(s, resumed ? std::optional<uint64_t>(core.round()) : std::nullopt),
       tel_(tel_opts, steadySeconds, coordinatorStatus(s, core, false, "starting", AuthCounters{})),
       channel_opts_(channelOptions(s)),
@@ -116,7 +117,8 @@ void CoordinatorDaemon::stopTraining() {
   } else if (!s_.checkpoint.path.empty()) {
     // With checkpoints a stop is a pause: the workers keep waiting and re-join the restarted
     // coordinator on their own.
-    if (records_.saveCheckpoint(core_)) {
+    saveCheckpoint();
+    if (!records_.checkpointFailed()) {
       spdlog::info("stop requested: checkpoint written at round {}; workers wait for a restart",
                    core_.round());
     }
@@ -188,7 +190,7 @@ void CoordinatorDaemon::dispatch(Effects effects, std::optional<double> received
     any_round_closed_ = true;
     publish("running");
   }
-  if (effects.checkpoint_due) records_.saveCheckpoint(core_);
+  if (effects.checkpoint_due) saveCheckpoint();
   for (auto& o : effects.messages) {
     // Re-stamped right before the socket: the hold includes the rows and the checkpoint.
     if (received_at) stampAckHold(o.message, *received_at, steadySeconds());
@@ -203,8 +205,20 @@ void CoordinatorDaemon::onMessage(daemon::Incoming& in) {
            in.received_at);
 }
 
+void CoordinatorDaemon::saveCheckpoint() {
+  records_.saveCheckpoint(core_);
+  const std::string& failure = records_.checkpoints().failure();
+  tel_.setDegraded(failure.empty() ? "" : "checkpoint not written: " + failure);
+}
+
 void CoordinatorDaemon::publish(const std::string& state) {
   auto st = coordinatorStatus(s_, core_, any_round_closed_, state, security_.counters());
+  if (!s_.checkpoint.path.empty()) {
+    st.counters["checkpoint_write_failures"] = {records_.checkpoints().failures(),
+                                                "Checkpoint writes that failed."};
+    st.counters["checkpoint_fallbacks"] = {
+        fell_back_ ? 1u : 0u, "Starts resumed from the previous checkpoint, the newest unusable."};
+  }
   tel_.publish(st, systemdStatus(st));
 }
 

@@ -20,11 +20,12 @@ namespace tern::server {
 
 class CoordinatorDaemon {
  public:
-  // test: the test set (nullptr without one); resumed: core was restored from the checkpoint.
-  // Binds the telemetry endpoint and sets up the ROUTER's security; run() binds the ROUTER.
+  // test: the test set (nullptr without one); resumed: core was restored from the checkpoint;
+  // fell_back: from its previous generation (counted in /metrics). Binds the telemetry
+  // endpoint and sets up the ROUTER's security; run() binds the ROUTER.
   CoordinatorDaemon(const config::CoordinatorSettings& s, CoordinatorCore& core,
                     const ml::Dataset* test, bool resumed,
-                    const telemetry::TelemetryOptions& tel_opts);
+                    const telemetry::TelemetryOptions& tel_opts, bool fell_back = false);
   // Listens, trains until the end or a stop, says goodbye; the process's exit status.
   int run();
 
@@ -45,11 +46,14 @@ class CoordinatorDaemon {
   void onMessage(daemon::Incoming& in);
   void publish(const std::string& state);
   void logRejections();
+  // The checkpoint of now; /healthz degraded while checkpoints fail.
+  void saveCheckpoint();
 
   const config::CoordinatorSettings& s_;
   CoordinatorCore& core_;
   const ml::Dataset* test_;
   bool resumed_;
+  bool fell_back_;
   bool any_round_closed_ = false;
   RunRecords records_;
   telemetry::DaemonTelemetry tel_;

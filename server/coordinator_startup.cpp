@@ -8,6 +8,7 @@
 #include "common/ml/data_source.hpp"
 #include "common/util/durable_file.hpp"
 #include "common/util/steady_clock.hpp"
+#include "server/checkpoint_file.hpp"
 
 namespace tern::server {
 
@@ -46,9 +47,9 @@ void warnFinished(const config::CoordinatorSettings& s, const CoordinatorCore& c
          : at_limit            ? " (raise it to train on"
                                : " (raise the target above that to train on";
   spdlog::warn(
-      "training had already finished at round {}: nothing to do, {}, or remove {} to start "
-      "again)",
-      core.round(), why, s.checkpoint.path);
+      "training had already finished at round {}: nothing to do, {}, or remove {} and {} to "
+      "start again)",
+      core.round(), why, s.checkpoint.path, previousCheckpointPath(s.checkpoint.path));
 }
 
 }  // namespace
@@ -60,17 +61,17 @@ StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates) {
   // A resumed coordinator takes a new session: every worker's old-session message is refused
   // with UNKNOWN_SESSION, so each re-joins and takes the checkpointed model in full.
   if (!s.checkpoint.path.empty()) {
+    auto loaded = loadCheckpoint(s.checkpoint.path, coordinatorOptions(s));
     checkWritable(s.checkpoint.path);
-    if (auto bytes = readFileIfExists(s.checkpoint.path)) {
-      StartedCore started{nullptr, true};
-      try {
-        started.core = CoordinatorCore::restore(coordinatorOptions(s), std::move(model), evaluates,
-                                                session, *bytes, steadySeconds());
-      } catch (const std::exception& e) {
-        throw std::runtime_error(s.checkpoint.path + ": " + e.what());
-      }
-      spdlog::info("resumed from checkpoint {} at round {}", s.checkpoint.path,
-                   started.core->round());
+    if (loaded) {
+      StartedCore started{
+          std::make_unique<CoordinatorCore>(coordinatorOptions(s), std::move(model), evaluates,
+                                            session, std::move(loaded->state), steadySeconds()),
+          true, loaded->fell_back};
+      spdlog::info(
+          "resumed from checkpoint {} at round {}",
+          loaded->fell_back ? previousCheckpointPath(s.checkpoint.path) : s.checkpoint.path,
+          started.core->round());
       if (started.core->finished()) warnFinished(s, *started.core);
       return started;
     }

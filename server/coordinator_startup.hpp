@@ -14,11 +14,13 @@ std::shared_ptr<const ml::Dataset> loadTestData(config::CoordinatorSettings& s);
 
 struct StartedCore {
   std::unique_ptr<CoordinatorCore> core;
-  bool resumed = false;  // restored from the checkpoint
+  bool resumed = false;    // restored from the checkpoint
+  bool fell_back = false;  // from its previous generation: the newest was unusable
 };
 
 // The core under a new random session: restored from the checkpoint if there is one (a run
-// already finished is warned about), else new.
+// already finished is warned about), else new. Throws when a checkpoint exists but neither of
+// its generations is usable, or its path is not a regular file or cannot be written.
 StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates);
 
 }  // namespace tern::server

@@ -27,7 +27,8 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   google::protobuf::SetLogHandler(nullptr);
   auto test = server::loadTestData(s);
   auto started = server::startCore(s, test != nullptr);
-  server::CoordinatorDaemon coordinator(s, *started.core, test.get(), started.resumed, tel_opts);
+  server::CoordinatorDaemon coordinator(s, *started.core, test.get(), started.resumed, tel_opts,
+                                        started.fell_back);
   return coordinator.run();
 }
 

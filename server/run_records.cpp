@@ -5,13 +5,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/util/durable_file.hpp"
 #include "common/util/steady_clock.hpp"
 
 namespace tern::server {
 
 RunRecords::RunRecords(const config::CoordinatorSettings& s, std::optional<uint64_t> resumed_at)
-    : checkpoint_path_(s.checkpoint.path), csv_path_(s.metrics_csv) {
+    : checkpoint_path_(s.checkpoint.path),
+      csv_path_(s.metrics_csv),
+      checkpoint_writer_(s.checkpoint.path) {
   if (csv_path_.empty()) return;
   // A resumed run continues its CSV (rows of the rounds it redoes are dropped).
   if (!resumed_at && MetricsCsv::keepPrevious(csv_path_)) {
@@ -42,16 +43,8 @@ bool RunRecords::saveCheckpoint(const CoordinatorCore& core) {
     spdlog::error("metrics CSV {}: cannot sync its rows to disk: {}", csv_path_,
                   std::strerror(errno));
   }
-  try {
-    writeFileAtomically(checkpoint_path_, core.checkpoint(steadySeconds()));
-    spdlog::debug("checkpoint written at round {}", core.round());
-    checkpoint_failed_ = false;
-  } catch (const std::exception& e) {
-    spdlog::error(
-        "checkpoint at round {} not written: {}; a restart resumes from the last one written",
-        core.round(), e.what());
-    checkpoint_failed_ = true;
-  }
+  checkpoint_failed_ =
+      !checkpoint_writer_.write(core.checkpoint(steadySeconds()), core.round(), steadySeconds());
   return !checkpoint_failed_;
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 namespace tern::config {
 
@@ -157,6 +158,19 @@ std::string MapReader::oneOf(const std::string& key, const std::string& value,
   fail(key, "'" + path_ + key + "' must be one of " + list + ", got '" + value + "'");
 }
 
+namespace {
+
+// A configuration is one YAML document: what follows a second `---` is refused, not dropped.
+std::string secondDocument(const std::string& file, const YAML::Node& second) {
+  const YAML::Mark m = second.Mark();
+  const std::string at =
+      m.is_null() ? "1:1" : std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return file + ":" + at +
+         ": a second YAML document ('---'): a configuration file holds exactly one";
+}
+
+}  // namespace
+
 YAML::Node loadYamlFile(const std::string& file) {
   if (!std::filesystem::exists(file))
     throw ConfigError(file + ":1:1: configuration file not found");
@@ -165,10 +179,10 @@ YAML::Node loadYamlFile(const std::string& file) {
   if (std::ifstream probe(file); !probe) {
     throw ConfigError(file + ":1:1: cannot read the configuration file: " + std::strerror(errno));
   }
+  std::vector<YAML::Node> docs;
   try {
-    YAML::Node n = YAML::LoadFile(file);
-    if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    return n;
+    // Every document is parsed: a second one would otherwise be ignored unread.
+    docs = YAML::LoadAllFromFile(file);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(file + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": " + e.msg);
@@ -177,6 +191,9 @@ YAML::Node loadYamlFile(const std::string& file) {
   } catch (const std::exception& e) {
     throw ConfigError(file + ":1:1: cannot read the configuration file: " + e.what());
   }
+  if (docs.size() > 1) throw ConfigError(secondDocument(file, docs[1]));
+  if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
+  return docs[0];
 }
 
 namespace {

@@ -63,4 +63,8 @@ void DaemonTelemetry::publish(const NodeStatus& status, const std::string& syste
 
 void DaemonTelemetry::stopping(const std::string& status) { systemd_.stopping(status); }
 
+void DaemonTelemetry::setDegraded(const std::string& reason) {
+  if (service_) service_->setDegraded(reason);
+}
+
 }  // namespace tern::telemetry

@@ -40,6 +40,8 @@ class DaemonTelemetry {
   // A fresh snapshot; systemd_status becomes the unit's STATUS= line when it changed.
   void publish(const NodeStatus& status, const std::string& systemd_status);
   void stopping(const std::string& status);
+  // /healthz answers 503 with `reason` until called again with "".
+  void setDegraded(const std::string& reason);
 
  private:
   TelemetryOptions options_;

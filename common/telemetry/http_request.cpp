@@ -50,6 +50,16 @@ bool otherMajorVersion(std::string_view head) {
          v[5] != '1';
 }
 
+// A line ended by LF alone (RFC 9112 2.2 lets a server refuse it): Beast waits for a CRLF that
+// never comes, so such a head would otherwise go unanswered until the connection's deadline.
+bool bareLineFeed(std::string_view parsed, std::string_view rest) {
+  for (size_t i = rest.find('\n'); i != std::string_view::npos; i = rest.find('\n', i + 1)) {
+    const char before = i > 0 ? rest[i - 1] : parsed.empty() ? '\0' : parsed.back();
+    if (before != '\r') return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
@@ -68,6 +78,7 @@ HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
   head_.append(buf_, 0, used);
   buf_.erase(0, used);
   if (ec == http::error::need_more) {
+    if (bareLineFeed(head_, buf_)) return bad(400);
     return head_.size() + buf_.size() > max_head_ ? bad(431) : state_;
   }
   if (ec == http::error::header_limit) return bad(431);

@@ -43,6 +43,17 @@ bool TelemetryService::healthy() const {
   return clock_() - last_beat_.load(std::memory_order_relaxed) <= stale_after_;
 }
 
+void TelemetryService::setDegraded(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  degraded_ = reason;
+}
+
+std::string TelemetryService::healthz() const {
+  if (!healthy()) return "event loop stalled\n";
+  std::lock_guard lock(mutex_);
+  return degraded_.empty() ? "ok\n" : "degraded: " + degraded_ + "\n";
+}
+
 void TelemetryService::publish(const NodeStatus& status) {
   {
     std::lock_guard lock(metrics_mutex_);
@@ -224,9 +235,8 @@ HttpResponse TelemetryService::handle(const HttpRequest& request) const {
     r.content_type = "application/json";
     r.body = statusJson() + "\n";
   } else if (request.path == "/healthz") {
-    bool ok = healthy();
-    r.status = ok ? 200 : 503;
-    r.body = ok ? "ok\n" : "event loop stalled\n";
+    r.body = healthz();
+    r.status = r.body == "ok\n" ? 200 : 503;
   } else if (request.path == "/") {
     r.body = "tern telemetry: /metrics /status /healthz\n";
   } else {

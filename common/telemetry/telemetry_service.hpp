@@ -4,7 +4,8 @@
 // the HTTP thread answers from what was published (a JSON snapshot under a mutex, prometheus-cpp
 // metrics, an atomic heartbeat time) and never sees the protocol cores.
 // /healthz fails (503) when the loop has not beaten for stale_after seconds: a wedged loop is
-// what a container healthcheck or a load balancer should notice.
+// what a container healthcheck or a load balancer should notice. It fails too, with the reason,
+// while the daemon reports itself degraded (e.g. its checkpoints cannot be written).
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -35,12 +36,16 @@ class TelemetryService {
   // Event loop thread only.
   void publish(const NodeStatus& status);
   void heartbeat();
+  // What keeps the daemon from doing its job while the loop runs on; "" when nothing does.
+  void setDegraded(const std::string& reason);
 
   // Any thread.
   HttpResponse handle(const HttpRequest& request) const;
   std::string metricsText() const;
   std::string statusJson() const;
   bool healthy() const;
+  // The /healthz body: "ok", "event loop stalled" or "degraded: REASON", one line.
+  std::string healthz() const;
 
   // Upper bounds (seconds) of the round-duration histogram.
   static const std::vector<double>& roundBuckets();
@@ -61,6 +66,7 @@ class TelemetryService {
   MetricsRegistry metrics_;
   mutable std::mutex mutex_;
   std::string status_json_;  // guarded by mutex_
+  std::string degraded_;     // guarded by mutex_
   std::atomic<double> last_beat_;
   // Event loop thread only: to turn cumulative rounds into histogram observations.
   uint64_t seen_rounds_ = 0;

@@ -114,6 +114,20 @@ TEST_CASE("a YAML syntax error is reported with its position") {
   CHECK(msg.size() > f.size() + 4);
 }
 
+TEST_CASE("a second YAML document is refused, whether or not it parses") {
+  auto parses = writeTemp("two-docs.yaml", "min_workers: 2\n---\nmin_workers: 3\n");
+  auto msg = errorOf([&] { loadCoordinatorSettings(parses); });
+  CAPTURE(msg);
+  CHECK(msg.rfind(parses + ":3:1: a second YAML document", 0) == 0);
+  auto broken = writeTemp("two-docs-broken.yaml", "min_workers: 2\n---\nmin_workers: [1, 2\n");
+  auto broken_msg = errorOf([&] { loadCoordinatorSettings(broken); });
+  CHECK(broken_msg.rfind(broken + ":", 0) == 0);
+  CHECK(broken_msg.size() > broken.size() + 4);
+  // One document opened by `---` is still one document.
+  auto one = writeTemp("one-doc.yaml", "---\nmin_workers: 2\nsecurity: none\n");
+  CHECK(loadCoordinatorSettings(one).min_workers == 2);
+}
+
 TEST_CASE("a missing configuration file is a clear error") {
   auto msg = errorOf([] { loadWorkerSettings("/nonexistent/tern.yaml"); });
   CHECK(msg == "/nonexistent/tern.yaml:1:1: configuration file not found");

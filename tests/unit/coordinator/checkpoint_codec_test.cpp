@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/ml/model.hpp"
+#include "common/util/checksum.hpp"
 
 using namespace tern;
 using namespace tern::server;
@@ -99,6 +100,59 @@ TEST_CASE("empty, damaged or foreign checkpoints are refused") {
   CheckpointState bad_id = state(s);
   bad_id.next_worker_id = 1;  // worker 1 cannot have been handed out
   CHECK_THROWS_AS(decodeCheckpoint(encodeCheckpoint(bad_id), s), std::runtime_error);
+}
+
+TEST_CASE("any flipped bit or cut anywhere in a checkpoint file is refused, never restored") {
+  const auto s = coordinatorOptions(settings());
+  const std::string good = encodeCheckpoint(state(s));
+  REQUIRE(decodeCheckpoint(good, s).round == 4);
+  size_t refused = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = good;
+      damaged[i] = char(damaged[i] ^ (1 << bit));
+      try {
+        (void)decodeCheckpoint(damaged, s);
+        FAIL("byte " << i << " bit " << bit << " flipped restored");
+      } catch (const std::runtime_error&) {
+        ++refused;
+      }
+    }
+  }
+  CHECK(refused == 8 * good.size());
+  for (size_t cut = 0; cut < good.size(); ++cut) {
+    CAPTURE(cut);
+    CHECK_THROWS_AS(decodeCheckpoint(good.substr(0, cut), s), std::runtime_error);
+  }
+  CHECK_THROWS_AS(decodeCheckpoint(good + '\0', s), std::runtime_error);
+}
+
+TEST_CASE("a checkpoint of another file format is refused, saying which format it is") {
+  const auto s = coordinatorOptions(settings());
+  const std::string good = encodeCheckpoint(state(s));
+  // Format 1 was the bare message, without header or whole-file checksum.
+  const std::string format1 = unsealCheckpoint(good);
+  try {
+    (void)decodeCheckpoint(format1, s);
+    FAIL("a format 1 checkpoint restored");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("file format 1") != std::string::npos);
+  }
+  // A later format (its checksum intact) is named too.
+  std::string later = good.substr(0, good.size() - 8);
+  later[8] = 3;  // the format field follows the 8-byte magic, little-endian
+  uint64_t h = kFnvOffset;
+  for (char c : later) h = fnv1a(h, uint8_t(c), 1);
+  for (int i = 0; i < 8; ++i) later.push_back(char((h >> (8 * i)) & 0xFF));
+  try {
+    (void)decodeCheckpoint(later, s);
+    FAIL("a format 3 checkpoint restored");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("file format 3") != std::string::npos);
+  }
+  // Larger than any checkpoint of this model: refused before it is parsed.
+  const std::string huge(checkpointSizeLimit(s.model) + 1, '\0');
+  CHECK_THROWS_AS(decodeCheckpoint(huge, s), std::runtime_error);
 }
 
 TEST_CASE("a worker named as no join may be named is forgotten, the rest restored") {

@@ -248,7 +248,7 @@ TEST_CASE("time_s resumes from the checkpoint's when training resumes, not at th
   auto waiting = c.restored(bytes, 10);
   c.now = 260.0;
   wire::Checkpoint cp;
-  REQUIRE(cp.ParseFromString(waiting->checkpoint()));
+  REQUIRE(cp.ParseFromString(server::unsealCheckpoint(waiting->checkpoint())));
   CHECK(cp.elapsed_seconds() == doctest::Approx(10.0));
 }
 
@@ -414,11 +414,11 @@ TEST_CASE("the test accuracy is none until an evaluation, and a checkpoint keeps
     CHECK(resumed->accuracy().has_value() == with_test);
     // A checkpoint written before it said: an accuracy above 0 after a round was measured.
     wire::Checkpoint old;
-    REQUIRE(old.ParseFromString(after));
+    REQUIRE(old.ParseFromString(server::unsealCheckpoint(after)));
     old.clear_accuracy_known();
     auto from_old = testing::DrivenCoordinator::restore(
         c.settings, ml::makeModel(c.settings.model), data, 7, [&c] { return c.now; },
-        old.SerializeAsString());
+        server::sealCheckpoint(old.SerializeAsString()));
     CHECK(from_old->accuracy().has_value() == with_test);
   }
 }
@@ -434,11 +434,11 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a reason") {
   CHECK_THROWS_AS(c.restored(good.substr(0, good.size() / 2), 1), std::runtime_error);
 
   wire::Checkpoint cp;
-  REQUIRE(cp.ParseFromString(good));
+  REQUIRE(cp.ParseFromString(server::unsealCheckpoint(good)));
   auto variant = [&](auto edit) {
     wire::Checkpoint v = cp;
     edit(v);
-    return v.SerializeAsString();
+    return server::sealCheckpoint(v.SerializeAsString());
   };
   // A flipped bit in the parameters fails the checksum.
   CHECK_THROWS_AS(c.restored(variant([](wire::Checkpoint& v) {
@@ -520,9 +520,9 @@ TEST_CASE("worker ids wrap at 2^32 without handing out one a known worker holds"
   const auto [a, b] = c.joinAB();
   runRound(*c.core, c.session, "A", a, "B", b, c.now);
   wire::Checkpoint cp;
-  REQUIRE(cp.ParseFromString(c.core->checkpoint()));
+  REQUIRE(cp.ParseFromString(server::unsealCheckpoint(c.core->checkpoint())));
   cp.set_next_worker_id(std::numeric_limits<uint32_t>::max());
-  auto resumed = c.restored(cp.SerializeAsString(), 9);
+  auto resumed = c.restored(server::sealCheckpoint(cp.SerializeAsString()), 9);
   std::set<uint32_t> ids{a, b};
   for (const std::string name : {"x", "y", "z"}) {
     const auto out = resumed->onMessage("P" + name, join(name, 10), 10, c.now);

@@ -213,7 +213,7 @@ TEST_CASE("workers gone for long are forgotten, so the table does not grow with 
   CHECK(h.core->aliveWorkers() == 2);
   // The checkpoint holds the two alone.
   wire::Checkpoint cp;
-  REQUIRE(cp.ParseFromString(h.core->checkpoint()));
+  REQUIRE(cp.ParseFromString(server::unsealCheckpoint(h.core->checkpoint())));
   CHECK(cp.workers_size() == 2);
   // A forgotten name that returns joins as a new worker, under a new id.
   CHECK(idOf(h.join("X5b", "x5", 10), "X5b") == 41);
@@ -242,6 +242,6 @@ TEST_CASE("a worker gone right after its push is forgotten too, once its round h
   }
   CHECK(h.core->aliveWorkers() == 1);
   wire::Checkpoint cp;
-  REQUIRE(cp.ParseFromString(h.core->checkpoint()));
+  REQUIRE(cp.ParseFromString(server::unsealCheckpoint(h.core->checkpoint())));
   CHECK(cp.workers_size() == 1);
 }

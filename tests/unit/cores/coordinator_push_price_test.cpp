@@ -145,14 +145,14 @@ TEST_CASE("a checkpoint holding an impossible push price is refused with a reaso
   h.core->onMessage("B", h.push(b, 0, ramp(d, 0.2f, 0.01f)), 50, h.now);
   REQUIRE(h.core->round() == 1);
   wire::Checkpoint c;
-  REQUIRE(c.ParseFromString(h.core->checkpoint()));
+  REQUIRE(c.ParseFromString(server::unsealCheckpoint(h.core->checkpoint())));
   REQUIRE(c.has_push_price());
   REQUIRE(c.workers_size() == 2);
   REQUIRE(c.workers(0).has_push_price());
   auto restoreFrom = [&](const wire::Checkpoint& damaged) {
     testing::DrivenCoordinator::restore(
         h.settings, ml::makeModel(h.settings.model), nullptr, 43, [&h] { return h.now; },
-        damaged.SerializeAsString());
+        server::sealCheckpoint(damaged.SerializeAsString()));
   };
   CHECK_NOTHROW(restoreFrom(c));
   for (double bad : {std::nan(""), -1.0, 0.0, double(INFINITY)}) {

@@ -61,6 +61,10 @@ TEST_CASE("malformed or unsupported requests are refused with the matching statu
       {"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999\r\n\r\n", 413},
       {"GET / HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n", 400},  // control character
+      {"GET / HTTP/1.1\nHost: a\n\n", 400},                   // bare LF line endings
+      {"GET / HTTP/1.1\r\nHost: a\r\n\n", 400},      // a head ended by a bare LF (Beast waits)
+      {"GET / HTTP/1.0\r\n\n", 400},                 // the same without headers
+      {"\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},  // a bare LF before the request
   };
   for (const auto& c : cases) {
     CAPTURE(c.raw);

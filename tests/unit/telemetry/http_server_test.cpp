@@ -242,6 +242,8 @@ TEST_CASE("malformed, oversized and unsupported requests get their status over t
       {"POST /metrics HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 405 "},
       {"GET /nope HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 404 "},
       {"GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.1 200 "},
+      // A head ended by a bare LF: answered at once, not left to the connection's deadline.
+      {"GET /healthz HTTP/1.1\r\nHost: a\r\n\n", "HTTP/1.1 400 "},
   };
   for (const auto& c : cases) {
     CAPTURE(c.request.substr(0, 40));

@@ -219,6 +219,25 @@ TEST_CASE("/healthz turns 503 when the event loop stops beating") {
   CHECK(t.handle(req).status == 200);
 }
 
+TEST_CASE("/healthz says degraded, with the reason, until the daemon clears it") {
+  FakeClock clock;
+  TelemetryService t([&] { return clock.now; }, 30.0);
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/healthz";
+  t.setDegraded("checkpoint not written: disk full");
+  const HttpResponse degraded = t.handle(req);
+  CHECK(degraded.status == 503);
+  CHECK(degraded.body == "degraded: checkpoint not written: disk full\n");
+  // A stalled loop is the graver news.
+  clock.now += 31;
+  CHECK(t.handle(req).body == "event loop stalled\n");
+  t.heartbeat();
+  t.setDegraded("");
+  CHECK(t.handle(req).status == 200);
+  CHECK(t.handle(req).body == "ok\n");
+}
+
 TEST_CASE("unknown paths are 404 and other methods 405") {
   TelemetryService t([] { return 0.0; });
   HttpRequest req;
