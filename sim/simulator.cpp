@@ -163,6 +163,21 @@ struct Simulator::Impl {
          ++coord_tick_gen);
   }
 
+  // A worker's message onto its uplink, to arrive after its transfer and latency (a Byzantine
+  // member's poisoned on the way).
+  void uplink(const Event& e) {
+    size_t i = e.worker;
+    workers[i]->onSent(*e.message, e.bytes, now);
+    double start = std::max(now, up_free[i]);
+    double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
+    up_free[i] = done;
+    const bool byzantine = i < settings.byzantine.workers;
+    push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i,
+         byzantine ? poisoned(e.message, settings.byzantine, coordinator->parameters().size())
+                   : e.message,
+         e.bytes);
+  }
+
   SimResult run(const std::function<void(const server::RoundRecord&)>& on_round_cb) {
     on_round = on_round_cb;
     for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start(now));
@@ -174,19 +189,9 @@ struct Simulator::Impl {
       now = e.time;
       ++result.events;
       switch (e.kind) {
-        case EventKind::kWorkerSend: {
-          size_t i = e.worker;
-          workers[i]->onSent(*e.message, e.bytes, now);
-          double start = std::max(now, up_free[i]);
-          double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
-          up_free[i] = done;
-          const bool byzantine = i < settings.byzantine.workers;
-          push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i,
-               byzantine ? poisoned(e.message, settings.byzantine, coordinator->parameters().size())
-                         : e.message,
-               e.bytes);
+        case EventKind::kWorkerSend:
+          uplink(e);
           break;
-        }
         case EventKind::kToCoordinator:
           coordinatorOut(
               coordinator->handleMessage(std::to_string(e.worker), *e.message, e.bytes, now, now));

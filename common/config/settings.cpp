@@ -194,18 +194,19 @@ void readAggregation(MapReader m, AggregationSettings& s) {
     s.max_worker_share =
         m.inRangeAbove("max_worker_share", m.get<double>("max_worker_share", 1.0), 0.0, 1.0);
   }
-  s.clip_multiple =
-      m.inRange("clip_multiple", m.get<double>("clip_multiple", s.clip_multiple), 0.0, 1e12);
-  if (s.clip_multiple > 0.0 && s.clip_multiple < 1.0) {
-    m.fail("clip_multiple",
-           "'clip_multiple' must be 0 (off) or at least 1: the median push "
-           "itself would be clipped");
-  }
   const std::string robust =
       m.oneOf("robust", m.get<std::string>("robust", "none"), {"none", "trimmed_mean", "median"});
   s.robust = robust == "median"         ? RobustRule::kMedian
              : robust == "trimmed_mean" ? RobustRule::kTrimmedMean
                                         : RobustRule::kNone;
+  // A fleet that does not trust every member clips tighter by default.
+  const double clip = s.robust == RobustRule::kNone ? s.clip_multiple : kRobustClipMultiple;
+  s.clip_multiple = m.inRange("clip_multiple", m.get<double>("clip_multiple", clip), 0.0, 1e12);
+  if (s.clip_multiple > 0.0 && s.clip_multiple < 1.0) {
+    m.fail("clip_multiple",
+           "'clip_multiple' must be 0 (off) or at least 1: the median push "
+           "itself would be clipped");
+  }
   s.trim_fraction =
       m.inRange("trim_fraction", m.get<double>("trim_fraction", s.trim_fraction), 0.0, 0.49);
   m.done();

@@ -64,12 +64,15 @@ struct AllocationSettings {
 // (docs/security.md, "Poisoned pushes"), and when a member that misses its pushes stops holding
 // rounds up (docs/reliability.md, "Stragglers").
 enum class RobustRule { kNone, kTrimmedMean, kMedian };
+inline constexpr double kRobustClipMultiple = 2.0;
 struct AggregationSettings {
   // The largest weight one pusher gets; 0 = auto: max(0.5, 2/n) over the round's n pushers.
   double max_worker_share = 0.0;
-  double clip_multiple = 10.0;  // a push's norm at most this times the round's median (0 = off)
+  // A push's norm at most this times the round's median (0 = off); kRobustClipMultiple by default
+  // under a robust rule.
+  double clip_multiple = 10.0;
   RobustRule robust = RobustRule::kNone;
-  double trim_fraction = 0.1;  // trimmed_mean: the share cut from each end, in [0, 0.5)
+  double trim_fraction = 0.2;  // trimmed_mean: the share cut from each end, in [0, 0.5)
 };
 struct StragglerSettings {
   uint32_t bench_after_misses = 3;  // rounds missed in a row that bench a member (0 = never)

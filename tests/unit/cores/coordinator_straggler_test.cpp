@@ -62,12 +62,14 @@ TEST_CASE(
   std::vector<Outgoing> sent;
   for (int r = 0; r < 3; ++r) roundOfA(h, a, b, 2.0, sent);
   sent.clear();
-  // Benched at round 2's close: rounds 3 to 11 sit it out, round 12 is its probe.
-  for (int r = 3; r < 12; ++r) CHECK(roundOfA(h, a, b, 2.0, sent));
+  // Benched at round 2's close: rounds 3 to 11 sit it out, round 12 is its probe, offered as
+  // round 11 closes.
+  for (int r = 3; r < 11; ++r) CHECK(roundOfA(h, a, b, 2.0, sent));
   CHECK_FALSE(roundStartTo(sent, "B"));
+  CHECK(roundOfA(h, a, b, 2.0, sent));
+  CHECK(roundStartTo(sent, "B"));
   CHECK(h.core->round() == 12);
   CHECK(roundOfA(h, a, b, 2.0, sent));  // the probe round, closed at A's push all the same
-  CHECK(roundStartTo(sent, "B"));
   // B's push for its probe comes 0.5 s after the probe's round start: within the deadline.
   h.now += 0.4;
   h.core->onMessage("B", h.push(b, 12, std::vector<float>(h.core->parameters().size(), 0.1f)), 50,
