@@ -6,12 +6,14 @@
 #include <cmath>
 
 #include "common/util/checksum.hpp"
+#include "server/robust_aggregation.hpp"
 
 namespace tern::server {
 
 Aggregator::Aggregator(const ml::OptimizerSpec& optimizer, std::vector<float> initial,
-                       size_t max_message_bytes)
+                       size_t max_message_bytes, const config::AggregationSettings& robustness)
     : max_message_bytes_(max_message_bytes),
+      robustness_(robustness),
       params_(std::move(initial)),
       optimizer_(optimizer, params_.size()) {}
 
@@ -86,29 +88,60 @@ compression::SparseGradient updateOf(const std::vector<float>& delta) {
 
 }  // namespace
 
+uint32_t Aggregator::clipPushes(const std::vector<Worker*>& pushers) {
+  if (!(robustness_.clip_multiple > 0.0)) return 0;
+  std::vector<double> norms;
+  for (const Worker* w : pushers) norms.push_back(pushNorm(*w->pending));
+  // A round of fewer than two non-zero pushes is held to the last round that had them.
+  const auto non_zero = std::count_if(norms.begin(), norms.end(), [](double x) { return x > 0; });
+  if (non_zero >= 2) reference_norm_ = lowerMedianNonZero(norms);
+  if (!reference_norm_) return 0;
+  const double bound = robustness_.clip_multiple * *reference_norm_;
+  uint32_t clipped = 0;
+  for (size_t i = 0; i < pushers.size(); ++i) {
+    if (!clipTo(*pushers[i]->pending, norms[i], bound)) continue;
+    ++pushers[i]->rec.pushes_clipped;
+    ++clipped;
+  }
+  return clipped;
+}
+
+std::vector<float> Aggregator::combine(const std::vector<Worker*>& pushers, double& loss) const {
+  std::vector<uint64_t> samples;
+  for (const Worker* w : pushers) samples.push_back(w->samples);
+  const PushWeights pw =
+      cappedWeights(samples, shareCap(robustness_.max_worker_share, pushers.size()));
+  double weighted_loss = 0.0;
+  for (size_t i = 0; i < pushers.size(); ++i) weighted_loss += pw.weights[i] * pushers[i]->loss;
+  loss = pw.normaliser > 0 ? weighted_loss / pw.normaliser : 0.0;
+  if (robustness_.robust != config::RobustRule::kNone) {
+    std::vector<const compression::SparseGradient*> pushes;
+    for (const Worker* w : pushers) pushes.push_back(&*w->pending);
+    return robustAggregate(pushes, params_.size(), robustness_.robust, robustness_.trim_fraction);
+  }
+  std::vector<float> aggregate(params_.size(), 0.0f);
+  for (size_t i = 0; i < pushers.size(); ++i)
+    compression::addScaled(*pushers[i]->pending, float(pw.weights[i] / pw.normaliser), aggregate);
+  return aggregate;
+}
+
 StepResult Aggregator::step(Membership& members, uint64_t round) {
   // In worker-id order, weighted by samples over the workers that pushed (renormalised).
   StepResult r;
-  double total_samples = 0.0, loss = 0.0;
+  std::vector<Worker*> pushers;
   for (auto& [id, w] : members.all()) {
-    if (!w.pending) continue;
-    total_samples += double(w.samples);
-    loss += double(w.samples) * w.loss;
-    ++r.participants;
+    if (w.pending) pushers.push_back(&w);
   }
-  std::vector<float> aggregate(params_.size(), 0.0f);
-  for (auto& [id, w] : members.all()) {
-    if (!w.pending) continue;
-    compression::addScaled(*w.pending, float(double(w.samples) / total_samples), aggregate);
-    w.pending.reset();
-  }
+  r.participants = uint32_t(pushers.size());
+  r.clipped = clipPushes(pushers);
+  const std::vector<float> aggregate = combine(pushers, r.train_loss);
+  for (Worker* w : pushers) w->pending.reset();
   const std::vector<float> delta = deltaOf(aggregate, round, r.refused);
   // A worker may re-join one round behind: the previous model's checksum tells it.
   previous_checksum_ = modelChecksum();
   for (size_t j = 0; j < params_.size(); ++j) params_[j] += delta[j];
   model_checksum_.reset();
   last_update_ = compression::encodeUpdate(updateOf(delta));
-  r.train_loss = total_samples > 0 ? loss / total_samples : 0.0;
   return r;
 }
 

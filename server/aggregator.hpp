@@ -1,7 +1,9 @@
 #pragma once
 // Aggregation: the model's parameters and the optimizer, the weighted sum of a round's pushes
 // sum_i p_i C_i(g_i) renormalised over those who pushed, the optimizer step with its finiteness
-// guard, and the encoded update every worker applies to keep its replica bit-identical.
+// guard, and the encoded update every worker applies to keep its replica bit-identical. Before
+// the sum, the defences of robust_aggregation.hpp: weights capped, norms clipped, and optionally
+// a coordinate-wise trimmed mean or median instead of the weighted sum.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -17,17 +19,19 @@ namespace tern::server {
 struct StepResult {
   double train_loss = 0.0;  // the pushers' losses weighted by samples
   uint32_t participants = 0;
+  uint32_t clipped = 0;  // pushes whose norm was clipped
   bool refused = false;  // the step would have made the model or momentum non-finite: not taken
 };
 
 class Aggregator {
  public:
   Aggregator(const ml::OptimizerSpec& optimizer, std::vector<float> initial,
-             size_t max_message_bytes);
+             size_t max_message_bytes, const config::AggregationSettings& robustness = {});
 
   // Decodes a push's gradient for this model (dimension and size limits).
   compression::DecodeResult decode(std::span<const uint8_t> payload) const;
-  // Sums the workers' pending gradients (in id order, clearing them) and steps the model.
+  // Combines the workers' pending gradients (in id order, clearing them; clipped pushes counted
+  // in their records) and steps the model.
   StepResult step(Membership& members, uint64_t round);
 
   const std::vector<float>& parameters() const { return params_; }
@@ -47,7 +51,13 @@ class Aggregator {
 
  private:
   std::vector<float> deltaOf(const std::vector<float>& aggregate, uint64_t round, bool& refused);
+  // Clips the pushes' norms to clip_multiple times the round's median; returns how many.
+  uint32_t clipPushes(const std::vector<Worker*>& pushers);
+  // The round's aggregate of the (clipped) pushes, and their losses' weighted mean.
+  std::vector<float> combine(const std::vector<Worker*>& pushers, double& loss) const;
   size_t max_message_bytes_;
+  config::AggregationSettings robustness_;
+  std::optional<double> reference_norm_;  // the last median of two or more non-zero pushes
   std::vector<float> params_;
   ml::SgdOptimizer optimizer_;
   Payload last_update_;  // shared by every worker's round start (no copy per worker)

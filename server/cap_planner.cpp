@@ -63,7 +63,7 @@ void CapPlanner::plan(Membership& members) {
   std::vector<Worker*> alive;
   double total = 0.0;  // sums of up to 2^40 samples a worker: no overflow, shares in [0, 1]
   for (auto& [id, w] : members.all()) {
-    if (!w.rec.alive) continue;
+    if (!w.rec.alive || w.rec.benched) continue;  // a benched straggler holds no cap
     alive.push_back(&w);
     total += double(w.samples);
   }

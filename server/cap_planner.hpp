@@ -25,7 +25,7 @@ class CapPlanner {
 
   CapPlanner(const config::AllocationSettings& settings, uint32_t dim);
 
-  // Plans every live worker's cap, threshold and share.
+  // Plans every live worker's cap, threshold and share (a benched straggler gets none).
   void plan(Membership& members);
   // Gives `joiner` a cap within what the open round's budget leaves; false when none fits.
   bool admit(Membership& members, Worker& joiner, uint64_t round);

@@ -55,7 +55,8 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       session_(session),
       planner_(options.allocation, uint32_t(model_->numParams())),
       aggregator_(options.optimizer, initialParameters(*model_, options.training.seed),
-                  options.max_message_bytes),
+                  options.max_message_bytes, options.aggregation),
+      bench_(options.stragglers),
       now_(now) {}
 
 Effects CoordinatorCore::take() { return std::exchange(out_, Effects{}); }
@@ -245,7 +246,7 @@ void CoordinatorCore::admitSittingOut() {
   // Caps freed by members that went without pushing go to the workers sitting the round out.
   if (!phase_.is(Phase::kRunning)) return;
   for (auto& [id, w] : membership_.all()) {
-    if (!w.rec.alive || w.plan.in_round || w.rec.pushed) continue;
+    if (!w.rec.alive || w.plan.in_round || w.rec.pushed || w.rec.benched) continue;
     if (planner_.admit(membership_, w, round_)) sendRoundStart(w);
   }
 }
@@ -283,6 +284,7 @@ void CoordinatorCore::startRound() {
     w.rec.pushed = false;
     w.refused = false;
     w.pending.reset();
+    if (!bench_.offers(w.rec, round_)) continue;  // benched, and no probe due
     if (carried) {
       if (!planner_.admit(membership_, w, round_)) continue;
     } else {
@@ -325,15 +327,7 @@ void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, si
     counters_.upload_bytes += wire_bytes;
     ack(true);
   } else if (!phase_.is(Phase::kRunning) || push.round() != round_ || !w->plan.in_round) {
-    // A worker sitting out the round (it joined with the round's budget spent) has no cap in it.
-    const bool sits_out = phase_.is(Phase::kRunning) && push.round() == round_;
-    if (!sits_out) ++counters_.late_pushes;
-    const std::string r = std::to_string(push.round());
-    reject(peer, wire::Error::BAD_ROUND, sits_out ? "not_in_round" : "late_or_future_round",
-           sits_out ? "push for round " + r +
-                          ", which this worker takes no part in: it starts with the next"
-                    : "push for round " + r + ", current round is " + std::to_string(round_),
-           proto::ErrorAbout{push.round(), true, {}});
+    refuseOffRound(*w, push.round(), received_at);
   } else if (w->rec.pushed) {
     // Idempotent: a duplicate of an accepted push is acknowledged again, not applied twice.
     ++counters_.rejections["duplicate"];
@@ -349,6 +343,25 @@ void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, si
     return;
   }
   out_.append(std::move(notice));
+}
+
+void CoordinatorCore::refuseOffRound(Worker& w, uint64_t push_round, double received_at) {
+  // A worker sitting out the round (it joined with the round's budget spent) has no cap in it.
+  const bool sits_out = phase_.is(Phase::kRunning) && push_round == round_;
+  if (!sits_out) ++counters_.late_pushes;
+  const std::string r = std::to_string(push_round);
+  reject(w.peer, wire::Error::BAD_ROUND, sits_out ? "not_in_round" : "late_or_future_round",
+         sits_out ? "push for round " + r +
+                        ", which this worker takes no part in: it starts with the next"
+                  : "push for round " + r + ", current round is " + std::to_string(round_),
+         proto::ErrorAbout{push_round, true, {}});
+  // A benched member's late probe is timed from its round start: in the deadline, it is back.
+  if (!sits_out && w.round_sent_at &&
+      bench_.latePush(w.rec, push_round, received_at - *w.round_sent_at,
+                      options_.round_deadline_seconds)) {
+    planner_.plan(membership_);
+    admitSittingOut();
+  }
 }
 
 void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_bytes,
@@ -384,43 +397,6 @@ void CoordinatorCore::refusePush(Worker& w, wire::Error::Code code, const std::s
   if (allAnswered()) closeRound();
 }
 
-bool CoordinatorCore::allPushed() const {
-  bool any = false;
-  for (const auto& [id, w] : membership_.all()) {
-    if (!w.rec.alive || !w.plan.in_round) continue;
-    if (!w.rec.pushed) return false;
-    any = true;
-  }
-  return any;
-}
-
-bool CoordinatorCore::allAnswered() const {
-  bool any = false;
-  for (const auto& [id, w] : membership_.all()) {
-    if (!w.rec.alive || !w.plan.in_round) continue;
-    if (!w.rec.pushed && !w.refused) return false;
-    any = any || w.rec.pushed;
-  }
-  return any && (allPushed() || pushedShare() >= options_.quorum_share);
-}
-
-double CoordinatorCore::pushedShare() const {
-  // Over the round's members: a worker sitting the round out holds a share of the next plan.
-  double pushed = 0.0, members = 0.0;
-  bool sitting_out = false;
-  for (const auto& [id, w] : membership_.all()) {
-    if (!w.rec.alive) continue;
-    if (!w.plan.in_round) {
-      sitting_out = true;
-      continue;
-    }
-    members += w.rec.share;
-    if (w.rec.pushed) pushed += w.rec.share;
-  }
-  if (!sitting_out) return pushed;  // the shares of the alive workers sum to one
-  return members > 0.0 ? pushed / members : 0.0;
-}
-
 void CoordinatorCore::recordTotals(RoundRecord& rec) const {
   rec.upload_bytes = counters_.upload_bytes;
   rec.download_bytes = counters_.download_bytes;
@@ -433,6 +409,8 @@ void CoordinatorCore::recordTotals(RoundRecord& rec) const {
 void CoordinatorCore::closeRound() {
   const StepResult step = aggregator_.step(membership_, round_);
   if (step.refused) ++counters_.steps_refused;
+  counters_.pushes_clipped += step.clipped;
+  const bool bench_moved = bench_.closeRound(membership_, round_, counters_.benched);
   RoundRecord rec;
   rec.round = round_;
   rec.time_s = now_ - start_time_.value_or(now_);
@@ -441,7 +419,8 @@ void CoordinatorCore::closeRound() {
   ++round_;
   const bool last = round_ >= options_.max_rounds;
   recordTotals(rec);
-  if (planner_.closeRound(membership_)) planner_.plan(membership_);
+  const bool prices_moved = planner_.closeRound(membership_);
+  if (prices_moved || bench_moved) planner_.plan(membership_);
   if (evaluates_ && (round_ % options_.eval_every == 0 || last)) {
     // The record waits for its accuracy, and the next round for the record.
     phase_.fire(PhaseEvent::kAwaitEvaluation);
@@ -540,6 +519,7 @@ void CoordinatorCore::roundTimers() {
   // Nobody (or too little data) pushed in time: the round stays open another period, and each
   // worker whose push was refused is asked again (a worker never resends on its own).
   round_deadline_ = now_ + options_.round_deadline_seconds;
+  recallBenched();
   for (auto& [id, w] : membership_.all()) {
     if (!w.rec.alive || !w.refused || w.rec.pushed) continue;
     w.refused = false;

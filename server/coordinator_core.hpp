@@ -22,6 +22,7 @@
 #include "server/membership.hpp"
 #include "server/round_phase.hpp"
 #include "server/round_record.hpp"
+#include "server/straggler_bench.hpp"
 
 namespace tern::server {
 
@@ -98,6 +99,8 @@ class CoordinatorCore {
   uint64_t reasked() const { return counters_.pushes_asked_again; }
   uint64_t badReports() const { return counters_.push_reports_unusable; }
   uint64_t stepsRefused() const { return counters_.steps_refused; }
+  uint64_t pushesClipped() const { return counters_.pushes_clipped; }
+  uint64_t benchedTotal() const { return counters_.benched; }
   uint64_t uploadBytes() const { return counters_.upload_bytes; }
   uint64_t fullBytes() const { return counters_.full_bytes; }
   size_t aliveWorkers() const { return membership_.alive(); }
@@ -119,6 +122,8 @@ class CoordinatorCore {
   void handleFinished(const std::string& peer, const wire::Envelope& env);
   // A reported link model, planned with from here on unless no link could have it.
   void takeLink(Worker& w, const wire::LinkModel& link, bool from_push);
+  // Refuses a push for a round other than the open one, or one the worker holds no seat in.
+  void refuseOffRound(Worker& w, uint64_t push_round, double received_at);
   void acceptPush(Worker& w, const Message& msg, size_t wire_bytes, double received_at,
                   compression::DecodeResult decoded);
   Message welcomeFor(const Worker& w, const wire::Join& join);
@@ -134,6 +139,8 @@ class CoordinatorCore {
   void send(Worker& w, Message m);
   void sendRoundStart(Worker& w);
   void admitSittingOut();
+  // A round that reached its deadline with too little pushed brings the benched members back.
+  void recallBenched();
   void startRound();
   void closeRound();
   // The run's totals and the worker table as of now, into a round's record.
@@ -152,6 +159,7 @@ class CoordinatorCore {
   Membership membership_;
   CapPlanner planner_;
   Aggregator aggregator_;
+  StragglerBench bench_;
   RoundPhase phase_;
   Counters counters_;
   uint64_t round_ = 0;  // the round being collected

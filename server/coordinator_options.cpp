@@ -19,6 +19,8 @@ CoordinatorOptions coordinatorOptions(const config::CoordinatorSettings& s) {
   o.optimizer = s.optimizer;
   o.training = s.training;
   o.allocation = s.allocation;
+  o.aggregation = s.aggregation;
+  o.stragglers = s.stragglers;
   return o;
 }
 

@@ -24,6 +24,8 @@ struct CoordinatorOptions {
   ml::OptimizerSpec optimizer;
   config::TrainingSettings training;
   config::AllocationSettings allocation;
+  config::AggregationSettings aggregation;
+  config::StragglerSettings stragglers;
 };
 
 // The core's options from the validated settings.

@@ -21,6 +21,11 @@ std::map<std::string, telemetry::CounterStatus> counters(const CoordinatorCore& 
       {"steps_refused_non_finite",
        {core.stepsRefused(),
         "Rounds whose aggregated step would have made the model non-finite, not taken."}},
+      {"pushes_clipped",
+       {core.pushesClipped(),
+        "Pushes whose norm was clipped to clip_multiple times the round's median push norm."}},
+      {"workers_benched",
+       {core.benchedTotal(), "Times a worker was benched for missing its push rounds in a row."}},
       {"connections_admitted",
        {auth.admitted, "Worker connections whose CURVE key the allowlist admitted."}},
       {"connections_auth_refused",
@@ -71,6 +76,8 @@ telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
     p.link = {w.link.a_seconds(), w.link.b_seconds_per_packet(), w.link.r2(),
               w.link.samples(),   w.link.packet_bytes(),         w.link.a_stderr(),
               w.link.b_stderr()};
+    p.benched = w.benched;
+    p.pushes_clipped = w.pushes_clipped;
     st.workers.push_back(std::move(p));
   }
   return st;

@@ -27,6 +27,12 @@ struct WorkerRecord {
   double predicted_cost = 0.0;
   double predicted_improvement = 0.0;
   double predicted_step = 0.0;
+  // Robustness (docs/reliability.md, docs/security.md): rounds closed in a row without its push,
+  // benched (not waited for; offered probe_round now and then), pushes whose norm was clipped.
+  uint32_t missed_in_row = 0;
+  bool benched = false;
+  uint64_t probe_round = 0;
+  uint64_t pushes_clipped = 0;
 };
 
 // One row of the metrics CSV: counters are cumulative since the start of training.
@@ -55,6 +61,8 @@ struct Counters {
   uint64_t pushes_asked_again = 0;             // round starts sent again after a refused push
   uint64_t push_reports_unusable = 0;          // accepted pushes whose tuner report was unusable
   uint64_t steps_refused = 0;                  // aggregated steps that would have been non-finite
+  uint64_t pushes_clipped = 0;                 // pushes whose norm was clipped to the bound
+  uint64_t benched = 0;                        // times a member was benched as a straggler
   std::map<std::string, uint64_t> rejections;  // refused messages by reason
   uint64_t rejectedTotal() const;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <queue>
 
+#include "common/compression/codec.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/util/checksum.hpp"
 #include "server/inline_evaluation.hpp"
@@ -33,6 +34,24 @@ struct Later {
 };
 
 size_t wireBytes(const Message& m) { return m.envelope.ByteSizeLong() + m.payload.size(); }
+
+// A Byzantine member's message as it leaves: a push's values times `scale`, a join's claimed
+// samples replaced (when given). Other messages pass unchanged.
+std::shared_ptr<Message> poisoned(const std::shared_ptr<Message>& m, const config::SimByzantine& b,
+                                  size_t dim) {
+  auto out = std::make_shared<Message>(*m);
+  if (m->envelope.has_join() && b.samples > 0)
+    out->envelope.mutable_join()->set_sample_count(b.samples);
+  if (!m->envelope.has_push() || m->envelope.push().probe()) return out;
+  compression::DecodeLimits limits;
+  limits.expected_dim = limits.max_dim = uint32_t(dim);
+  limits.max_bytes = m->payload.size() + 64;
+  auto decoded = compression::decode(m->payload, limits);
+  if (!decoded.value) return out;
+  for (float& v : decoded.value->values) v = float(double(v) * b.scale);
+  out->payload = compression::encodeUpdate(*decoded.value);
+  return out;
+}
 
 }  // namespace
 
@@ -144,6 +163,21 @@ struct Simulator::Impl {
          ++coord_tick_gen);
   }
 
+  // A worker's message onto its uplink, to arrive after its transfer and latency (a Byzantine
+  // member's poisoned on the way).
+  void uplink(const Event& e) {
+    size_t i = e.worker;
+    workers[i]->onSent(*e.message, e.bytes, now);
+    double start = std::max(now, up_free[i]);
+    double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
+    up_free[i] = done;
+    const bool byzantine = i < settings.byzantine.workers;
+    push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i,
+         byzantine ? poisoned(e.message, settings.byzantine, coordinator->parameters().size())
+                   : e.message,
+         e.bytes);
+  }
+
   SimResult run(const std::function<void(const server::RoundRecord&)>& on_round_cb) {
     on_round = on_round_cb;
     for (size_t i = 0; i < workers.size(); ++i) workerOut(i, workers[i]->start(now));
@@ -155,16 +189,9 @@ struct Simulator::Impl {
       now = e.time;
       ++result.events;
       switch (e.kind) {
-        case EventKind::kWorkerSend: {
-          size_t i = e.worker;
-          workers[i]->onSent(*e.message, e.bytes, now);
-          double start = std::max(now, up_free[i]);
-          double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
-          up_free[i] = done;
-          push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i, e.message,
-               e.bytes);
+        case EventKind::kWorkerSend:
+          uplink(e);
           break;
-        }
         case EventKind::kToCoordinator:
           coordinatorOut(
               coordinator->handleMessage(std::to_string(e.worker), *e.message, e.bytes, now, now));

@@ -189,6 +189,38 @@ void readCoordinatorLimits(MapReader& m, CoordinatorSettings& s) {
       m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
 }
 
+void readAggregation(MapReader m, AggregationSettings& s) {
+  if (m.has("max_worker_share") && m.get<std::string>("max_worker_share", "") != "auto") {
+    s.max_worker_share =
+        m.inRangeAbove("max_worker_share", m.get<double>("max_worker_share", 1.0), 0.0, 1.0);
+  }
+  const std::string robust =
+      m.oneOf("robust", m.get<std::string>("robust", "none"), {"none", "trimmed_mean", "median"});
+  s.robust = robust == "median"         ? RobustRule::kMedian
+             : robust == "trimmed_mean" ? RobustRule::kTrimmedMean
+                                        : RobustRule::kNone;
+  // A fleet that does not trust every member clips tighter by default.
+  const double clip = s.robust == RobustRule::kNone ? s.clip_multiple : kRobustClipMultiple;
+  s.clip_multiple = m.inRange("clip_multiple", m.get<double>("clip_multiple", clip), 0.0, 1e12);
+  if (s.clip_multiple > 0.0 && s.clip_multiple < 1.0) {
+    m.fail("clip_multiple",
+           "'clip_multiple' must be 0 (off) or at least 1: the median push "
+           "itself would be clipped");
+  }
+  s.trim_fraction =
+      m.inRange("trim_fraction", m.get<double>("trim_fraction", s.trim_fraction), 0.0, 0.49);
+  m.done();
+}
+
+void readStragglers(MapReader m, StragglerSettings& s) {
+  s.bench_after_misses =
+      m.inRange<uint32_t>("bench_after_misses",
+                          m.get<uint32_t>("bench_after_misses", s.bench_after_misses), 0, 1u << 20);
+  s.probe_every = m.inRange<uint32_t>("probe_every", m.get<uint32_t>("probe_every", s.probe_every),
+                                      1, 1u << 20);
+  m.done();
+}
+
 void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   readCoordinatorLimits(m, s);
   MapReader model = m.child("model");
@@ -199,6 +231,8 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   readOptimizer(m.child("optimizer"), s.optimizer);
   readTraining(m.child("training"), s.training);
   readAllocation(m.child("allocation"), s.allocation);
+  readAggregation(m.child("aggregation"), s.aggregation);
+  readStragglers(m.child("stragglers"), s.stragglers);
   if (m.has("test_data")) {
     MapReader d = m.child("test_data");
     readDataSource(d, s.test_data, ml::DataSource::Split::kTest);
@@ -404,6 +438,8 @@ const std::set<std::string> kCoordinatorKeys = {"bind",
                                                 "optimizer",
                                                 "training",
                                                 "allocation",
+                                                "aggregation",
+                                                "stragglers",
                                                 "test_data",
                                                 "metrics_csv",
                                                 "max_message_bytes",
@@ -518,6 +554,14 @@ SimSettings loadSimSettings(const std::string& file) {
   s.download_rate_mbps = m.inRange(
       "download_rate_mbps", m.get<double>("download_rate_mbps", s.download_rate_mbps), 1e-6, 1e6);
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
+  MapReader byz = m.child("byzantine");
+  s.byzantine.workers =
+      byz.inRange<uint32_t>("workers", byz.get<uint32_t>("workers", 0), 0, s.workers);
+  s.byzantine.scale =
+      byz.inRange("scale", byz.get<double>("scale", s.byzantine.scale), -1e30, 1e30);
+  s.byzantine.samples =
+      byz.inRange<uint64_t>("samples", byz.get<uint64_t>("samples", 0), 0, uint64_t{1} << 40);
+  byz.done();
   setSimWorkers(s, s.workers);
   m.done();
   return s;

@@ -60,6 +60,25 @@ struct AllocationSettings {
   bool measure_push_bytes = true;
 };
 
+// Robustness: how a round's pushes are weighed and bounded when not every member is trusted
+// (docs/security.md, "Poisoned pushes"), and when a member that misses its pushes stops holding
+// rounds up (docs/reliability.md, "Stragglers").
+enum class RobustRule { kNone, kTrimmedMean, kMedian };
+inline constexpr double kRobustClipMultiple = 2.0;
+struct AggregationSettings {
+  // The largest weight one pusher gets; 0 = auto: max(0.5, 2/n) over the round's n pushers.
+  double max_worker_share = 0.0;
+  // A push's norm at most this times the round's median (0 = off); kRobustClipMultiple by default
+  // under a robust rule.
+  double clip_multiple = 10.0;
+  RobustRule robust = RobustRule::kNone;
+  double trim_fraction = 0.2;  // trimmed_mean: the share cut from each end, in [0, 0.5)
+};
+struct StragglerSettings {
+  uint32_t bench_after_misses = 3;  // rounds missed in a row that bench a member (0 = never)
+  uint32_t probe_every = 10;        // a benched member is offered a round this often
+};
+
 // Where and how often the coordinator saves its state to resume after a restart. Empty path:
 // no checkpoints (and SIGTERM ends training for every worker instead of pausing it).
 struct CheckpointSettings {
@@ -100,6 +119,8 @@ struct CoordinatorSettings {
   ml::OptimizerSpec optimizer;
   TrainingSettings training;
   AllocationSettings allocation;
+  AggregationSettings aggregation;
+  StragglerSettings stragglers;
   ml::DataSource test_data;
   std::string metrics_csv;
   size_t max_message_bytes = 64u << 20;
@@ -174,6 +195,14 @@ struct SimLink {
   double compute_seconds = 0.01;
 };
 
+// Sim only: the first `workers` members poison their pushes (values times `scale`) and claim
+// `samples` in their joins (0 = their shard's), to test the defences (docs/security.md).
+struct SimByzantine {
+  uint32_t workers = 0;
+  double scale = 1e6;
+  uint64_t samples = 0;
+};
+
 struct SimSettings {
   CoordinatorSettings coordinator;
   WorkerSettings worker;  // template: shard index/total and name are set per worker
@@ -182,6 +211,7 @@ struct SimSettings {
   std::vector<SimLink> links;  // per worker; the last one repeats when shorter than `workers`
   double download_rate_mbps = 100.0;
   std::string metrics_csv;
+  SimByzantine byzantine;
 };
 
 // The daemons' files where --config is not given.

@@ -38,6 +38,8 @@ OrderedJson peerJson(const PeerStatus& w) {
   j["upload_bytes"] = w.upload_bytes;
   j["download_bytes"] = w.download_bytes;
   j["link"] = linkJson(w.link);
+  j["benched"] = w.benched;
+  j["pushes_clipped"] = w.pushes_clipped;
   return j;
 }
 

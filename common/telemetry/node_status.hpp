@@ -37,6 +37,8 @@ struct PeerStatus {
   uint64_t upload_bytes = 0;
   uint64_t download_bytes = 0;
   LinkStatus link;
+  bool benched = false;         // coordinator: a straggler not waited for
+  uint64_t pushes_clipped = 0;  // coordinator: its pushes clipped to the round's norm bound
 };
 
 // A further cumulative counter: /metrics shows it as tern_NAME_total with `help` as its HELP text.

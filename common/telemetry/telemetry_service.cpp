@@ -160,6 +160,11 @@ void TelemetryService::exportWorker(const PeerStatus& w) {
                     double(w.upload_bytes));
   m.setCounterTotal("tern_worker_download_bytes_total", "Bytes the coordinator sent the worker.", l,
                     double(w.download_bytes));
+  m.setGauge("tern_worker_benched", "1 while the worker is benched as a straggler, else 0.", l,
+             w.benched);
+  m.setCounterTotal("tern_worker_pushes_clipped_total",
+                    "Pushes of the worker whose norm was clipped to the round's bound.", l,
+                    double(w.pushes_clipped));
   exportLink(l, w.link);
 }
 

@@ -31,8 +31,9 @@ fi
 # The library code under test, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,cap_planner}.cpp
           "$ROOT"/server/{checkpoint_codec,coordinator_checkpoint,coordinator_core,coordinator_options}.cpp
+          "$ROOT/server/coordinator_quorum.cpp"
           "$ROOT/server/inline_evaluation.cpp"
-          "$ROOT"/server/{link_checks,membership,round_phase}.cpp
+          "$ROOT"/server/{link_checks,membership,robust_aggregation,round_phase,straggler_bench}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
           "$ROOT/common/transport/curve_keys.cpp"
           "$ROOT"/common/compression/*.cpp "$ROOT"/common/allocation/*.cpp "$ROOT"/common/ml/*.cpp

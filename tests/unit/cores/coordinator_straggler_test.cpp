@@ -1,0 +1,89 @@
+// The straggler bench on the test's clock: a member that heartbeats but never pushes holds up
+// bench_after_misses rounds (each waits for the deadline), then is benched: later rounds close at
+// the others' pushes. It is offered a probe round every probe_every rounds, is not waited for in
+// it, and a late push for its probe within the deadline brings it back.
+#include <doctest/doctest.h>
+
+#include "coordinator_harness.hpp"
+
+using namespace tern;
+using namespace tern::testing;
+
+namespace {
+
+bool roundStartTo(const std::vector<Outgoing>& out, const std::string& peer) {
+  for (const auto& o : out) {
+    if (o.peer == peer && o.message.envelope.has_round_start()) return true;
+  }
+  return false;
+}
+
+// A pushes the open round 0.1 s into it; returns whether that closed the round at once. If not,
+// B heartbeats and the clock passes the deadline (the round closes there); `to_b` collects what
+// B was sent.
+bool roundOfA(Harness& h, uint32_t a, uint32_t b, double deadline, std::vector<Outgoing>& to_b) {
+  const uint64_t r = h.core->round();
+  const double start = h.now;
+  h.now = start + 0.1;
+  auto out = h.core->onMessage(
+      "A", h.push(a, r, std::vector<float>(h.core->parameters().size(), 0.1f)), 50, h.now);
+  to_b.insert(to_b.end(), out.begin(), out.end());
+  if (h.core->round() == r + 1) return true;
+  h.now = start + deadline + 0.01;
+  h.core->onMessage("B", h.heartbeat(b), 10, h.now);
+  out = h.core->onTick();
+  to_b.insert(to_b.end(), out.begin(), out.end());
+  REQUIRE(h.core->round() == r + 1);
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a member that heartbeats but never pushes holds up three rounds, then none") {
+  Harness h;
+  h.withTimers(2.0, 100.0);
+  const auto [a, b] = h.joinAB();
+  std::vector<Outgoing> sent;
+  for (int r = 0; r < 3; ++r) CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));  // waited for B
+  CHECK(recordOf(*h.core, b).benched);
+  CHECK(h.core->benchedTotal() == 1);
+  const double before = h.now;
+  for (int r = 3; r < 12; ++r) CHECK(roundOfA(h, a, b, 2.0, sent));  // closed at A's push
+  CHECK(h.now - before == doctest::Approx(9 * 0.1));
+  CHECK(h.core->round() == 12);
+}
+
+TEST_CASE(
+    "a benched member is offered a probe round, not waited for, and back after a timely "
+    "push") {
+  Harness h;
+  h.withTimers(2.0, 100.0);
+  const auto [a, b] = h.joinAB();
+  std::vector<Outgoing> sent;
+  for (int r = 0; r < 3; ++r) roundOfA(h, a, b, 2.0, sent);
+  sent.clear();
+  // Benched at round 2's close: rounds 3 to 11 sit it out, round 12 is its probe, offered as
+  // round 11 closes.
+  for (int r = 3; r < 11; ++r) CHECK(roundOfA(h, a, b, 2.0, sent));
+  CHECK_FALSE(roundStartTo(sent, "B"));
+  CHECK(roundOfA(h, a, b, 2.0, sent));
+  CHECK(roundStartTo(sent, "B"));
+  CHECK(h.core->round() == 12);
+  CHECK(roundOfA(h, a, b, 2.0, sent));  // the probe round, closed at A's push all the same
+  // B's push for its probe comes 0.5 s after the probe's round start: within the deadline.
+  h.now += 0.4;
+  h.core->onMessage("B", h.push(b, 12, std::vector<float>(h.core->parameters().size(), 0.1f)), 50,
+                    h.now);
+  CHECK(h.core->round() == 13);
+  CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));  // round 13 waits for B again
+}
+
+TEST_CASE("with bench_after_misses 0 every round waits for the silent member") {
+  Harness h;
+  h.settings.stragglers.bench_after_misses = 0;
+  h.withTimers(2.0, 100.0);
+  const auto [a, b] = h.joinAB();
+  std::vector<Outgoing> sent;
+  for (int r = 0; r < 6; ++r) CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));
+  CHECK_FALSE(recordOf(*h.core, b).benched);
+}
