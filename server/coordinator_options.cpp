@@ -19,6 +19,7 @@ CoordinatorOptions coordinatorOptions(const config::CoordinatorSettings& s) {
   o.optimizer = s.optimizer;
   o.training = s.training;
   o.allocation = s.allocation;
+  o.joins = s.joins;
   return o;
 }
 

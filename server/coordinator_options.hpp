@@ -24,6 +24,7 @@ struct CoordinatorOptions {
   ml::OptimizerSpec optimizer;
   config::TrainingSettings training;
   config::AllocationSettings allocation;
+  config::JoinSettings joins;  // join rate per connection, a never-pushed member's seat
 };
 
 // The core's options from the validated settings.

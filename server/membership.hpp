@@ -39,6 +39,7 @@ struct Worker {
   bool acks_finish = false;  // answers a Finish with a Leave
   double last_seen = 0.0;
   double last_sent = 0.0;
+  double joined_at = 0.0;                // when its present process joined (not checkpointed)
   std::optional<uint64_t> synced_round;  // the model round its replica holds
   std::optional<uint64_t> partition_fingerprint;
   uint32_t shard_index = 0;
@@ -60,6 +61,10 @@ struct JoinRefusal {
   std::string reason;  // the rejection counter's name
   std::string text;
 };
+
+// Whether `w` ever pushed (a gradient or a calibration probe): a member with history, which a
+// newcomer never displaces.
+inline bool hasHistory(const Worker& w) { return w.rec.upload_bytes > 0; }
 
 // What patienceFor needs besides the worker.
 struct PatienceContext {
@@ -94,13 +99,22 @@ class Membership {
   Worker* byName(const std::string& name);
   size_t alive() const;
   // Why `join` from `peer` is refused, or nothing. largest_frame: the biggest message it would get.
+  // A name belongs to one live process (on another connection only its own nonzero instance
+  // takes it) and a connection holds one live name.
   std::optional<JoinRefusal> checkJoin(const std::string& peer, const wire::Join& join,
                                        uint64_t largest_frame, size_t max_workers,
                                        double forget_after);
-  // The worker the join names (kept id on a re-join, a new id otherwise), updated from it.
-  Worker& admit(const std::string& peer, const wire::Join& join);
-  // Forgets workers gone for longer than `horizon` (a push still in its round stays).
-  void forget(double now, double horizon);
+  // The worker the join names (kept id on a re-join, a new id otherwise), updated from it. A
+  // live worker's nonzero instance is never replaced by a join's 0.
+  Worker& admit(const std::string& peer, const wire::Join& join, double now = 0.0);
+  // A full table makes room for a new name by forgetting a member without history: a gone one
+  // first, else the live one that joined longest ago, at least `grace` seconds ago. Returns
+  // whether it forgot one.
+  bool makeRoom(const std::string& name, size_t max_workers, double now, double grace);
+  // Forgets workers gone for longer than `horizon`, or than `pending_horizon` for those without
+  // history (a push still in its round stays).
+  void forget(double now, double horizon, double pending_horizon);
+  void forget(double now, double horizon) { forget(now, horizon, horizon); }
   uint32_t nextId() const { return next_id_; }
   // Restoring: the table and the next id from a checkpoint.
   void restore(std::map<uint32_t, Worker> workers, uint32_t next_id);

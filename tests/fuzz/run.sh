@@ -31,7 +31,7 @@ fi
 # The library code under test, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,cap_planner}.cpp
           "$ROOT"/server/{checkpoint_codec,coordinator_checkpoint,coordinator_core,coordinator_options}.cpp
-          "$ROOT/server/inline_evaluation.cpp"
+          "$ROOT/server/inline_evaluation.cpp" "$ROOT/server/join_limiter.cpp"
           "$ROOT"/server/{link_checks,membership,round_phase}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
           "$ROOT/common/transport/curve_keys.cpp"
