@@ -53,7 +53,7 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       model_(std::move(model)),
       evaluates_(evaluates),
       session_(session),
-      connection_joins_({options.joins.per_connection.rate, options.joins.per_connection.burst}),
+      membership_(JoinRate{options.joins.per_connection.rate, options.joins.per_connection.burst}),
       planner_(options.allocation, uint32_t(model_->numParams())),
       aggregator_(options.optimizer, initialParameters(*model_, options.training.seed),
                   options.max_message_bytes),
@@ -173,23 +173,9 @@ void CoordinatorCore::takeLink(Worker& w, const wire::LinkModel& link, bool from
 }
 
 void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
-  if (!connection_joins_.take(peer, now_)) {
-    reject(peer, wire::Error::TOO_MANY_WORKERS, "join_rate_connection",
-           "too many joins from this connection: try again in a few seconds");
-    return;
-  }
-  const auto check = [&] {
-    return membership_.checkJoin(peer, join, aggregator_.largestFrameBytes(), options_.max_workers,
-                                 forgetAfterSeconds());
-  };
-  auto refusal = check();
-  // A full table: a member that never pushed gives its seat up, one with history never does.
-  if (refusal && refusal->code == wire::Error::TOO_MANY_WORKERS &&
-      membership_.makeRoom(join.worker_name(), options_.max_workers, now_,
-                           options_.joins.pending_seconds)) {
-    refusal = check();
-  }
-  if (refusal) {
+  const SeatLimits limits{aggregator_.largestFrameBytes(), options_.max_workers,
+                          forgetAfterSeconds(), options_.joins.pending_seconds};
+  if (auto refusal = membership_.screenJoin(peer, join, limits, now_)) {
     reject(peer, refusal->code, refusal->reason, refusal->text);
     return;
   }

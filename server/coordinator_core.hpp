@@ -19,7 +19,6 @@
 #include "server/cap_planner.hpp"
 #include "server/checkpoint_codec.hpp"
 #include "server/coordinator_options.hpp"
-#include "server/join_limiter.hpp"
 #include "server/membership.hpp"
 #include "server/round_phase.hpp"
 #include "server/round_record.hpp"
@@ -154,7 +153,6 @@ class CoordinatorCore {
   bool evaluates_;
   uint64_t session_;
   Membership membership_;
-  JoinLimiter connection_joins_;  // joins per connection (ROUTER identity)
   CapPlanner planner_;
   Aggregator aggregator_;
   RoundPhase phase_;

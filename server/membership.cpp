@@ -210,6 +210,24 @@ void Membership::warnSharedShard(const Worker& w) const {
   }
 }
 
+std::optional<JoinRefusal> Membership::screenJoin(const std::string& peer, const wire::Join& join,
+                                                  const SeatLimits& limits, double now) {
+  if (!connection_joins_.take(peer, now)) {
+    return JoinRefusal{wire::Error::TOO_MANY_WORKERS, "join_rate_connection",
+                       "too many joins from this connection: try again in a few seconds"};
+  }
+  auto check = [&] {
+    return checkJoin(peer, join, limits.largest_frame, limits.max_workers, limits.forget_after);
+  };
+  auto refusal = check();
+  // A full table: a member that never pushed gives its seat up, one with history never does.
+  if (refusal && refusal->code == wire::Error::TOO_MANY_WORKERS &&
+      makeRoom(join.worker_name(), limits.max_workers, now, limits.pending_seconds)) {
+    refusal = check();
+  }
+  return refusal;
+}
+
 bool Membership::makeRoom(const std::string& name, size_t max_workers, double now, double grace) {
   if (workers_.size() < max_workers || byName(name)) return false;
   auto victim = workers_.end();

@@ -10,6 +10,7 @@
 #include "common/allocation/budget.hpp"
 #include "common/allocation/link_costs.hpp"
 #include "common/compression/compressor.hpp"
+#include "server/join_limiter.hpp"
 #include "server/round_record.hpp"
 
 namespace tern::server {
@@ -85,8 +86,20 @@ double patienceFor(const Worker& w, const PatienceContext& c);
 bool takeReport(WorkerRecord& rec, const wire::Push& push, size_t dim);
 void clearReport(WorkerRecord& rec);
 
+// What screenJoin checks a join against besides the table.
+struct SeatLimits {
+  uint64_t largest_frame = 0;  // the biggest message a member would get
+  size_t max_workers = 0;
+  double forget_after = 0.0;     // seconds a gone worker with history is kept
+  double pending_seconds = 0.0;  // joins.pending_seconds
+};
+
 class Membership {
  public:
+  Membership() = default;
+  // joins: the rate of joins each connection may send.
+  explicit Membership(JoinRate joins) : connection_joins_(joins) {}
+
   // The most samples a worker may declare in its join: shares then never overflow.
   static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
 
@@ -107,6 +120,9 @@ class Membership {
   // The worker the join names (kept id on a re-join, a new id otherwise), updated from it. A
   // live worker's nonzero instance is never replaced by a join's 0.
   Worker& admit(const std::string& peer, const wire::Join& join, double now = 0.0);
+  // The join rate of `peer`'s connection, then checkJoin, making room (makeRoom) in a full table.
+  std::optional<JoinRefusal> screenJoin(const std::string& peer, const wire::Join& join,
+                                        const SeatLimits& limits, double now);
   // A full table makes room for a new name by forgetting a member without history: a gone one
   // first, else the live one that joined longest ago, at least `grace` seconds ago. Returns
   // whether it forgot one.
@@ -124,6 +140,7 @@ class Membership {
   void warnSharedShard(const Worker& w) const;
   std::map<uint32_t, Worker> workers_;
   uint32_t next_id_ = 0;
+  JoinLimiter connection_joins_{JoinRate{}};  // joins per connection (ROUTER identity)
 };
 
 }  // namespace tern::server
