@@ -53,6 +53,7 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       model_(std::move(model)),
       evaluates_(evaluates),
       session_(session),
+      membership_(JoinRate{options.joins.per_connection.rate, options.joins.per_connection.burst}),
       planner_(options.allocation, uint32_t(model_->numParams())),
       aggregator_(options.optimizer, initialParameters(*model_, options.training.seed),
                   options.max_message_bytes, options.aggregation),
@@ -86,6 +87,13 @@ Effects CoordinatorCore::handleMalformed(const std::string& peer, const std::str
                                          double now) {
   now_ = now;
   reject(peer, wire::Error::MALFORMED, reason, "malformed message: " + reason);
+  return take();
+}
+
+Effects CoordinatorCore::refuseJoin(const std::string& peer, const JoinRefusal& refusal,
+                                    double now) {
+  now_ = now;
+  reject(peer, refusal.code, refusal.reason, refusal.text);
   return take();
 }
 
@@ -166,12 +174,13 @@ void CoordinatorCore::takeLink(Worker& w, const wire::LinkModel& link, bool from
 }
 
 void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
-  if (auto refusal = membership_.checkJoin(peer, join, aggregator_.largestFrameBytes(),
-                                           options_.max_workers, forgetAfterSeconds())) {
+  const SeatLimits limits{aggregator_.largestFrameBytes(), options_.max_workers,
+                          forgetAfterSeconds(), options_.joins.pending_seconds};
+  if (auto refusal = membership_.screenJoin(peer, join, limits, now_)) {
     reject(peer, refusal->code, refusal->reason, refusal->text);
     return;
   }
-  Worker& w = membership_.admit(peer, join);
+  Worker& w = membership_.admit(peer, join, now_);
   if (join.has_link()) takeLink(w, join.link(), false);
   w.rec.alive = true;
   w.rec.pushed = false;
@@ -535,7 +544,8 @@ Effects CoordinatorCore::handleTimeout(double now) {
   now_ = now;
   if (finished()) return take();
   // A worker gone for long is forgotten, so that the table and the checkpoint do not grow.
-  membership_.forget(now_, forgetAfterSeconds());
+  membership_.forget(now_, forgetAfterSeconds(),
+                     std::min(forgetAfterSeconds(), options_.joins.pending_seconds));
   markSilentGone();
   if (phase_.is(Phase::kResuming) && membership_.alive() > 0 && phase_.resume_deadline &&
       now_ >= *phase_.resume_deadline) {

@@ -68,6 +68,9 @@ class CoordinatorCore {
                         double received_at, double now);
   // A message that did not parse: counted and answered with an error.
   Effects handleMalformed(const std::string& peer, const std::string& reason, double now);
+  // A join the daemon refused before the core (its CURVE key may not use the name, or joins too
+  // fast): counted under refusal.reason and answered.
+  Effects refuseJoin(const std::string& peer, const JoinRefusal& refusal, double now);
   // Timers: round deadline, heartbeats, worker patience, the resume grace.
   Effects handleTimeout(double now);
   // The answer to the last EvaluationRequest: completes its round and starts the next.

@@ -42,7 +42,7 @@ CoordinatorDaemon::CoordinatorDaemon(const config::CoordinatorSettings& s, Coord
       channel_opts_(channelOptions(s)),
       zap_(setUpSecurity(s.security, ctx_, channel_opts_)),
       channel_(ctx_, zmq::socket_type::router, channel_opts_),
-      security_(ctx_, channel_, std::move(zap_), steadySeconds),
+      security_(ctx_, channel_, std::move(zap_), steadySeconds, s.joins.per_key),
       loop_(channel_, loopOptions()) {}
 
 daemon::PollLoop::Options CoordinatorDaemon::loopOptions() {
@@ -201,6 +201,14 @@ void CoordinatorDaemon::dispatch(Effects effects, std::optional<double> received
 }
 
 void CoordinatorDaemon::onMessage(daemon::Incoming& in) {
+  // With CURVE a join is checked against its sender's key first (the ZAP user id).
+  if (const auto& env = in.message.envelope;
+      env.has_join() && env.version() == wire::PROTOCOL_VERSION) {
+    if (auto refusal = security_.checkJoin(in.user_id, env.join().worker_name())) {
+      dispatch(core_.refuseJoin(in.peer, *refusal, steadySeconds()));
+      return;
+    }
+  }
   dispatch(core_.handleMessage(in.peer, in.message, in.bytes, in.received_at, steadySeconds()),
            in.received_at);
 }

@@ -21,6 +21,7 @@ CoordinatorOptions coordinatorOptions(const config::CoordinatorSettings& s) {
   o.allocation = s.allocation;
   o.aggregation = s.aggregation;
   o.stragglers = s.stragglers;
+  o.joins = s.joins;
   return o;
 }
 

@@ -26,6 +26,7 @@ struct CoordinatorOptions {
   config::AllocationSettings allocation;
   config::AggregationSettings aggregation;
   config::StragglerSettings stragglers;
+  config::JoinSettings joins;  // join rate per connection, a never-pushed member's seat
 };
 
 // The core's options from the validated settings.

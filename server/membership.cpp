@@ -137,13 +137,19 @@ std::optional<JoinRefusal> Membership::checkJoin(const std::string& peer, const 
                                                  double forget_after) {
   if (auto refusal = checkJoinAlone(join, largest_frame)) return refusal;
   const Worker* w = byName(join.worker_name());
-  // A name belongs to one live process; the same process on a new connection keeps it.
-  if (w && w->rec.alive && w->peer != peer && w->instance != 0 && join.instance() != 0 &&
-      w->instance != join.instance()) {
+  // A name belongs to one live process; the same process on a new connection keeps it, and a
+  // join that does not say its process (instance 0) never takes it from a live holder.
+  if (w && w->rec.alive && w->peer != peer &&
+      (w->instance == 0 || w->instance != join.instance())) {
     return JoinRefusal{wire::Error::NAME_TAKEN, "name_taken",
                        "worker name '" + join.worker_name() +
                            "' is held by a live worker of another process; give each worker its "
                            "own name"};
+  }
+  if (const Worker* held = byPeer(peer); held && held->rec.name != join.worker_name()) {
+    return JoinRefusal{wire::Error::NOT_ADMITTED, "one_name_per_connection",
+                       "this connection holds live worker '" + held->rec.name +
+                           "': a connection joins under one name"};
   }
   if (auto refusal = checkPartition(workers_, join)) return refusal;
   if (!w && workers_.size() >= max_workers) {
@@ -156,7 +162,7 @@ std::optional<JoinRefusal> Membership::checkJoin(const std::string& peer, const 
   return std::nullopt;
 }
 
-Worker& Membership::admit(const std::string& peer, const wire::Join& join) {
+Worker& Membership::admit(const std::string& peer, const wire::Join& join, double now) {
   Worker* w = byName(join.worker_name());
   if (!w) {
     // Ids count up and wrap at 2^32: one a known worker holds is skipped, never shared.
@@ -170,15 +176,18 @@ Worker& Membership::admit(const std::string& peer, const wire::Join& join) {
   } else {
     spdlog::info("worker {} re-joined as id {}", join.worker_name(), w->rec.id);
   }
-  if (w->instance != join.instance()) {
+  const uint64_t instance =
+      join.instance() == 0 && w->rec.alive && w->peer == peer ? w->instance : join.instance();
+  if (w->instance != instance) {
     // Another process under this name: the last one's measurements are no measure of this one.
     w->push_price.reset();
     w->round_push.reset();
     w->rec.link = {};
     w->observed_push_seconds.reset();
   }
+  if (!w->rec.alive || w->instance != instance) w->joined_at = now;
   w->peer = peer;
-  w->instance = join.instance();
+  w->instance = instance;
   w->acks_finish = join.acks_finish();
   w->samples = join.sample_count();
   w->partition_fingerprint = join.partition_fingerprint() != 0
@@ -201,10 +210,51 @@ void Membership::warnSharedShard(const Worker& w) const {
   }
 }
 
-void Membership::forget(double now, double horizon) {
+std::optional<JoinRefusal> Membership::screenJoin(const std::string& peer, const wire::Join& join,
+                                                  const SeatLimits& limits, double now) {
+  if (!connection_joins_.take(peer, now)) {
+    return JoinRefusal{wire::Error::TOO_MANY_WORKERS, "join_rate_connection",
+                       "too many joins from this connection: try again in a few seconds"};
+  }
+  auto check = [&] {
+    return checkJoin(peer, join, limits.largest_frame, limits.max_workers, limits.forget_after);
+  };
+  auto refusal = check();
+  // A full table: a member that never pushed gives its seat up, one with history never does.
+  if (refusal && refusal->code == wire::Error::TOO_MANY_WORKERS &&
+      makeRoom(join.worker_name(), limits.max_workers, now, limits.pending_seconds)) {
+    refusal = check();
+  }
+  return refusal;
+}
+
+bool Membership::makeRoom(const std::string& name, size_t max_workers, double now, double grace) {
+  if (workers_.size() < max_workers || byName(name)) return false;
+  auto victim = workers_.end();
+  auto better = [&](const Worker& w) {
+    if (victim == workers_.end()) return true;
+    const Worker& v = victim->second;
+    if (w.rec.alive != v.rec.alive) return !w.rec.alive;  // a gone one first
+    return w.joined_at < v.joined_at;
+  };
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    const Worker& w = it->second;
+    if (hasHistory(w) || w.rec.pushed || w.pending) continue;
+    if (w.rec.alive && now - w.joined_at < grace) continue;
+    if (better(w)) victim = it;
+  }
+  if (victim == workers_.end()) return false;
+  spdlog::info("worker {} ({}) never pushed: its seat goes to newcomer {}", victim->first,
+               victim->second.rec.name, name);
+  workers_.erase(victim);
+  return true;
+}
+
+void Membership::forget(double now, double horizon, double pending_horizon) {
   std::erase_if(workers_, [&](const auto& entry) {
     const Worker& w = entry.second;
-    return !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > horizon;
+    const double after = hasHistory(w) ? horizon : pending_horizon;
+    return !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > after;
   });
 }
 

@@ -10,6 +10,7 @@
 #include "common/allocation/budget.hpp"
 #include "common/allocation/link_costs.hpp"
 #include "common/compression/compressor.hpp"
+#include "server/join_limiter.hpp"
 #include "server/round_record.hpp"
 
 namespace tern::server {
@@ -39,6 +40,7 @@ struct Worker {
   bool acks_finish = false;  // answers a Finish with a Leave
   double last_seen = 0.0;
   double last_sent = 0.0;
+  double joined_at = 0.0;                // when its present process joined (not checkpointed)
   std::optional<uint64_t> synced_round;  // the model round its replica holds
   std::optional<uint64_t> partition_fingerprint;
   uint32_t shard_index = 0;
@@ -61,6 +63,10 @@ struct JoinRefusal {
   std::string text;
 };
 
+// Whether `w` ever pushed (a gradient or a calibration probe): a member with history, which a
+// newcomer never displaces.
+inline bool hasHistory(const Worker& w) { return w.rec.upload_bytes > 0; }
+
 // What patienceFor needs besides the worker.
 struct PatienceContext {
   double patience = 0.0;                            // worker_patience_seconds
@@ -80,8 +86,20 @@ double patienceFor(const Worker& w, const PatienceContext& c);
 bool takeReport(WorkerRecord& rec, const wire::Push& push, size_t dim);
 void clearReport(WorkerRecord& rec);
 
+// What screenJoin checks a join against besides the table.
+struct SeatLimits {
+  uint64_t largest_frame = 0;  // the biggest message a member would get
+  size_t max_workers = 0;
+  double forget_after = 0.0;     // seconds a gone worker with history is kept
+  double pending_seconds = 0.0;  // joins.pending_seconds
+};
+
 class Membership {
  public:
+  Membership() = default;
+  // joins: the rate of joins each connection may send.
+  explicit Membership(JoinRate joins) : connection_joins_(joins) {}
+
   // The most samples a worker may declare in its join: shares then never overflow.
   static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
 
@@ -94,13 +112,25 @@ class Membership {
   Worker* byName(const std::string& name);
   size_t alive() const;
   // Why `join` from `peer` is refused, or nothing. largest_frame: the biggest message it would get.
+  // A name belongs to one live process (on another connection only its own nonzero instance
+  // takes it) and a connection holds one live name.
   std::optional<JoinRefusal> checkJoin(const std::string& peer, const wire::Join& join,
                                        uint64_t largest_frame, size_t max_workers,
                                        double forget_after);
-  // The worker the join names (kept id on a re-join, a new id otherwise), updated from it.
-  Worker& admit(const std::string& peer, const wire::Join& join);
-  // Forgets workers gone for longer than `horizon` (a push still in its round stays).
-  void forget(double now, double horizon);
+  // The worker the join names (kept id on a re-join, a new id otherwise), updated from it. A
+  // live worker's nonzero instance is never replaced by a join's 0.
+  Worker& admit(const std::string& peer, const wire::Join& join, double now = 0.0);
+  // The join rate of `peer`'s connection, then checkJoin, making room (makeRoom) in a full table.
+  std::optional<JoinRefusal> screenJoin(const std::string& peer, const wire::Join& join,
+                                        const SeatLimits& limits, double now);
+  // A full table makes room for a new name by forgetting a member without history: a gone one
+  // first, else the live one that joined longest ago, at least `grace` seconds ago. Returns
+  // whether it forgot one.
+  bool makeRoom(const std::string& name, size_t max_workers, double now, double grace);
+  // Forgets workers gone for longer than `horizon`, or than `pending_horizon` for those without
+  // history (a push still in its round stays).
+  void forget(double now, double horizon, double pending_horizon);
+  void forget(double now, double horizon) { forget(now, horizon, horizon); }
   uint32_t nextId() const { return next_id_; }
   // Restoring: the table and the next id from a checkpoint.
   void restore(std::map<uint32_t, Worker> workers, uint32_t next_id);
@@ -110,6 +140,7 @@ class Membership {
   void warnSharedShard(const Worker& w) const;
   std::map<uint32_t, Worker> workers_;
   uint32_t next_id_ = 0;
+  JoinLimiter connection_joins_{JoinRate{}};  // joins per connection (ROUTER identity)
 };
 
 }  // namespace tern::server

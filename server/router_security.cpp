@@ -27,6 +27,12 @@ std::unique_ptr<transport::ZapHandler> setUpSecurity(const config::SecuritySetti
   }
   spdlog::info("CURVE on: public key {}, {} worker key(s) allowed from {}",
                transport::curvePublicKeyOf(opts.curve.secret_key), allowlist.size(), sec.allowlist);
+  if (allowlist.unboundKeys() > 0) {
+    spdlog::warn(
+        "{} allowlisted key(s) without names= may join under any worker name "
+        "(docs/security.md)",
+        allowlist.unboundKeys());
+  }
   // The handler must be bound before the ROUTER accepts its first connection.
   return std::make_unique<transport::ZapHandler>(ctx, std::move(allowlist));
 }
@@ -47,8 +53,28 @@ void reloadAllowlist(transport::ZapHandler* zap) {
 }
 
 RouterSecurity::RouterSecurity(zmq::context_t& ctx, transport::Channel& channel,
-                               std::unique_ptr<transport::ZapHandler> zap, daemon::Clock clock)
-    : zap_(std::move(zap)), handshakes_(ctx, channel.socket()), clock_(std::move(clock)) {}
+                               std::unique_ptr<transport::ZapHandler> zap, daemon::Clock clock,
+                               const config::JoinRateSettings& per_key)
+    : zap_(std::move(zap)),
+      handshakes_(ctx, channel.socket()),
+      clock_(std::move(clock)),
+      key_joins_({per_key.rate, per_key.burst}) {}
+
+std::optional<JoinRefusal> RouterSecurity::checkJoin(const std::string& key,
+                                                     const std::string& name) {
+  if (!zap_) return std::nullopt;
+  if (!key_joins_.take(key, clock_())) {
+    return JoinRefusal{wire::Error::TOO_MANY_WORKERS, "join_rate_key",
+                       "too many joins with this worker's key: try again in a few seconds"};
+  }
+  if (!zap_->allowlist().mayUse(key, name)) {
+    return JoinRefusal{wire::Error::NAME_TAKEN, "name_not_allowed",
+                       "worker name '" + name +
+                           "' is not one this worker's key may use (names= on its line of the "
+                           "coordinator's allowlist)"};
+  }
+  return std::nullopt;
+}
 
 std::vector<daemon::Watch> RouterSecurity::watches() {
   std::vector<daemon::Watch> w{{&handshakes_.socket(), [this] { serve(); }}};

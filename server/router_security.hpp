@@ -13,6 +13,8 @@
 #include "common/transport/handshake_monitor.hpp"
 #include "common/transport/zap_handler.hpp"
 #include "server/coordinator_status.hpp"
+#include "server/join_limiter.hpp"
+#include "server/membership.hpp"
 
 namespace tern::server {
 
@@ -32,19 +34,25 @@ class RouterSecurity {
  public:
   // zap: from setUpSecurity (nullptr with security: none).
   RouterSecurity(zmq::context_t& ctx, transport::Channel& channel,
-                 std::unique_ptr<transport::ZapHandler> zap, daemon::Clock clock);
+                 std::unique_ptr<transport::ZapHandler> zap, daemon::Clock clock,
+                 const config::JoinRateSettings& per_key = {});
   // The handshake monitor's and the ZAP handler's sockets, each served by serve().
   std::vector<daemon::Watch> watches();
   // Answers pending ZAP requests and takes the handshake events, without blocking.
   void serve();
   // SIGHUP: the allowlist read again.
   void reload() { reloadAllowlist(zap_.get()); }
+  // Why a join under `name` from the client with ZAP user id `key` is refused before the core
+  // sees it (joins too fast for the key, or a name its allowlist line does not give it); nothing
+  // with security: none.
+  std::optional<JoinRefusal> checkJoin(const std::string& key, const std::string& name);
   const AuthCounters& counters() const { return auth_; }
 
  private:
   std::unique_ptr<transport::ZapHandler> zap_;
   transport::HandshakeMonitor handshakes_;
   daemon::Clock clock_;
+  JoinLimiter key_joins_;  // joins per CURVE key
   AuthCounters auth_;
   std::string last_refusal_;
   daemon::Throttle refusal_log_{10.0};

@@ -221,6 +221,21 @@ void readStragglers(MapReader m, StragglerSettings& s) {
   m.done();
 }
 
+void readJoinRate(MapReader m, JoinRateSettings& r) {
+  r.rate = m.inRange("rate", m.get<double>("rate", r.rate), 1e-6, 1e6);
+  r.burst = m.inRange("burst", m.get<double>("burst", r.burst), 1.0, 1e6);
+  m.done();
+}
+
+// joins: {per_connection: {rate, burst}, per_key: {rate, burst}, pending_seconds}
+void readJoins(MapReader m, JoinSettings& j) {
+  if (m.has("per_connection")) readJoinRate(m.child("per_connection"), j.per_connection);
+  if (m.has("per_key")) readJoinRate(m.child("per_key"), j.per_key);
+  j.pending_seconds = m.inRange("pending_seconds",
+                                m.get<double>("pending_seconds", j.pending_seconds), 1e-3, 86400.0);
+  m.done();
+}
+
 void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   readCoordinatorLimits(m, s);
   MapReader model = m.child("model");
@@ -256,6 +271,7 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
     if (s.checkpoint.path.empty()) c.failHere("checkpoint needs 'path'");
     c.done();
   }
+  if (m.has("joins")) readJoins(m.child("joins"), s.joins);
   readLogging(m.child("logging"), s.logging);
 }
 
@@ -446,6 +462,7 @@ const std::set<std::string> kCoordinatorKeys = {"bind",
                                                 "checkpoint",
                                                 "logging",
                                                 "security",
+                                                "joins",
                                                 "http"};
 const std::set<std::string> kWorkerKeys = {"name",
                                            "coordinator",

@@ -97,6 +97,19 @@ struct SecuritySettings {
   bool curve() const { return mode == "curve"; }
 };
 
+// How fast joins may come, and how long a member that never pushed keeps its seat (`joins:`).
+struct JoinRateSettings {
+  double rate = 1.0;    // joins per second, refilled
+  double burst = 10.0;  // joins at once
+};
+struct JoinSettings {
+  JoinRateSettings per_connection{1.0, 10.0};  // per ROUTER identity (one TCP connection)
+  JoinRateSettings per_key{2.0, 20.0};         // per CURVE public key (security: curve only)
+  // A member that never pushed is forgotten this long after it went, and its seat taken by a
+  // newcomer into a full table once it has held it this long (a member that pushed: never).
+  double pending_seconds = 60.0;
+};
+
 struct CoordinatorSettings {
   std::string bind = "tcp://127.0.0.1:5555";
   std::string endpoint_file;  // where the bound endpoint is written (for port 0)
@@ -126,6 +139,7 @@ struct CoordinatorSettings {
   size_t max_message_bytes = 64u << 20;
   CheckpointSettings checkpoint;
   SecuritySettings security;
+  JoinSettings joins;
   HttpSettings http;
   LoggingSettings logging;
 };

@@ -81,7 +81,8 @@ void PollLoop::takeMessages(const Phase& phase) {
       if (options_.on_malformed) options_.on_malformed(frames->peer, parsed);
       continue;
     }
-    Incoming in{std::move(frames->peer), std::move(*parsed.message), frames->bytes, at};
+    Incoming in{std::move(frames->peer), std::move(*parsed.message), frames->bytes, at,
+                std::move(frames->user_id)};
     phase.on_message(in);
     if (phase.done && phase.done()) return;
   }

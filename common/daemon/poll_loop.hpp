@@ -45,6 +45,7 @@ struct Incoming {
   Message message;
   size_t bytes = 0;          // frame bytes, identity excluded
   double received_at = 0.0;  // the clock when it was taken
+  std::string user_id;       // the ZAP user id (a CURVE client's Z85 key); empty in plaintext
 };
 
 // A socket a phase wakes on besides the channel. `serve` runs every turn of the phase, readable

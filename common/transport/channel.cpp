@@ -112,33 +112,50 @@ bool Channel::waitReadable(std::chrono::milliseconds timeout,
   return (items[0].revents & ZMQ_POLLIN) != 0;
 }
 
-std::optional<Frames> Channel::receive() {
-  Frames f;
-  zmq::message_t part;
-  bool first = true;
-  while (true) {
-    zmq::recv_result_t r;
+bool Channel::nextPart(zmq::message_t& part) {
+  for (;;) {
     try {
-      r = socket_.recv(part, zmq::recv_flags::dontwait);
+      return bool(socket_.recv(part, zmq::recv_flags::dontwait));
     } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR || !first) throw;
-      return std::nullopt;
+      if (e.num() != EINTR) throw;
     }
-    if (!r) {
-      if (first) return std::nullopt;
-      // A multipart message arrives whole; a missing continuation cannot happen, but be safe.
-      break;
-    }
-    bool more = part.more();
-    if (router_ && first) {
-      f.peer.assign(static_cast<const char*>(part.data()), part.size());
-    } else {
-      f.bytes += part.size();
+  }
+}
+
+namespace {
+
+// The ZAP user id libzmq attached to a frame, or empty (no ZAP, or the NULL mechanism).
+std::string userIdOf(zmq::message_t& part) {
+  const char* id = zmq_msg_gets(part.handle(), "User-Id");
+  return id ? std::string(id) : std::string();
+}
+
+}  // namespace
+
+std::optional<Frames> Channel::receive() {
+  zmq::message_t part;
+  try {
+    if (!socket_.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
+  Frames f;
+  if (router_) {
+    f.peer.assign(static_cast<const char*>(part.data()), part.size());
+    // A multipart message arrives whole: a missing continuation cannot happen, but be safe.
+    if (!part.more() || !nextPart(part)) return f;
+  }
+  f.user_id = userIdOf(part);
+  for (;;) {
+    const bool more = part.more();
+    ++f.frame_count;
+    f.bytes += part.size();
+    if (f.parts.size() < kMaxKeptFrames) {
       f.parts.push_back(std::move(part));
       part = zmq::message_t();
     }
-    first = false;
-    if (!more) break;
+    if (!more || !nextPart(part)) break;
   }
   return f;
 }

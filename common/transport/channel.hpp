@@ -42,10 +42,16 @@ struct ChannelOptions {
   CurveOptions curve;
 };
 
+// The most frames after the identity that a message keeps: an envelope and a payload. The rest
+// of a longer message is read and dropped frame by frame, never stored (docs/security.md).
+inline constexpr size_t kMaxKeptFrames = 2;
+
 struct Frames {
-  std::string peer;  // ROUTER identity (empty on a DEALER)
-  std::vector<zmq::message_t> parts;
-  size_t bytes = 0;  // total bytes of the parts, identity excluded
+  std::string peer;                   // ROUTER identity (empty on a DEALER)
+  std::vector<zmq::message_t> parts;  // the first kMaxKeptFrames frames
+  size_t frame_count = 0;             // every frame the message had, identity excluded
+  size_t bytes = 0;                   // total bytes of every frame, identity excluded
+  std::string user_id;                // the ZAP user id (a CURVE client's Z85 key), else empty
 };
 
 class Channel {
@@ -68,11 +74,13 @@ class Channel {
   // Waits up to `timeout` for input on this channel or on any of `also` (e.g. the ZAP handler);
   // returns whether this channel is readable.
   bool waitReadable(std::chrono::milliseconds timeout, std::span<zmq::socket_t* const> also = {});
-  // Non-blocking receive of one multipart message.
+  // Non-blocking receive of one multipart message, frame by frame: at most kMaxKeptFrames stored.
   std::optional<Frames> receive();
   zmq::socket_t& socket() { return socket_; }
 
  private:
+  // The next frame of a message being read (it is there whole); false if none.
+  bool nextPart(zmq::message_t& part);
   zmq::socket_t socket_;
   bool router_;
   std::string connected_;  // the endpoint given to connect()

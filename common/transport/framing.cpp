@@ -1,12 +1,16 @@
 #include "common/transport/framing.hpp"
 
+#include <algorithm>
+
 namespace tern::transport {
 
 Parsed parseFrames(Frames& frames) {
   Parsed out;
-  if (frames.parts.empty() || frames.parts.size() > 2) {
+  // frame_count: every frame received; parts: those kept (a Frames made by hand sets only parts).
+  const size_t count = std::max(frames.frame_count, frames.parts.size());
+  if (count == 0 || count > kMaxKeptFrames) {
     out.reason = "bad_frame_count";
-    out.error = "expected 1 or 2 frames, got " + std::to_string(frames.parts.size());
+    out.error = "expected 1 or 2 frames, got " + std::to_string(count);
     return out;
   }
   Message m;

@@ -74,8 +74,9 @@ TEST_CASE("a name held by a live worker process is refused to another, kept on a
   h.now += 10.5;
   h.core->onTick();
   CHECK(idOf(h.join("B", "pi", 300, 8), "B") == a);
-  // Workers that give no instance (older or test workers) re-join by name as before.
-  CHECK(idOf(h.join("C", "pi", 300, 0), "C") == a);
+  // A join that gives no instance never takes the name from a live holder (no bypass).
+  CHECK(hasError(h.join("C", "pi", 300, 0), wire::Error::NAME_TAKEN));
+  CHECK(h.core->rejections().at("name_taken") == 2);
 }
 
 TEST_CASE("a join cut from another partition than a live worker's is refused, saying both") {
@@ -153,7 +154,7 @@ TEST_CASE("past max_workers known workers a new name is refused until one is for
   Harness h;
   h.settings.max_workers = 3;
   h.withTimers(2.0, 3.0);
-  const uint32_t a = idOf(h.join("A", "a", 100), "A");
+  const uint32_t a = idOf(h.join("A", "a", 100, 5), "A");
   for (const char* name : {"b", "c"})
     idOf(h.join(std::string("P") + name, name, 10), std::string("P") + name);
   // A flood of new names: each refused and counted, the table stays at three.
@@ -165,8 +166,8 @@ TEST_CASE("past max_workers known workers a new name is refused until one is for
   }
   CHECK(h.core->rejections().at("too_many_workers") == 50);
   CHECK(h.core->aliveWorkers() == 3);
-  // A known name still re-joins.
-  CHECK(idOf(h.join("A2", "a", 100), "A2") == a);
+  // A known name still re-joins (its process on a new connection).
+  CHECK(idOf(h.join("A2", "a", 100, 5), "A2") == a);
   // Once b and c have been silent past the horizon (600 s) they are forgotten, and a new name
   // gets in.
   const Message hb = h.heartbeat(a);

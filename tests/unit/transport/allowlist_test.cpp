@@ -33,6 +33,27 @@ TEST_CASE("an allowlist file admits its keys under their labels or their line") 
   CHECK(list.source() == f);
 }
 
+TEST_CASE("a key with names= may join under those names only, a key without under any") {
+  TempDir dir;
+  auto f = dir.write("workers",
+                     kA + " pi-1 names=pi-1,spare\n" + kB + " names=lab-*\n" + kC + " pi-3\n");
+  auto list = Allowlist::load(f);
+  CHECK(list.find(kA) == std::optional<std::string>("pi-1"));  // names= is not part of the label
+  CHECK(list.mayUse(kA, "pi-1"));
+  CHECK(list.mayUse(kA, "spare"));
+  CHECK_FALSE(list.mayUse(kA, "pi-3"));  // another worker's name
+  CHECK_FALSE(list.mayUse(kA, "pi-10"));
+  CHECK(list.mayUse(kB, "lab-7"));  // a trailing * matches any rest
+  CHECK(list.mayUse(kB, "lab-"));
+  CHECK_FALSE(list.mayUse(kB, "lab"));
+  CHECK_FALSE(list.mayUse(kB, "pi-1"));
+  // Without names= (allowlists written before names were bound): any name.
+  CHECK(list.mayUse(kC, "pi-1"));
+  CHECK(list.unboundKeys() == 1);
+  // A key not on the list may use no name at all.
+  CHECK_FALSE(list.mayUse("1111111111111111111111111111111111111111", "pi-1"));
+}
+
 TEST_CASE("an allowlist directory admits the keys of its .pub files and nothing else") {
   TempDir dir;
   dir.write("pi-1.pub", "# public\n" + kA + "\n");
