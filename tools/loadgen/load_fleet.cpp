@@ -85,9 +85,7 @@ void LoadFleet::dispatch(Member& m, worker::Effects e) {
     dispatch(m, m.core.onGradient(*result, steadySeconds()));
 }
 
-void LoadFleet::noteRound(uint64_t round) {
-  round_started_.try_emplace(round, steadySeconds());
-}
+void LoadFleet::noteRound(uint64_t round) { round_started_.try_emplace(round, steadySeconds()); }
 
 void LoadFleet::takeMessages(Member& m) {
   for (size_t n = 0; n < kMessagesPerWorkerTurn; ++n) {
