@@ -14,37 +14,66 @@ namespace tern::daemon {
 
 BackgroundJob::BackgroundJob() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  thread_ = std::jthread([this](std::stop_token shutdown) { serve(shutdown); });
 }
 
 BackgroundJob::~BackgroundJob() {
-  if (thread_.joinable()) {
-    thread_.request_stop();
-    thread_.join();
+  {
+    std::lock_guard lock(mutex_);
+    job_stop_.request_stop();
   }
+  thread_.request_stop();
+  thread_.join();
   close(fd_);
 }
 
-void BackgroundJob::start(Work work) {
-  if (busy()) throw std::logic_error("a background job is already running");
-  finished_.store(false);
-  thread_ = std::jthread([this, work = std::move(work)](std::stop_token stop) {
+void BackgroundJob::serve(std::stop_token shutdown) {
+  while (true) {
+    std::optional<Work> work;
+    std::stop_token stop;
+    {
+      std::unique_lock lock(mutex_);
+      if (!wake_.wait(lock, shutdown, [this] { return pending_.has_value(); })) return;
+      work = std::exchange(pending_, std::nullopt);
+      stop = job_stop_.get_token();
+    }
+    Continuation done;
+    std::exception_ptr error;
     try {
-      continuation_ = work(stop);
+      done = (*work)(stop);
     } catch (...) {
-      error_ = std::current_exception();
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      continuation_ = std::move(done);
+      error_ = error;
     }
     finished_.store(true, std::memory_order_release);
     const uint64_t one = 1;
     // Cannot fail short of a counter overflow: one count per job, read back by collect().
     [[maybe_unused]] auto n = write(fd_, &one, sizeof one);
-  });
+  }
+}
+
+void BackgroundJob::start(Work work) {
+  if (busy_) throw std::logic_error("a background job is already running");
+  finished_.store(false);
+  {
+    std::lock_guard lock(mutex_);
+    job_stop_ = std::stop_source();
+    pending_ = std::move(work);
+  }
+  busy_ = true;
+  wake_.notify_one();
 }
 
 BackgroundJob::Continuation BackgroundJob::collect() {
-  if (!busy() || !finished_.load(std::memory_order_acquire)) return {};
-  thread_.join();
+  if (!busy_ || !finished_.load(std::memory_order_acquire)) return {};
+  busy_ = false;
   uint64_t count = 0;
   [[maybe_unused]] auto n = read(fd_, &count, sizeof count);
+  std::lock_guard lock(mutex_);
   if (auto error = std::exchange(error_, nullptr)) {
     continuation_ = nullptr;
     std::rethrow_exception(error);
@@ -53,7 +82,9 @@ BackgroundJob::Continuation BackgroundJob::collect() {
 }
 
 void BackgroundJob::requestStop() {
-  if (thread_.joinable()) thread_.request_stop();
+  if (!busy_) return;
+  std::lock_guard lock(mutex_);
+  job_stop_.request_stop();
 }
 
 }  // namespace tern::daemon
