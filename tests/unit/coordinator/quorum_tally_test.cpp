@@ -104,7 +104,7 @@ TEST_CASE("byPeer finds what a scan of the table finds over random joins, moves 
   double now = 0.0;
   for (int step = 0; step < 2000; ++step) {
     now += 1.0;
-    const std::string name = "w" + std::to_string(rng() % 9);
+    const std::string name(1, char('a' + rng() % 9));
     const std::string& peer = peers[rng() % 5];
     switch (rng() % 4) {
       case 0:  // a join, or a re-join on another connection
