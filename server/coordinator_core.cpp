@@ -143,6 +143,7 @@ void CoordinatorCore::handleFinished(const std::string& peer, const wire::Envelo
 }
 
 void CoordinatorCore::handleLeave(Worker& w, const wire::Leave& leave) {
+  tallyStale();
   spdlog::info("worker {} ({}) left: {}", w.rec.id, w.rec.name, printable(leave.reason()));
   w.rec.alive = false;
   // The Leave is in, and all the worker sent before it: it may close its connection.
@@ -174,6 +175,7 @@ void CoordinatorCore::takeLink(Worker& w, const wire::LinkModel& link, bool from
 }
 
 void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join) {
+  tallyStale();  // a full table may forget a member, and the joiner may take a seat
   const SeatLimits limits{aggregator_.largestFrameBytes(), options_.max_workers,
                           forgetAfterSeconds(), options_.joins.pending_seconds};
   if (auto refusal = membership_.screenJoin(peer, join, limits, now_)) {
@@ -258,6 +260,7 @@ void CoordinatorCore::admitSittingOut() {
     if (!w.rec.alive || w.plan.in_round || w.rec.pushed || w.rec.benched) continue;
     if (planner_.admit(membership_, w, round_)) sendRoundStart(w);
   }
+  tallyStale();
 }
 
 Message CoordinatorCore::roundStartFor(const Worker& w) const {
@@ -303,6 +306,7 @@ void CoordinatorCore::startRound() {
     sendRoundStart(w);
     w.synced_round = round_;
   }
+  tallyStale();
 }
 
 void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, size_t wire_bytes,
@@ -368,6 +372,7 @@ void CoordinatorCore::refuseOffRound(Worker& w, uint64_t push_round, double rece
   if (!sits_out && w.round_sent_at &&
       bench_.latePush(w.rec, push_round, received_at - *w.round_sent_at,
                       options_.round_deadline_seconds)) {
+    tallyStale();
     planner_.plan(membership_);
     admitSittingOut();
   }
@@ -382,6 +387,7 @@ void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_byte
   w.round_push = PushSample{double(wire_bytes) - double(std::min(wire_bytes, coordinate_bytes)),
                             double(coordinate_bytes), double(w.pending->nonZeros())};
   w.loss = push.local_loss();
+  if (tally_) tally_->notePush(w);
   w.rec.pushed = true;
   if (w.round_sent_at) w.observed_push_seconds = std::max(0.0, received_at - *w.round_sent_at);
   if (!takeReport(w.rec, push, aggregator_.dim())) {
@@ -401,6 +407,7 @@ void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_byte
 void CoordinatorCore::refusePush(Worker& w, wire::Error::Code code, const std::string& reason,
                                  const std::string& text) {
   // The worker does not resend on its own: it is asked again at the deadline if still needed.
+  if (tally_) tally_->noteRefusal(w);
   w.refused = true;
   reject(w.peer, code, reason, text, proto::ErrorAbout{round_, true, {}});
   if (allAnswered()) closeRound();
@@ -420,6 +427,7 @@ void CoordinatorCore::closeRound() {
   if (step.refused) ++counters_.steps_refused;
   counters_.pushes_clipped += step.clipped;
   const bool bench_moved = bench_.closeRound(membership_, round_, counters_.benched);
+  tallyStale();
   RoundRecord rec;
   rec.round = round_;
   rec.time_s = now_ - start_time_.value_or(now_);
@@ -444,6 +452,7 @@ void CoordinatorCore::closeRound() {
 
 Effects CoordinatorCore::handleEvaluated(double accuracy, double now) {
   now_ = now;
+  tallyStale();
   if (!phase_.is(Phase::kEvaluating) || !evaluating_) return take();  // stopped meanwhile
   RoundRecord rec = std::move(*evaluating_);
   evaluating_.reset();
@@ -486,6 +495,7 @@ void CoordinatorCore::finishAll() {
 
 Effects CoordinatorCore::handleStop(double now) {
   now_ = now;
+  tallyStale();
   if (!finished()) finishAll();
   return take();
 }
@@ -511,6 +521,7 @@ void CoordinatorCore::markSilentGone() {
       send(w, proto::heartbeatMessage({session_, id}, round_));
   }
   if (membership_changed) {
+    tallyStale();
     planner_.plan(membership_);
     admitSittingOut();
   }
@@ -537,11 +548,13 @@ void CoordinatorCore::roundTimers() {
                  w.rec.name);
     sendRoundStart(w);
   }
+  tallyStale();
   if (membership_.alive() == 0) phase_.fire(PhaseEvent::kEveryoneGone);
 }
 
 Effects CoordinatorCore::handleTimeout(double now) {
   now_ = now;
+  tallyStale();
   if (finished()) return take();
   // A worker gone for long is forgotten, so that the table and the checkpoint do not grow.
   membership_.forget(now_, forgetAfterSeconds(),

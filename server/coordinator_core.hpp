@@ -20,6 +20,7 @@
 #include "server/checkpoint_codec.hpp"
 #include "server/coordinator_options.hpp"
 #include "server/membership.hpp"
+#include "server/quorum_tally.hpp"
 #include "server/round_phase.hpp"
 #include "server/round_record.hpp"
 #include "server/straggler_bench.hpp"
@@ -150,6 +151,9 @@ class CoordinatorCore {
   void recordTotals(RoundRecord& rec) const;
   void completeRound(RoundRecord rec, bool last);
   void finishAll();
+  // The quorum tally, recounted if stale; tallyStale after any change to who is awaited.
+  const QuorumTally& tally() const;
+  void tallyStale() { tally_.reset(); }
   bool allPushed() const;
   bool allAnswered() const;
   double pushedShare() const;
@@ -174,8 +178,9 @@ class CoordinatorCore {
   RoundRecord last_record_;
   std::optional<RoundRecord> evaluating_;  // the closed round awaiting its evaluation
   bool evaluating_last_ = false;
-  double now_ = 0.0;  // the time of the event being handled
-  Effects out_;       // what the event being handled returns
+  double now_ = 0.0;                          // the time of the event being handled
+  Effects out_;                               // what the event being handled returns
+  mutable std::optional<QuorumTally> tally_;  // kept by pushes and refusals, else recounted
 };
 
 }  // namespace tern::server

@@ -3,28 +3,22 @@
 // benched back when a round stalls (docs/reliability.md, "Stragglers").
 #include <spdlog/spdlog.h>
 
+#include <cassert>
+
 #include "server/coordinator_core.hpp"
 
 namespace tern::server {
 
-bool CoordinatorCore::allPushed() const {
-  bool any = false;
-  for (const auto& [id, w] : membership_.all()) {
-    if (!StragglerBench::awaited(w)) continue;
-    if (!w.rec.pushed) return false;
-    any = true;
-  }
-  return any;
+const QuorumTally& CoordinatorCore::tally() const {
+  assert(!tally_ || *tally_ == QuorumTally::of(membership_.all()));
+  if (!tally_) tally_ = QuorumTally::of(membership_.all());
+  return *tally_;
 }
 
+bool CoordinatorCore::allPushed() const { return tally().allPushed(); }
+
 bool CoordinatorCore::allAnswered() const {
-  bool any = false;
-  for (const auto& [id, w] : membership_.all()) {
-    if (!StragglerBench::awaited(w)) continue;
-    if (!w.rec.pushed && !w.refused) return false;
-    any = any || w.rec.pushed;
-  }
-  return any && (allPushed() || pushedShare() >= options_.quorum_share);
+  return tally().allAnswered() && (allPushed() || pushedShare() >= options_.quorum_share);
 }
 
 double CoordinatorCore::pushedShare() const {
@@ -57,6 +51,7 @@ void CoordinatorCore::recallBenched() {
     any = true;
   }
   if (!any) return;
+  tallyStale();
   planner_.plan(membership_);
   admitSittingOut();
 }

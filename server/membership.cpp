@@ -53,25 +53,39 @@ bool takeReport(WorkerRecord& rec, const wire::Push& push, size_t dim) {
 }
 
 Worker* Membership::byPeer(const std::string& peer) {
-  for (auto& [id, w] : workers_) {
-    if (w.peer == peer && w.rec.alive) return &w;
+  const auto ids = by_peer_.find(peer);
+  if (ids == by_peer_.end()) return nullptr;
+  for (uint32_t id : ids->second) {
+    Worker& w = workers_.at(id);
+    if (w.rec.alive) return &w;
   }
   return nullptr;
 }
 
 const Worker* Membership::byPeerAmong(const std::string& peer,
                                       const std::set<uint32_t>& ids) const {
+  const auto held = by_peer_.find(peer);
+  if (held == by_peer_.end()) return nullptr;
   const Worker* w = nullptr;
-  for (const auto& [id, cand] : workers_) {
-    if (cand.peer == peer && cand.rec.alive) {
-      w = &cand;
+  for (uint32_t id : held->second) {
+    if (workers_.at(id).rec.alive) {
+      w = &workers_.at(id);
       break;
     }
   }
-  for (auto it = workers_.begin(); !w && it != workers_.end(); ++it) {
-    if (it->second.peer == peer && ids.count(it->first)) w = &it->second;
+  for (auto it = held->second.begin(); !w && it != held->second.end(); ++it) {
+    if (ids.count(*it)) w = &workers_.at(*it);
   }
   return w && ids.count(w->rec.id) ? w : nullptr;
+}
+
+void Membership::indexPeer(uint32_t id, const std::string& peer) { by_peer_[peer].insert(id); }
+
+void Membership::unindexPeer(uint32_t id, const std::string& peer) {
+  const auto ids = by_peer_.find(peer);
+  if (ids == by_peer_.end()) return;
+  ids->second.erase(id);
+  if (ids->second.empty()) by_peer_.erase(ids);
 }
 
 Worker* Membership::byName(const std::string& name) {
@@ -171,6 +185,7 @@ Worker& Membership::admit(const std::string& peer, const wire::Join& join, doubl
     w = &workers_[id];
     w->rec.id = id;
     w->rec.name = join.worker_name();
+    indexPeer(id, w->peer);
     spdlog::info("worker {} joined as id {} with {} samples", join.worker_name(), id,
                  join.sample_count());
   } else {
@@ -186,7 +201,9 @@ Worker& Membership::admit(const std::string& peer, const wire::Join& join, doubl
     w->observed_push_seconds.reset();
   }
   if (!w->rec.alive || w->instance != instance) w->joined_at = now;
+  unindexPeer(w->rec.id, w->peer);
   w->peer = peer;
+  indexPeer(w->rec.id, w->peer);
   w->instance = instance;
   w->acks_finish = join.acks_finish();
   w->samples = join.sample_count();
@@ -246,6 +263,7 @@ bool Membership::makeRoom(const std::string& name, size_t max_workers, double no
   if (victim == workers_.end()) return false;
   spdlog::info("worker {} ({}) never pushed: its seat goes to newcomer {}", victim->first,
                victim->second.rec.name, name);
+  unindexPeer(victim->first, victim->second.peer);
   workers_.erase(victim);
   return true;
 }
@@ -254,13 +272,17 @@ void Membership::forget(double now, double horizon, double pending_horizon) {
   std::erase_if(workers_, [&](const auto& entry) {
     const Worker& w = entry.second;
     const double after = hasHistory(w) ? horizon : pending_horizon;
-    return !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > after;
+    const bool gone = !w.rec.alive && !w.rec.pushed && !w.pending && now - w.last_seen > after;
+    if (gone) unindexPeer(entry.first, w.peer);
+    return gone;
   });
 }
 
 void Membership::restore(std::map<uint32_t, Worker> workers, uint32_t next_id) {
   workers_ = std::move(workers);
   next_id_ = next_id;
+  by_peer_.clear();
+  for (const auto& [id, w] : workers_) indexPeer(id, w.peer);
 }
 
 std::vector<WorkerRecord> Membership::records() const {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "common/allocation/budget.hpp"
 #include "common/allocation/link_costs.hpp"
@@ -103,9 +104,11 @@ class Membership {
   // The most samples a worker may declare in its join: shares then never overflow.
   static constexpr uint64_t kMaxSamplesPerWorker = uint64_t{1} << 40;
 
+  // The table; callers may change a worker's fields but neither its peer nor the set of ids
+  // (admit, makeRoom, forget and restore keep the by-peer index in step).
   std::map<uint32_t, Worker>& all() { return workers_; }
   const std::map<uint32_t, Worker>& all() const { return workers_; }
-  // The live worker on ROUTER identity `peer` (lowest id), or nullptr.
+  // The live worker on ROUTER identity `peer` (lowest id), or nullptr; O(1) in the table's size.
   Worker* byPeer(const std::string& peer);
   // A worker told to finish on `peer`, alive or not, or nullptr.
   const Worker* byPeerAmong(const std::string& peer, const std::set<uint32_t>& ids) const;
@@ -138,7 +141,11 @@ class Membership {
 
  private:
   void warnSharedShard(const Worker& w) const;
+  void indexPeer(uint32_t id, const std::string& peer);
+  void unindexPeer(uint32_t id, const std::string& peer);
   std::map<uint32_t, Worker> workers_;
+  // The ids each ROUTER identity has been given, in id order (mostly one).
+  std::unordered_map<std::string, std::set<uint32_t>> by_peer_;
   uint32_t next_id_ = 0;
   JoinLimiter connection_joins_{JoinRate{}};  // joins per connection (ROUTER identity)
 };
