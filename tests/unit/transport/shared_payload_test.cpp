@@ -29,10 +29,11 @@ TEST_CASE("a shared payload is sent to many peers without a copy and released af
   transport::ChannelOptions opts;
   transport::Channel server(ctx, zmq::socket_type::router, opts);
   const std::string ep = server.bind("inproc://shared-payload");
+  const std::vector<std::string> names = {"p0", "p1", "p2"};
   std::vector<std::unique_ptr<transport::Channel>> peers;
-  for (int i = 0; i < 3; ++i) {
+  for (const auto& name : names) {
     peers.push_back(std::make_unique<transport::Channel>(ctx, zmq::socket_type::dealer, opts));
-    peers.back()->socket().set(zmq::sockopt::routing_id, "p" + std::to_string(i));
+    peers.back()->socket().set(zmq::sockopt::routing_id, name);
     peers.back()->connect(ep);
   }
   auto bytes = std::make_shared<const std::vector<uint8_t>>(4096, uint8_t{7});
@@ -42,7 +43,7 @@ TEST_CASE("a shared payload is sent to many peers without a copy and released af
   m.envelope.mutable_heartbeat()->set_worker_id(1);
   m.payload = Payload::shared(bytes);
   bytes.reset();
-  for (int i = 0; i < 3; ++i) REQUIRE(transport::sendMessage(server, "p" + std::to_string(i), m));
+  for (const auto& name : names) REQUIRE(transport::sendMessage(server, name, m));
   m = Message{};
   for (auto& p : peers) {
     REQUIRE(p->waitReadable(std::chrono::milliseconds(2000)));
