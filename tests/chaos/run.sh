@@ -13,7 +13,8 @@
 # restarts, no acknowledged round lost at a kill, no daemon exit but the kills made (no
 # sanitizer report, "terminate called" or core), the coordinator's peak RSS under RSS_LIMIT_MB,
 # and the Byzantine member clipped or benched in /status. docs/reliability.md ("The chaos soak").
-# CHAOS_SEED picks the schedule (default 42); KEEP=1 keeps the work directory.
+# CHAOS_SEED picks the schedule (default 42); CHAOS_LOOPBACK=1 stays on loopback; KEEP=1 keeps
+# the work directory.
 set -euo pipefail
 BIN="$1"
 SRC="$2"
@@ -66,7 +67,7 @@ command -v python3 > /dev/null || { echo "SKIP: python3 not found"; exit $SKIP; 
 # pair, 10.78.i.1 (the coordinator's side) - 10.78.i.2. Nothing is routed out of them.
 setup_netns() {
   local i ns
-  [ "$(id -u)" = 0 ] && command -v ip > /dev/null || return 1
+  [ "${CHAOS_LOOPBACK:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v ip > /dev/null || return 1
   ip netns add "$NS_C" 2> /dev/null || return 1
   MODE=netns
   ip -n "$NS_C" link set lo up
