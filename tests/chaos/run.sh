@@ -23,6 +23,10 @@ SEED="${CHAOS_SEED:-42}"
 WORKERS=8
 ACC_BAR=0.80
 RSS_LIMIT_MB=300
+# Seconds the run trains undisturbed after the last fault, before the pause that ends it: the
+# made-up names of a late join flood hold their seats until marked gone (10 s), and the model
+# needs a few hundred rounds to shed what 60 noise pushers put in it.
+SETTLE=20
 FMNIST=/usr/share/datasets/fashion-mnist
 SKIP=77
 WORK="$(mktemp -d /tmp/tern-chaos.XXXXXX)"
@@ -268,8 +272,8 @@ while [ $((SECONDS - T0)) -lt "$DURATION" ]; do
   "$e"
   check_alive
 done
-log "soak over after $n events; the run settles, then pauses"
-sleep 5
+log "soak over after $n events; the run settles for $SETTLE s, then pauses"
+for _ in $(seq 1 "$SETTLE"); do sleep 1; sample_hwm; check_alive; done
 check_alive
 sample_hwm; sample_status
 
