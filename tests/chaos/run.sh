@@ -259,15 +259,14 @@ for _ in "${EVENTS[@]}"; do
   done
   ORDER+=("$e")
 done
+PICKS=(kill_worker kill_worker kill_coordinator cut_link cut_link frame_flood join_flood)
 n=0
 while [ $((SECONDS - T0)) -lt "$DURATION" ]; do
   pause=$((4 + RANDOM % 9))
   for _ in $(seq 1 "$pause"); do sleep 1; sample_hwm; check_alive; done
   [ $((SECONDS - T0)) -lt "$DURATION" ] || break
-  if [ "$n" -lt "${#ORDER[@]}" ]; then e=${ORDER[$n]}; else
-    e=$(printf '%s\n' kill_worker kill_worker kill_coordinator cut_link cut_link frame_flood \
-      join_flood | sed -n "$((1 + RANDOM % 7))p")
-  fi
+  # Picked in this shell: a subshell's RANDOM is not the seeded sequence.
+  if [ "$n" -lt "${#ORDER[@]}" ]; then e=${ORDER[$n]}; else e=${PICKS[$((RANDOM % ${#PICKS[@]}))]}; fi
   n=$((n + 1))
   "$e"
   check_alive
