@@ -266,7 +266,8 @@ while [ $((SECONDS - T0)) -lt "$DURATION" ]; do
   for _ in $(seq 1 "$pause"); do sleep 1; sample_hwm; check_alive; done
   [ $((SECONDS - T0)) -lt "$DURATION" ] || break
   # Picked in this shell: a subshell's RANDOM is not the seeded sequence.
-  if [ "$n" -lt "${#ORDER[@]}" ]; then e=${ORDER[$n]}; else e=${PICKS[$((RANDOM % ${#PICKS[@]}))]}; fi
+  e=${PICKS[$((RANDOM % ${#PICKS[@]}))]}
+  [ "$n" -lt "${#ORDER[@]}" ] && e=${ORDER[$n]}
   n=$((n + 1))
   "$e"
   check_alive
