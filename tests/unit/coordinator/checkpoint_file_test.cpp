@@ -254,7 +254,17 @@ TEST_CASE("failed checkpoint writes are logged at a bounded rate and reported un
   CHECK(lines(logOf([&] { writer.write(bytes, 5, 81.5); }), "not written") == 1);
 }
 
-TEST_CASE("out of file descriptors, a checkpoint write fails and says so") {
+// AddressSanitizer's own checks (UBSan's vptr check reading a vtable) open a pipe to test memory:
+// with no descriptor left they report a false error, so the sanitized build leaves this case to
+// the others (Release and ThreadSanitizer run it).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizerNeedsDescriptors = true;
+#else
+constexpr bool kSanitizerNeedsDescriptors = false;
+#endif
+
+TEST_CASE("out of file descriptors, a checkpoint write fails and says so" *
+          doctest::skip(kSanitizerNeedsDescriptors)) {
   Scratch s;
   const std::string path = s.path("c.ckpt");
   CheckpointWriter writer(path);
