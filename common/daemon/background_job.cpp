@@ -47,7 +47,7 @@ void BackgroundJob::serve(std::stop_token shutdown) {
     {
       std::lock_guard lock(mutex_);
       continuation_ = std::move(done);
-      error_ = error;
+      error_ = std::move(error);  // the job thread keeps no reference to it
     }
     finished_.store(true, std::memory_order_release);
     const uint64_t one = 1;
