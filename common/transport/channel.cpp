@@ -64,14 +64,18 @@ void Channel::reconnect() {
 
 namespace {
 
+// libzmq's I/O thread calls this once the frame is sent or dropped: the payload's hold goes.
+void releasePayloadOwner(void*, void* hold) {
+  delete static_cast<std::shared_ptr<const void>*>(hold);
+}
+
 // The payload frame: a view of bytes `owner` keeps alive (libzmq drops its reference, on its I/O
 // thread, when the frame is sent or discarded), or a copy without an owner.
 zmq::message_t payloadFrame(std::span<const uint8_t> payload, std::shared_ptr<const void> owner) {
   if (!owner) return zmq::message_t(payload.data(), payload.size());
   auto* hold = new std::shared_ptr<const void>(std::move(owner));
-  return zmq::message_t(
-      const_cast<uint8_t*>(payload.data()), payload.size(),
-      [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, hold);
+  return zmq::message_t(const_cast<uint8_t*>(payload.data()), payload.size(), releasePayloadOwner,
+                        hold);
 }
 
 }  // namespace
