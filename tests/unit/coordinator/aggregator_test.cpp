@@ -7,18 +7,12 @@
 #include <limits>
 
 #include "common/util/checksum.hpp"
+#include "tests/unit/coordinator/dense_gradient.hpp"
 
 using namespace tern;
 using namespace tern::server;
 
 namespace {
-
-compression::SparseGradient dense(std::vector<float> v) {
-  compression::SparseGradient g;
-  g.dim = uint32_t(v.size());
-  g.values = std::move(v);
-  return g;
-}
 
 Worker& pusher(Membership& m, uint32_t id, uint64_t samples, std::vector<float> g, double loss) {
   Worker& w = m.all()[id];

@@ -10,18 +10,12 @@
 #include <cmath>
 
 #include "server/aggregator.hpp"
+#include "tests/unit/coordinator/dense_gradient.hpp"
 
 using namespace tern;
 using namespace tern::server;
 
 namespace {
-
-compression::SparseGradient dense(std::vector<float> v) {
-  compression::SparseGradient g;
-  g.dim = uint32_t(v.size());
-  g.values = std::move(v);
-  return g;
-}
 
 compression::SparseGradient sparse(uint32_t dim, std::vector<uint32_t> idx, std::vector<float> v) {
   compression::SparseGradient g;
