@@ -6,7 +6,9 @@
 
 namespace tern {
 
-wire::ModelSpec toWire(const ml::ModelSpec& spec);
+wire::ModelSpec toWire(const ml::ModelSpec& spec);  // the layout, never the initial values
+wire::Tensor toWire(const ml::TensorShape& t);
+std::vector<ml::TensorShape> fromWire(const google::protobuf::RepeatedPtrField<wire::Tensor>& ts);
 ml::ModelSpec fromWire(const wire::ModelSpec& spec);
 
 }  // namespace tern

@@ -181,6 +181,11 @@ void checkModel(const wire::ModelSpec& got, const ml::ModelSpec& want) {
         want.kind + " with " + std::to_string(want.features) + " and " +
         std::to_string(want.classes));
   }
+  if (want.kind == "external" && fromWire(got.tensors()) != want.tensors) {
+    throw std::runtime_error("checkpoint holds an external model of layout " +
+                             ml::describeLayout(fromWire(got.tensors())) + "; the model file has " +
+                             ml::describeLayout(want.tensors));
+  }
 }
 
 void takeModel(const wire::Checkpoint& c, CheckpointState& s) {

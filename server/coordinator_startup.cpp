@@ -9,10 +9,17 @@
 #include "common/util/durable_file.hpp"
 #include "common/util/steady_clock.hpp"
 #include "server/checkpoint_file.hpp"
+#include "server/model_file.hpp"
 
 namespace tern::server {
 
 std::shared_ptr<const ml::Dataset> loadTestData(config::CoordinatorSettings& s) {
+  if (s.model.kind == "external") {
+    loadModelFile(s.model_file, s.model);
+    spdlog::info("external model from {}: {} values, {}", s.model_file, ml::paramsOf(s.model),
+                 ml::describeLayout(s.model.tensors));
+    return nullptr;
+  }
   std::shared_ptr<const ml::Dataset> test;
   if (!s.test_data.format.empty()) {
     test = std::make_shared<ml::Dataset>(

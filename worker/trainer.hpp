@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/ml/dataset.hpp"
@@ -31,13 +32,25 @@ struct GradientRequest {
   std::shared_ptr<const std::vector<float>> params;
   std::shared_ptr<const ml::Model> model;
   TrainingPlan plan;
+  bool evaluate = false;  // also evaluate at params (before training) on the held-out rows
+};
+
+// A model's quality on a trainer's held-out rows.
+struct Evaluation {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  uint64_t rows = 0;
 };
 
 struct GradientResult {
   uint64_t request_id = 0;
-  std::vector<float> gradient;
+  std::vector<float> gradient;  // the pseudo-gradient (a local-steps delta / local_lr)
   double loss = 0.0;
   uint64_t rows_used = 0;
+  std::optional<Evaluation> evaluation;  // when asked and the trainer has held-out rows
+  // Non-empty: the trainer failed this request (crashed, timed out, answered wrongly): why. The
+  // worker sits the round out; gradient is then ignored.
+  std::string failure;
 };
 
 class Trainer {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config/data_source_reader.hpp"
+#include "common/config/worker_data_reader.hpp"
 #include "common/config/yaml_reader.hpp"
 #include "common/costmodel/link_estimator.hpp"
 #include "common/util/bind_address.hpp"
@@ -70,17 +71,19 @@ void readLogging(MapReader m, LoggingSettings& s) {
   m.done();
 }
 
-void readPartition(MapReader m, ml::PartitionSpec& p) {
-  p.dirichlet_alpha =
-      m.inRange("dirichlet_alpha", m.get<double>("dirichlet_alpha", p.dirichlet_alpha), 0.0, 1e6);
-  p.volume_ratio =
-      m.inRange("volume_ratio", m.get<double>("volume_ratio", p.volume_ratio), 1.0, 1e6);
-  p.seed = m.get<uint64_t>("seed", p.seed);
-  m.done();
-}
-
-void readModel(MapReader m, ml::ModelSpec& s) {
-  s.kind = m.oneOf("kind", m.get<std::string>("kind", s.kind), {"softmax", "logistic", "mlp"});
+void readModel(MapReader m, ml::ModelSpec& s, std::string& file) {
+  s.kind = m.oneOf("kind", m.get<std::string>("kind", s.kind),
+                   {"softmax", "logistic", "mlp", "external"});
+  if (s.kind == "external") {
+    for (const std::string key : {"features", "classes", "hidden", "l2"}) {
+      if (m.has(key)) m.fail(key, "'model." + key + "' is not read by kind external");
+    }
+    file = m.require<std::string>("file");
+    if (file.empty()) m.fail("file", "'model.file' is empty");
+    m.done();
+    return;
+  }
+  if (m.has("file")) m.fail("file", "'model.file' needs 'kind: external'");
   s.features =
       m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, ml::kMaxFeatures);
   s.classes =
@@ -242,7 +245,7 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   s.model_features_at = model.has("features") ? model.at("features")
                         : m.has("model")      ? m.at("model")
                                               : m.file() + ":1:1";
-  readModel(model, s.model);
+  readModel(model, s.model, s.model_file);
   readOptimizer(m.child("optimizer"), s.optimizer);
   readTraining(m.child("training"), s.training);
   readAllocation(m.child("allocation"), s.allocation);
@@ -255,10 +258,10 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   } else {
     s.test_data.format = "";
   }
-  if (s.target_accuracy > 0.0 && s.test_data.format.empty()) {
-    m.fail("target_accuracy",
-           "'target_accuracy' is checked at evaluations of 'test_data', and there is none: set "
-           "'test_data' or leave 'target_accuracy' out");
+  if (s.model.kind == "external" && !s.test_data.format.empty()) {
+    m.fail("test_data",
+           "'test_data' is evaluated with a built-in model; an external model is "
+           "evaluated by its trainers (federated evaluation): leave 'test_data' out");
   }
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   s.max_message_bytes =
@@ -354,16 +357,8 @@ void readWorkerBody(MapReader& m, WorkerSettings& s, bool with_data) {
   s.coordinator = m.get<std::string>("coordinator", s.coordinator);
   if (m.has("coordinator")) checkEndpoint(m, "coordinator", s.coordinator, false);
   if (with_data) {
-    MapReader d = m.child("data");
-    readDataSource(d, s.data, ml::DataSource::Split::kTrain);
-    MapReader shard = d.child("shard");
-    s.shard_total =
-        shard.inRange<size_t>("total", shard.get<size_t>("total", s.shard_total), 1, kMaxWorkers);
-    s.shard_index = shard.inRange<size_t>("index", shard.get<size_t>("index", s.shard_index), 0,
-                                          s.shard_total - 1);
-    shard.done();
-    readPartition(d.child("partition"), s.partition);
-    d.done();
+    readTrainer(m, s.trainer);
+    readWorkerData(m, s);
   }
   readCompression(m.child("compression"), s);
   readTuning(m.child("tuning"), s.tuning);
@@ -467,6 +462,7 @@ const std::set<std::string> kCoordinatorKeys = {"bind",
 const std::set<std::string> kWorkerKeys = {"name",
                                            "coordinator",
                                            "data",
+                                           "trainer",
                                            "shard",
                                            "partition",
                                            "compression",
@@ -506,7 +502,7 @@ CoordinatorSettings loadCoordinatorSettings(const std::string& file, const Envir
 }
 
 void requireModelFeatures(const CoordinatorSettings& s) {
-  if (s.model.features > 0 || !s.test_data.format.empty()) return;
+  if (s.model.kind == "external" || s.model.features > 0 || !s.test_data.format.empty()) return;
   throw ConfigError(s.model_features_at +
                     ": 'model.features' must be set (> 0): there is no 'test_data' to take the "
                     "model's input width from");
@@ -542,6 +538,16 @@ SimSettings loadSimSettings(const std::string& file) {
     }
   }
   readCoordinatorBody(c, s.coordinator);
+  if (s.coordinator.target_accuracy > 0.0 && s.coordinator.test_data.format.empty()) {
+    c.fail("target_accuracy",
+           "'target_accuracy' is checked at evaluations of 'test_data', and there is none: set "
+           "'test_data' or leave 'target_accuracy' out");
+  }
+  if (s.coordinator.model.kind == "external") {
+    c.child("model").fail("kind",
+                          "tern-sim trains the built-in models (softmax, logistic, mlp); "
+                          "an external model trains with tern-worker (docs/python.md)");
+  }
   c.done();
   MapReader w = m.child("worker");
   for (const std::string key : {"name", "coordinator"}) {

@@ -126,6 +126,8 @@ struct CoordinatorSettings {
   double worker_patience_seconds = 10.0;
   uint64_t eval_every = 10;
   ml::ModelSpec model;
+  std::string
+      model_file;  // model.kind external: the layout and initial parameters (docs/python.md)
   // "file:line:column" of model.features, else of the model section, else the file's start: where
   // requireModelFeatures says that nothing gives the model its width.
   std::string model_features_at;
@@ -180,13 +182,27 @@ struct LinkSettings {
   uint32_t alternate_rounds = 0;
 };
 
+// Who computes the worker's gradients (docs/python.md): the built-in model over its data, or an
+// external trainer process that connects to `endpoint` (where the worker binds for it).
+struct TrainerSettings {
+  std::string kind = "builtin";   // builtin | external
+  std::string endpoint;           // external: ipc://PATH (or tcp://127.0.0.1:PORT)
+  double timeout_seconds = 60.0;  // external: a request unanswered this long fails its round
+  bool external() const { return kind == "external"; }
+};
+
 struct WorkerSettings {
   std::string name = "worker";
   std::string coordinator = "tcp://127.0.0.1:5555";
   ml::DataSource data;
+  // shard: the worker cuts its shard (data.shard) from one data set every worker holds; local:
+  // the data are this device's own rows, all of them its share (no partition check).
+  std::string data_mode = "shard";
+  ml::DataSource eval_data;  // data.eval: held-out rows for federated evaluation (format "" = none)
   size_t shard_index = 0;
   size_t shard_total = 1;
   ml::PartitionSpec partition;
+  TrainerSettings trainer;
   compression::CompressorSpec compressor;
   // Error feedback: "auto" (the default) turns it on for the biased compressors (topk,
   // threshold, sq) and off for the unbiased ones (randomk, stochastic, qsgd), whose d/k-style

@@ -107,7 +107,36 @@ std::string labelsUnfit(const ModelSpec& spec, const Dataset& data) {
   return "";
 }
 
+uint64_t paramsOf(std::span<const TensorShape> tensors) {
+  uint64_t total = 0;
+  for (const auto& t : tensors) {
+    uint64_t n = 1;
+    for (uint64_t dim : t.shape) {
+      if (dim != 0 && n > UINT64_MAX / dim) return UINT64_MAX;
+      n *= dim;
+    }
+    if (total > UINT64_MAX - n) return UINT64_MAX;
+    total += n;
+  }
+  return total;
+}
+
+std::string describeLayout(std::span<const TensorShape> tensors) {
+  std::string out;
+  for (const auto& t : tensors) {
+    if (!out.empty()) out += ", ";
+    out += t.name + "[";
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (i > 0) out += ',';
+      out += std::to_string(t.shape[i]);
+    }
+    out += "]";
+  }
+  return out.empty() ? "(no tensors)" : out;
+}
+
 uint64_t paramsOf(const ModelSpec& spec) {
+  if (spec.kind == "external") return paramsOf(spec.tensors);
   // Each factor is below 2^32, so every product of two fits in 64 bits.
   const uint64_t f = spec.features, c = spec.classes, h = spec.hidden;
   if (spec.kind == "softmax") return c * (f + 1);
@@ -120,6 +149,7 @@ uint64_t paramsOf(const ModelSpec& spec) {
 }
 
 std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
+  if (spec.kind == "external") return detail::makeExternalModel(spec);
   if (spec.features == 0) throw std::invalid_argument("makeModel: features must be >= 1");
   if (spec.classes == 0) throw std::invalid_argument("makeModel: classes must be >= 1");
   if (spec.features > kMaxFeatures || spec.classes > kMaxClasses ||
@@ -144,7 +174,7 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
     return detail::makeMlpModel(spec);
   }
   throw std::invalid_argument("makeModel: unknown model kind '" + spec.kind +
-                              "' (softmax | logistic | mlp)");
+                              "' (softmax | logistic | mlp | external)");
 }
 
 size_t chunkRows(size_t params) {

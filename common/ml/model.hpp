@@ -22,12 +22,23 @@
 
 namespace tern::ml {
 
+// One named tensor of an external model (row-major; an empty shape is a scalar).
+struct TensorShape {
+  std::string name;
+  std::vector<uint64_t> shape;
+  bool operator==(const TensorShape&) const = default;
+};
+
 struct ModelSpec {
-  std::string kind = "softmax";  // softmax | logistic | mlp
+  std::string kind = "softmax";  // softmax | logistic | mlp | external
   uint32_t features = 0;
   uint32_t classes = 10;
   uint32_t hidden = 64;
   double l2 = 0.0;
+  // external: the layout its trainers train (a model tern does not know: docs/python.md), and
+  // the initial parameters (the coordinator's, from model.file; null on a worker).
+  std::vector<TensorShape> tensors;
+  std::shared_ptr<const std::vector<float>> initial;
 };
 
 class Model {
@@ -54,9 +65,16 @@ inline constexpr uint32_t kMaxFeatures = 1u << 26;
 inline constexpr uint32_t kMaxClasses = 1u << 16;
 inline constexpr uint32_t kMaxHidden = 1u << 16;
 inline constexpr uint64_t kMaxParams = uint64_t{1} << 30;
+// The values a layout holds (saturating at UINT64_MAX).
+uint64_t paramsOf(std::span<const TensorShape> tensors);
+// "name[2,3], bias[3]": a layout for messages.
+std::string describeLayout(std::span<const TensorShape> tensors);
 // The number of parameters a model of `spec` has, computed without overflow (kind as makeModel
 // reads it); 0 for an unknown kind.
 uint64_t paramsOf(const ModelSpec& spec);
+// An external model's spec is checked for a layout of 1..kMaxParams values (and initial values
+// of that size, when given); its Model knows only its size and initial values: it is trained and
+// evaluated by its trainers, never by tern (loss, gradient and accuracy throw std::logic_error).
 // Throws std::invalid_argument on an unknown kind, zero features/classes, or a spec beyond the
 // limits above (a model description from the wire must not make the caller allocate gigabytes).
 std::unique_ptr<Model> makeModel(const ModelSpec& spec);

@@ -49,5 +49,6 @@ double maxAugmentedRowNorm2(const Dataset& data);
 std::unique_ptr<Model> makeSoftmaxModel(const ModelSpec& spec);
 std::unique_ptr<Model> makeLogisticModel(const ModelSpec& spec);
 std::unique_ptr<Model> makeMlpModel(const ModelSpec& spec);
+std::unique_ptr<Model> makeExternalModel(const ModelSpec& spec);
 
 }  // namespace tern::ml::detail
