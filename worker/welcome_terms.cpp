@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/compression/compressor_support.hpp"
+#include "proto/model_spec.hpp"
 
 namespace tern::worker {
 
@@ -25,21 +26,48 @@ std::string trainingProblem(const wire::TrainingSettings& t) {
 
 }  // namespace
 
-OrRefusal<std::shared_ptr<ml::Model>> welcomeModel(const wire::Welcome& w,
-                                                   const ml::Dataset& shard) {
+namespace {
+
+// An external trainer's model: the welcome's must be external, of the trainer's layout.
+OrRefusal<std::shared_ptr<ml::Model>> externalModel(const ml::ModelSpec& spec,
+                                                    const LocalData& data) {
   using Then = WelcomeRefusal::Then;
-  ml::ModelSpec spec;
-  spec.kind = w.model().kind();
-  spec.features = w.model().features();
-  spec.classes = w.model().classes();
-  spec.hidden = w.model().hidden();
-  spec.l2 = w.model().l2();
+  if (spec.kind != "external") {
+    return WelcomeRefusal{"the coordinator trains a built-in " + spec.kind +
+                              " model; this worker's trainer is external (model.kind external)",
+                          Then::ask_later};
+  }
+  if (spec.tensors != data.tensors) {
+    return WelcomeRefusal{"the coordinator's model has layout " + ml::describeLayout(spec.tensors) +
+                              ", this worker's trainer " + ml::describeLayout(data.tensors),
+                          Then::ask_later};
+  }
+  try {
+    return std::shared_ptr<ml::Model>(ml::makeModel(spec));
+  } catch (const std::exception& e) {
+    return WelcomeRefusal{std::string("bad model spec: ") + e.what()};
+  }
+}
+
+}  // namespace
+
+OrRefusal<std::shared_ptr<ml::Model>> welcomeModel(const wire::Welcome& w, const LocalData& data) {
+  using Then = WelcomeRefusal::Then;
+  const ml::ModelSpec spec = fromWire(w.model());
+  if (auto why = trainingProblem(w.training()); !why.empty()) return WelcomeRefusal{why};
+  if (data.external()) return externalModel(spec, data);
+  const ml::Dataset& shard = *data.shard;
+  if (spec.kind == "external") {
+    return WelcomeRefusal{
+        "the coordinator trains an external model; this worker's trainer is the "
+        "built-in one (trainer.kind external: docs/python.md)",
+        Then::ask_later};
+  }
   if (spec.features != shard.features()) {
     return WelcomeRefusal{"model expects " + std::to_string(spec.features) +
                               " features, shard has " + std::to_string(shard.features()),
                           Then::ask_later};
   }
-  if (auto why = trainingProblem(w.training()); !why.empty()) return WelcomeRefusal{why};
   // A spec no model can be made from is the coordinator's message at fault (refused); only a
   // valid model that cannot learn this shard's labels ends the worker.
   std::shared_ptr<ml::Model> model;
@@ -103,11 +131,11 @@ std::optional<WelcomeRefusal> limitToPeer(PushBuilder& push, const PushOptions& 
 OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
                                                       const PushOptions& options,
                                                       const ml::Model& model,
-                                                      const ml::Dataset& shard, uint32_t dim) {
+                                                      const ml::Dataset* shard, uint32_t dim) {
   if (!std::isfinite(w.threshold()) || w.threshold() < 0.0)
     return WelcomeRefusal{"welcome threshold must be finite and >= 0, got " +
                           std::to_string(w.threshold())};
-  const std::optional<double> bound = model.smoothness(shard);
+  const std::optional<double> bound = shard ? model.smoothness(*shard) : std::nullopt;
   const double smoothness = bound.value_or(1.0);
   if (!std::isfinite(smoothness) || !(smoothness > 0.0)) {
     return WelcomeRefusal{"the shard's smoothness bound is " + std::to_string(smoothness) +

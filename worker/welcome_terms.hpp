@@ -11,6 +11,7 @@
 #include "common/ml/dataset.hpp"
 #include "common/ml/model.hpp"
 #include "proto/message.hpp"
+#include "worker/local_data.hpp"
 #include "worker/push_builder.hpp"
 
 namespace tern::worker {
@@ -28,9 +29,9 @@ struct WelcomeRefusal {
 template <class T>
 using OrRefusal = std::variant<T, WelcomeRefusal>;
 
-// The welcome's model, if this shard can train it under the welcome's training settings.
-OrRefusal<std::shared_ptr<ml::Model>> welcomeModel(const wire::Welcome& w,
-                                                   const ml::Dataset& shard);
+// The welcome's model, if this worker's data (its shard, or its external trainer's layout) can
+// train it under the welcome's training settings.
+OrRefusal<std::shared_ptr<ml::Model>> welcomeModel(const wire::Welcome& w, const LocalData& data);
 // The parameters of a welcome carrying the whole model.
 OrRefusal<std::vector<float>> welcomeParams(std::span<const uint8_t> payload, size_t num_params);
 // How pushes of `dim` coordinates are built under the welcome (its threshold, the shard's
@@ -38,6 +39,6 @@ OrRefusal<std::vector<float>> welcomeParams(std::span<const uint8_t> payload, si
 OrRefusal<std::unique_ptr<PushBuilder>> welcomePushes(const wire::Welcome& w,
                                                       const PushOptions& options,
                                                       const ml::Model& model,
-                                                      const ml::Dataset& shard, uint32_t dim);
+                                                      const ml::Dataset* shard, uint32_t dim);
 
 }  // namespace tern::worker

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/compression/compressor_support.hpp"
 #include "common/compression/compressors.hpp"
 #include "common/util/printable.hpp"
+#include "proto/model_spec.hpp"
 #include "proto/worker_messages.hpp"
 #include "worker/welcome_terms.hpp"
 
@@ -23,8 +25,11 @@ std::optional<double> saidTime(double v) {
 
 WorkerCore::WorkerCore(const WorkerOptions& options, std::shared_ptr<const ml::Dataset> shard,
                        uint64_t instance)
+    : WorkerCore(options, localDataOf(std::move(shard)), instance) {}
+
+WorkerCore::WorkerCore(const WorkerOptions& options, LocalData data, uint64_t instance)
     : options_(options),
-      shard_(std::move(shard)),
+      data_(std::move(data)),
       instance_(instance),
       session_(options.heartbeat_seconds, options.coordinator_patience_seconds),
       replica_(options.max_message_bytes),
@@ -99,14 +104,13 @@ std::vector<Message> WorkerCore::join(double now) {
   if (link_.samples() > 0) f.link = link_.toWire();
   // The replica it holds, which may spare the coordinator sending the whole model again.
   f.replica = replica_.announce();
-  f.sample_count = shard_->rows();
-  f.label_histogram.assign(size_t(std::max(shard_->num_classes, 1)), 0);
-  for (int32_t l : shard_->labels) {
-    if (l >= 0 && size_t(l) < f.label_histogram.size()) ++f.label_histogram[size_t(l)];
-  }
+  f.sample_count = data_.rows;
+  f.label_histogram = data_.label_histogram;
   f.compressors = compression::compressorNames();
   f.error_feedback = options_.push.strategy.error_feedback;
-  return {sendable(proto::joinMessage(f), now)};
+  Message m = proto::joinMessage(f);
+  for (const auto& t : data_.tensors) *m.envelope.mutable_join()->add_tensors() = toWire(t);
+  return {sendable(std::move(m), now)};
 }
 
 std::vector<Message> WorkerCore::refuse(const std::string& why) {
@@ -278,7 +282,7 @@ Effects WorkerCore::handleWelcome(const Message& msg, double now) {
                   session_.joinNonce());
     return effects();
   }
-  auto model = welcomeModel(w, *shard_);
+  auto model = welcomeModel(w, data_);
   if (auto* r = std::get_if<WelcomeRefusal>(&model)) return refuseWelcome(w, *r, now);
   auto& m = *std::get<std::shared_ptr<ml::Model>>(model);
   std::vector<float> params;
@@ -301,7 +305,7 @@ Effects WorkerCore::handleWelcome(const Message& msg, double now) {
     }
     params = std::move(*held);
   }
-  auto push = welcomePushes(w, options_.push, m, *shard_, uint32_t(params.size()));
+  auto push = welcomePushes(w, options_.push, m, data_.shard.get(), uint32_t(params.size()));
   if (auto* r = std::get_if<WelcomeRefusal>(&push)) return refuseWelcome(w, *r, now);
   takeWelcome(w, std::move(std::get<std::shared_ptr<ml::Model>>(model)), std::move(params),
               std::move(std::get<std::unique_ptr<PushBuilder>>(push)));
@@ -380,9 +384,11 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   if (stopping_) return effects();
   pending_ = Pending{++requests_, rs.round(), now, again};
   Effects out = effects();
-  out.compute = GradientRequest{
-      pending_->id, rs.round(), id(), std::make_shared<const std::vector<float>>(replica_.params()),
-      model_,       plan_};
+  out.compute =
+      GradientRequest{pending_->id, rs.round(),
+                      id(),         std::make_shared<const std::vector<float>>(replica_.params()),
+                      model_,       plan_,
+                      rs.evaluate()};
   return out;
 }
 
@@ -390,9 +396,18 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (!pending_ || pending_->id != result.request_id) return effects();
   const Pending asked = *pending_;
   pending_.reset();
+  if (std::string why = resultProblem(result); !why.empty()) return sitOut(asked.round, why);
   if (asked.again) ++stats_.repushes;
   Message m = proto::pushMessage(session_.address(), asked.round);
   m.envelope.mutable_push()->set_samples_used(result.rows_used);
+  if (const auto& e = result.evaluation; e && e->rows > 0) {
+    auto* ev = m.envelope.mutable_push()->mutable_evaluation();
+    ev->set_round(asked.round);
+    ev->set_loss(e->loss);
+    ev->set_accuracy(e->accuracy);
+    ev->set_rows(e->rows);
+    ++stats_.evaluations;
+  }
   *m.envelope.mutable_push()->mutable_link() = link_.toWire();
   const auto built = push_->build(m, result.gradient, result.loss, asked.again, cap_, link_, now,
                                   now - asked.asked_at, rng_, stats_);
@@ -407,6 +422,33 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   link_.issued(LinkMonitor::pushKey(asked.round), now);
   out.push_back(sendable(std::move(m), now));
   return effects(std::move(out));
+}
+
+std::string WorkerCore::resultProblem(const GradientResult& result) const {
+  if (!result.failure.empty()) return result.failure;
+  if (result.gradient.size() != replica_.params().size()) {
+    return "the trainer's gradient has " + std::to_string(result.gradient.size()) +
+           " values, the model " + std::to_string(replica_.params().size());
+  }
+  if (const auto& e = result.evaluation;
+      e && !(std::isfinite(e->loss) && std::isfinite(e->accuracy) && e->accuracy >= 0.0 &&
+             e->accuracy <= 1.0)) {
+    return "the trainer's evaluation is not a loss and an accuracy in [0, 1]";
+  }
+  // A built-in model's overflow is the push builder's to report (a push that carries nothing);
+  // an external trainer's non-finite answer is its failure.
+  if (data_.external() && !std::isfinite(result.loss)) return "the trainer's loss is not finite";
+  if (data_.external() && !compression::detail::allFinite(result.gradient)) {
+    return "the trainer's gradient holds a non-finite value";
+  }
+  return "";
+}
+
+Effects WorkerCore::sitOut(uint64_t round, const std::string& why) {
+  ++stats_.trainer_failures;
+  stats_.last_trainer_error = why;
+  spdlog::warn("round {}: the trainer failed ({}); sitting the round out", round, why);
+  return effects();
 }
 
 std::vector<Message> WorkerCore::nextProbe(double now) {

@@ -16,6 +16,7 @@
 #include "common/util/rng.hpp"
 #include "proto/message.hpp"
 #include "worker/link_monitor.hpp"
+#include "worker/local_data.hpp"
 #include "worker/push_builder.hpp"
 #include "worker/replica.hpp"
 #include "worker/session.hpp"
@@ -40,6 +41,8 @@ class WorkerCore {
   // is read for the join and the welcome's checks; gradients are the Trainer's.
   WorkerCore(const WorkerOptions& options, std::shared_ptr<const ml::Dataset> shard,
              uint64_t instance = 0);
+  // A worker whose data are described by `data` (an external trainer's: docs/python.md).
+  WorkerCore(const WorkerOptions& options, LocalData data, uint64_t instance = 0);
   ~WorkerCore();
 
   // The partition the shard was cut from (ml::partitionFingerprint), said in every join so that
@@ -48,7 +51,9 @@ class WorkerCore {
   Effects start(double now);
   Effects onMessage(const Message& msg, size_t wire_bytes, double now);
   // The answer to the outstanding gradient request: the push (led by a probe) to send. An answer
-  // to a request no longer outstanding (a re-join since, a stop) is dropped.
+  // to a request no longer outstanding (a re-join since, a stop) is dropped. A failed answer (the
+  // trainer's failure, a gradient of another size, a non-finite one from an external trainer)
+  // sits the round out: nothing is pushed, the failure is counted and kept (lastTrainerError).
   Effects onGradient(const GradientResult& result, double now);
   // The driver handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
   void onSent(const Message& msg, size_t wire_bytes, double now);
@@ -112,8 +117,12 @@ class WorkerCore {
   // The next queued probe, if nothing is waiting for an ack (see LinkMonitor).
   std::vector<Message> nextProbe(double now);
 
+  // Why `result` cannot be pushed ("" when it can).
+  std::string resultProblem(const GradientResult& result) const;
+  Effects sitOut(uint64_t round, const std::string& why);
+
   WorkerOptions options_;
-  std::shared_ptr<const ml::Dataset> shard_;
+  LocalData data_;
   uint64_t instance_ = 0;
   std::optional<uint64_t> partition_fingerprint_;
   Session session_;

@@ -1,6 +1,7 @@
 #pragma once
 // A worker's counters, as /status, /metrics and the simulator's results show them.
 #include <cstdint>
+#include <string>
 
 namespace tern::worker {
 
@@ -21,6 +22,11 @@ struct WorkerStats {
   uint64_t deadline_trimmed = 0;
   // Pushes of a compressor without a level that the fitted link carries past the deadline.
   uint64_t deadline_late = 0;
+  // Rounds sat out because the trainer failed (crashed, timed out, answered with a gradient of
+  // another size or a non-finite one); the last failure's text is kept with it.
+  uint64_t trainer_failures = 0;
+  std::string last_trainer_error;
+  uint64_t evaluations = 0;  // federated evaluations reported with pushes
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
   double last_predicted_improvement = 0.0;
