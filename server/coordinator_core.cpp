@@ -9,6 +9,7 @@
 #include "common/util/printable.hpp"
 #include "common/util/rng.hpp"
 #include "model_spec.hpp"
+#include "server/federated_evaluation.hpp"
 #include "server/link_checks.hpp"
 
 namespace tern::server {
@@ -178,11 +179,16 @@ void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join
   tallyStale();  // a full table may forget a member, and the joiner may take a seat
   const SeatLimits limits{aggregator_.largestFrameBytes(), options_.max_workers,
                           forgetAfterSeconds(), options_.joins.pending_seconds};
+  if (auto refusal = layoutRefusal(join, model_->spec())) {
+    reject(peer, refusal->code, refusal->reason, refusal->text);
+    return;
+  }
   if (auto refusal = membership_.screenJoin(peer, join, limits, now_)) {
     reject(peer, refusal->code, refusal->reason, refusal->text);
     return;
   }
   Worker& w = membership_.admit(peer, join, now_);
+  w.evaluates = join.eval_rows() > 0;
   if (join.has_link()) takeLink(w, join.link(), false);
   w.rec.alive = true;
   w.rec.pushed = false;
@@ -271,6 +277,8 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
   rs.set_data_share(w.rec.share);
   rs.set_learning_rate(aggregator_.learningRate(round_));
   rs.set_session(session_);
+  rs.set_evaluate(w.evaluates &&
+                  federatedEvaluationDue(round_, options_.eval_every, options_.max_rounds));
   if (phase_.is(Phase::kRunning))
     rs.set_deadline_seconds_left(std::max(0.0, round_deadline_ - now_));
   if (w.synced_round == round_) return proto::roundStart(std::move(rs), {});  // current
@@ -389,6 +397,11 @@ void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_byte
   w.loss = push.local_loss();
   if (tally_) tally_->notePush(w);
   w.rec.pushed = true;
+  if (!takeEvaluation(w.rec, push, round_, kMaxSamplesPerWorker)) {
+    ++counters_.evaluations_unusable;
+    spdlog::debug("worker {} ({}): unusable evaluation with its push: dropped", w.rec.id,
+                  w.rec.name);
+  }
   if (w.round_sent_at) w.observed_push_seconds = std::max(0.0, received_at - *w.round_sent_at);
   if (!takeReport(w.rec, push, aggregator_.dim())) {
     ++counters_.push_reports_unusable;
@@ -433,6 +446,16 @@ void CoordinatorCore::closeRound() {
   rec.time_s = now_ - start_time_.value_or(now_);
   rec.train_loss = step.train_loss;
   rec.participants = step.participants;
+  if (const auto fed = federatedEvaluation(membership_, round_)) {
+    last_federated_ = fed;
+    rec.federated_accuracy = fed->accuracy;
+    rec.federated_rows = fed->rows;
+    // Without a test set, the workers' evaluations are the run's accuracy.
+    if (!evaluates_) {
+      last_accuracy_ = fed->accuracy;
+      rec.evaluated = true;
+    }
+  }
   ++round_;
   const bool last = round_ >= options_.max_rounds;
   recordTotals(rec);

@@ -19,6 +19,7 @@
 #include "server/cap_planner.hpp"
 #include "server/checkpoint_codec.hpp"
 #include "server/coordinator_options.hpp"
+#include "server/federated_evaluation.hpp"
 #include "server/membership.hpp"
 #include "server/quorum_tally.hpp"
 #include "server/round_phase.hpp"
@@ -97,6 +98,8 @@ class CoordinatorCore {
   // The last evaluation's test accuracy; none before the first (or without test data).
   std::optional<double> accuracy() const { return last_accuracy_; }
   const RoundRecord& lastRecord() const { return last_record_; }
+  // The last round's federated evaluation (none before one).
+  const std::optional<FederatedEvaluation>& lastFederated() const { return last_federated_; }
   const Counters& counters() const { return counters_; }
   const std::map<std::string, uint64_t>& rejections() const { return counters_.rejections; }
   uint64_t rejectedTotal() const { return counters_.rejectedTotal(); }
@@ -175,6 +178,7 @@ class CoordinatorCore {
   double resumed_elapsed_ = 0.0;      // time_s the restored checkpoint had reached
   std::set<uint32_t> told_to_finish_, finish_unacked_;
   std::optional<double> last_accuracy_;
+  std::optional<FederatedEvaluation> last_federated_;
   RoundRecord last_record_;
   std::optional<RoundRecord> evaluating_;  // the closed round awaiting its evaluation
   bool evaluating_last_ = false;

@@ -24,6 +24,9 @@ std::map<std::string, telemetry::CounterStatus> counters(const CoordinatorCore& 
       {"pushes_clipped",
        {core.pushesClipped(),
         "Pushes whose norm was clipped to clip_multiple times the round's median push norm."}},
+      {"evaluations_unusable",
+       {core.counters().evaluations_unusable,
+        "Federated evaluations dropped: not of the round's model, or not a loss and an accuracy."}},
       {"workers_benched",
        {core.benchedTotal(), "Times a worker was benched for missing its push rounds in a row."}},
       {"connections_admitted",
@@ -60,6 +63,9 @@ telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
   st.late_pushes = r.late_pushes;
   st.rejected = core.rejections();
   st.counters = counters(core, auth);
+  if (const auto& f = core.lastFederated()) {
+    st.federated = telemetry::EvaluationStatus{f->round, f->loss, f->accuracy, f->rows};
+  }
   for (const auto& w : r.workers) {
     telemetry::PeerStatus p;
     p.id = w.id;
@@ -78,6 +84,10 @@ telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
               w.link.b_stderr()};
     p.benched = w.benched;
     p.pushes_clipped = w.pushes_clipped;
+    if (w.evaluation.known) {
+      p.evaluation = telemetry::EvaluationStatus{w.evaluation.round, w.evaluation.loss,
+                                                 w.evaluation.accuracy, w.evaluation.rows};
+    }
     st.workers.push_back(std::move(p));
   }
   return st;

@@ -39,6 +39,7 @@ struct Worker {
   uint64_t samples = 0;
   uint64_t instance = 0;     // the worker process holding the name (0 = unknown)
   bool acks_finish = false;  // answers a Finish with a Leave
+  bool evaluates = false;    // has held-out rows: asked for federated evaluations
   double last_seen = 0.0;
   double last_sent = 0.0;
   double joined_at = 0.0;                // when its present process joined (not checkpointed)

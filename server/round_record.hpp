@@ -10,6 +10,15 @@
 
 namespace tern::server {
 
+// A worker's last federated evaluation, as its push reported it.
+struct WorkerEvaluation {
+  uint64_t round = 0;  // the model evaluated (the one that round started from)
+  double loss = 0.0;
+  double accuracy = 0.0;
+  uint64_t rows = 0;
+  bool known = false;
+};
+
 struct WorkerRecord {
   uint32_t id = 0;
   std::string name;
@@ -33,6 +42,7 @@ struct WorkerRecord {
   bool benched = false;
   uint64_t probe_round = 0;
   uint64_t pushes_clipped = 0;
+  WorkerEvaluation evaluation;  // the last usable one (not checkpointed)
 };
 
 // One row of the metrics CSV: counters are cumulative since the start of training.
@@ -49,6 +59,10 @@ struct RoundRecord {
   uint32_t participants = 0;
   uint64_t late_pushes = 0;
   uint64_t rejected = 0;
+  // The workers' evaluations of the model this round started from: their row-weighted mean
+  // accuracy (test_accuracy too when there is no test_data) and the rows they cover (0: none).
+  double federated_accuracy = 0.0;
+  uint64_t federated_rows = 0;
   std::vector<WorkerRecord> workers;  // every known worker, by id
 };
 
@@ -63,6 +77,7 @@ struct Counters {
   uint64_t steps_refused = 0;                  // aggregated steps that would have been non-finite
   uint64_t pushes_clipped = 0;                 // pushes whose norm was clipped to the bound
   uint64_t benched = 0;                        // times a member was benched as a straggler
+  uint64_t evaluations_unusable = 0;           // pushes whose evaluation was dropped
   std::map<std::string, uint64_t> rejections;  // refused messages by reason
   uint64_t rejectedTotal() const;
 };

@@ -14,6 +14,7 @@ namespace tern::worker {
 struct LocalData {
   uint64_t rows = 0;
   std::vector<uint64_t> label_histogram;     // index = label
+  uint64_t eval_rows = 0;                    // held-out rows it evaluates on (0: none)
   std::shared_ptr<const ml::Dataset> shard;  // the built-in trainer's rows (null: external)
   std::vector<ml::TensorShape> tensors;      // the external trainer's layout (empty: built-in)
   bool external() const { return shard == nullptr; }

@@ -110,6 +110,7 @@ std::vector<Message> WorkerCore::join(double now) {
   f.error_feedback = options_.push.strategy.error_feedback;
   Message m = proto::joinMessage(f);
   for (const auto& t : data_.tensors) *m.envelope.mutable_join()->add_tensors() = toWire(t);
+  m.envelope.mutable_join()->set_eval_rows(data_.eval_rows);
   return {sendable(std::move(m), now)};
 }
 

@@ -24,6 +24,26 @@ OrderedJson linkJson(const LinkStatus& l) {
   return j;
 }
 
+OrderedJson evaluationJson(const std::optional<EvaluationStatus>& e) {
+  if (!e) return OrderedJson(nullptr);
+  OrderedJson j;
+  j["round"] = e->round;
+  j["loss"] = e->loss;
+  j["accuracy"] = e->accuracy;
+  j["rows"] = e->rows;
+  return j;
+}
+
+OrderedJson trainerJson(const TrainerStatus& t) {
+  OrderedJson j;
+  j["kind"] = t.kind;
+  j["connected"] = t.connected;
+  j["framework"] = t.framework;
+  j["failures"] = t.failures;
+  j["last_error"] = t.last_error;
+  return j;
+}
+
 OrderedJson peerJson(const PeerStatus& w) {
   OrderedJson j;
   j["id"] = w.id;
@@ -40,6 +60,7 @@ OrderedJson peerJson(const PeerStatus& w) {
   j["link"] = linkJson(w.link);
   j["benched"] = w.benched;
   j["pushes_clipped"] = w.pushes_clipped;
+  j["evaluation"] = evaluationJson(w.evaluation);
   return j;
 }
 
@@ -70,6 +91,8 @@ std::string toJson(const NodeStatus& s) {
   for (const auto& [name, c] : s.counters) j["counters"][name] = c.value;
   j["workers"] = OrderedJson::array();
   for (const auto& w : s.workers) j["workers"].push_back(peerJson(w));
+  if (s.role == "coordinator") j["federated"] = evaluationJson(s.federated);
+  if (s.trainer) j["trainer"] = trainerJson(*s.trainer);
   return dumpJson(j);
 }
 

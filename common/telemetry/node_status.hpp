@@ -21,6 +21,24 @@ struct LinkStatus {
   double b_stderr = 0.0;
 };
 
+// A model's quality on held-out rows: a worker's own evaluation, or the row-weighted mean of the
+// workers' (federated evaluation, docs/python.md) of the model `round` started from.
+struct EvaluationStatus {
+  uint64_t round = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+  uint64_t rows = 0;
+};
+
+// A worker's trainer: built-in or external, and how it fared.
+struct TrainerStatus {
+  std::string kind;       // builtin | external
+  bool connected = true;  // external: a trainer process is connected
+  std::string framework;  // external: what its Hello said
+  uint64_t failures = 0;  // rounds sat out because it failed
+  std::string last_error;
+};
+
 struct PeerStatus {
   uint32_t id = 0;
   std::string name;
@@ -39,6 +57,7 @@ struct PeerStatus {
   LinkStatus link;
   bool benched = false;         // coordinator: a straggler not waited for
   uint64_t pushes_clipped = 0;  // coordinator: its pushes clipped to the round's norm bound
+  std::optional<EvaluationStatus> evaluation;  // coordinator: its last evaluation
 };
 
 // A further cumulative counter: /metrics shows it as tern_NAME_total with `help` as its HELP text.
@@ -67,6 +86,8 @@ struct NodeStatus {
   std::map<std::string, uint64_t> rejected;       // messages refused, by reason
   std::map<std::string, CounterStatus> counters;  // further cumulative counters, e.g. probe_bytes
   std::vector<PeerStatus> workers;
+  std::optional<EvaluationStatus> federated;  // coordinator: the last federated evaluation
+  std::optional<TrainerStatus> trainer;       // worker
 };
 
 uint64_t rejectedTotal(const NodeStatus& s);
