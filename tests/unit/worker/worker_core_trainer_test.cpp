@@ -1,0 +1,146 @@
+// The worker core with an external trainer's data (docs/python.md): its join says the layout and
+// its held-out rows; a welcome of another layout or a built-in model is refused; a round start
+// that asks for an evaluation asks the trainer, and the push carries it; a trainer that fails,
+// answers with a gradient of another size or a non-finite one sits the round out, counted, with
+// nothing pushed, and the next round's good answer is pushed again.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "proto/model_spec.hpp"
+#include "worker/worker_core.hpp"
+
+using namespace tern;
+using namespace tern::worker;
+
+namespace {
+
+const std::vector<ml::TensorShape> kLayout = {{"w", {2, 3}}, {"b", {2}}};
+
+LocalData externalData() {
+  LocalData d;
+  d.rows = 120;
+  d.label_histogram = {70, 50};
+  d.tensors = kLayout;
+  d.eval_rows = 30;
+  return d;
+}
+
+WorkerOptions options() {
+  config::WorkerSettings s;
+  s.compressor.name = "identity";
+  return workerOptions(s);
+}
+
+Message welcome(const std::vector<ml::TensorShape>& layout, const std::string& kind = "external") {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* w = m.envelope.mutable_welcome();
+  w->set_worker_id(1);
+  w->set_session(7);
+  w->mutable_model()->set_kind(kind);
+  for (const auto& t : layout) *w->mutable_model()->add_tensors() = toWire(t);
+  w->mutable_training()->set_batch_size(8);
+  w->set_cap(8);
+  m.payload = floatsToBytes(std::vector<float>(8, 0.25f));
+  return m;
+}
+
+Message roundStart(uint64_t round, bool evaluate) {
+  Message m;
+  m.envelope = makeEnvelope();
+  auto* rs = m.envelope.mutable_round_start();
+  rs->set_round(round);
+  rs->set_session(7);
+  rs->set_full_model(true);
+  rs->set_cap(8);
+  rs->set_evaluate(evaluate);
+  m.payload = floatsToBytes(std::vector<float>(8, 0.25f));
+  return m;
+}
+
+GradientResult gradientOf(size_t n) {
+  GradientResult g;
+  g.gradient.assign(n, 0.1f);
+  g.loss = 0.3;
+  g.rows_used = 8;
+  return g;
+}
+
+const Message* pushIn(const Effects& e) {
+  for (const auto& m : e.send) {
+    if (m.envelope.has_push() && !m.envelope.push().probe()) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("an external trainer's join says its layout, rows and held-out rows") {
+  WorkerCore core(options(), externalData(), 5);
+  const Effects e = core.start(0.0);
+  REQUIRE(e.send.size() == 1);
+  const auto& j = e.send[0].envelope.join();
+  CHECK(fromWire(j.tensors()) == kLayout);
+  CHECK(j.sample_count() == 120);
+  CHECK(j.eval_rows() == 30);
+  CHECK(j.partition_fingerprint() == 0);
+}
+
+TEST_CASE(
+    "a welcome of another layout, or of a built-in model, is refused by an external trainer") {
+  WorkerCore core(options(), externalData(), 5);
+  core.start(0.0);
+  core.onMessage(welcome({{"w", {3, 2}}, {"b", {2}}}), 10, 0.1);
+  CHECK_FALSE(core.joined());
+  CHECK(core.unfitWelcome().find("layout") != std::string::npos);
+  WorkerCore builtin(options(), externalData(), 6);
+  builtin.start(0.0);
+  builtin.onMessage(welcome({}, "softmax"), 10, 0.1);
+  CHECK_FALSE(builtin.joined());
+  CHECK(builtin.unfitWelcome().find("external") != std::string::npos);
+}
+
+TEST_CASE("a failing trainer sits its rounds out and a good answer is pushed with its evaluation") {
+  WorkerCore core(options(), externalData(), 5);
+  core.start(0.0);
+  core.onMessage(welcome(kLayout), 10, 0.1);
+  REQUIRE(core.joined());
+  double now = 1.0;
+  auto ask = [&](uint64_t round, bool evaluate) {
+    const Effects e = core.onMessage(roundStart(round, evaluate), 40, now);
+    REQUIRE(e.compute.has_value());
+    CHECK(e.compute->evaluate == evaluate);
+    return *e.compute;
+  };
+  auto answer = [&](const GradientRequest& r, GradientResult g) {
+    g.request_id = r.id;
+    now += 0.5;
+    return core.onGradient(g, now);
+  };
+  GradientResult failed;
+  failed.failure = "the trainer did not answer within 2 s";
+  CHECK(pushIn(answer(ask(0, false), failed)) == nullptr);
+  CHECK(core.stats().trainer_failures == 1);
+  CHECK(core.stats().last_trainer_error == failed.failure);
+  GradientResult short_one = gradientOf(5);
+  CHECK(pushIn(answer(ask(1, false), short_one)) == nullptr);
+  CHECK(core.stats().trainer_failures == 2);
+  CHECK(core.stats().last_trainer_error.find("5 values") != std::string::npos);
+  GradientResult nan = gradientOf(8);
+  nan.gradient[3] = std::nanf("");
+  CHECK(pushIn(answer(ask(2, false), nan)) == nullptr);
+  CHECK(core.stats().trainer_failures == 3);
+  CHECK(core.residual().empty());  // nothing of a bad answer was kept
+  GradientResult good = gradientOf(8);
+  good.evaluation = Evaluation{0.4, 0.75, 30};
+  const Effects e = answer(ask(3, true), good);
+  const Message* push = pushIn(e);
+  REQUIRE(push != nullptr);
+  const auto& ev = push->envelope.push().evaluation();
+  CHECK(ev.round() == 3);
+  CHECK(ev.accuracy() == doctest::Approx(0.75));
+  CHECK(ev.rows() == 30);
+  CHECK(core.stats().trainer_failures == 3);
+  CHECK(core.stats().evaluations == 1);
+}
