@@ -33,6 +33,8 @@ if [ "$build_only" = 0 ]; then
     lintian
     prometheus  # promtool, for the observability kit's checks
     jq          # reads the daemons' JSON log lines in the tests
+    # The Python package (python/) and its trainers: docs/python.md
+    python3-zmq python3-protobuf python3-numpy python3-pytest python3-torch python3-setuptools
   )
 fi
 
