@@ -182,6 +182,16 @@ class _Session:
         self.sock.close()
 
 
+def _default_logging():
+    """Info lines on stderr when the program configured no logging itself."""
+    root = logging.getLogger()
+    if not root.handlers and not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s tern-trainer %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
 def run_trainer(trainer: NumPyTrainer, endpoint: str, *, stop: Optional[threading.Event] = None,
                 handle_signals: bool = True, context: Optional[zmq.Context] = None) -> None:
     """Serve ``trainer`` to the worker bound at ``endpoint`` until SIGTERM/SIGINT or ``stop``.
@@ -190,6 +200,7 @@ def run_trainer(trainer: NumPyTrainer, endpoint: str, *, stop: Optional[threadin
     TrainerRefused when the worker refuses the Hello (a layout other than its model's).
     """
     ctx = context or zmq.Context.instance()
+    _default_logging()
     flag = _Stop(stop, handle_signals)
     session = _Session(ctx, trainer, endpoint)
     poller = zmq.Poller()
