@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 
 import tern
 from tern import trainer_pb2 as pb
@@ -72,12 +73,22 @@ def test_sigterm_stops_the_trainer_cleanly(tmp_path):
         "class T(tern.NumPyTrainer):\n"
         "    def get_parameters(self): return [np.zeros(3, np.float32)]\n"
         "    def train_rows(self): return 1\n"
-        f"tern.run_trainer(T(), 'ipc://{tmp_path}/none.sock')\n"
+        f"tern.run_trainer(T(), 'ipc://{tmp_path}/w.sock')\n"
         "print('stopped')\n")
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"ipc://{tmp_path}/w.sock")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                             text=True)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=10)
+    try:
+        assert router.poll(20000), "no hello from the trainer"  # it runs: handlers installed
+        router.recv_multipart()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+        router.close()
+        ctx.term()
     assert proc.returncode == 0 and out.strip() == "stopped"
