@@ -41,7 +41,7 @@ endpoint_file: $out/endpoint
 min_workers: 4
 max_rounds: $rounds
 eval_every: 25
-round_deadline_seconds: 30
+round_deadline_seconds: 60
 heartbeat_seconds: 1
 worker_patience_seconds: 60
 model: {kind: external, file: $out/model.tern}
@@ -67,7 +67,7 @@ for i in 0 1 2 3; do
   cat > "$out/worker-$i.yaml" <<YAML
 name: worker-$i
 coordinator: $endpoint
-trainer: {kind: external, endpoint: ipc://$out/w$i.sock}
+trainer: {kind: external, endpoint: ipc://$out/w$i.sock, timeout_seconds: 120}
 compression: {name: topk, error_feedback: true}
 heartbeat_seconds: 1
 coordinator_patience_seconds: 60

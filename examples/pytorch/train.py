@@ -35,4 +35,4 @@ if args.write_model:
 else:
     data = np.load(args.data)
     tern.torch.run(cnn(), nn.functional.cross_entropy, DataLoader(rows(data, "train"), 32),
-                   args.endpoint, DataLoader(rows(data, "eval"), 1000))
+                   args.endpoint, DataLoader(rows(data, "eval"), 32))

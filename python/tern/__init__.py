@@ -7,9 +7,9 @@ one tern worker daemon over the trainer protocol (proto/trainer.proto). Subclass
 from tern.client import TrainerRefused, run_trainer
 from tern.model_file import load_model_file, save_model_file
 from tern.trainer import Delta, Gradient, NumPyTrainer
+from tern.trainer_pb2 import TRAINER_PROTOCOL_VERSION as PROTOCOL_VERSION
 
 __version__ = "0.1.0"
-PROTOCOL_VERSION = 1
 
 __all__ = [
     "Delta",
