@@ -78,17 +78,15 @@ def cnn_round_seconds(steps, repeats):
     from torch.utils.data import TensorDataset
     sys.path.insert(0, os.path.join(REPO, "examples", "pytorch"))
     from tern.torch import TorchTrainer
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(64 * 7 * 7, 10))
+    from train import cnn
+    model = cnn()
     data = TensorDataset(torch.rand(2048, 1, 28, 28), torch.randint(0, 10, (2048,)))
     trainer = TorchTrainer(model, nn.functional.cross_entropy, data, threads=1)
     params = trainer.get_parameters()
     times = []
     for r in range(repeats + 1):
         t = time.perf_counter()
-        trainer.fit(params, dict(round=r, batch_size=32, local_steps=steps, local_lr=0.05, seed=r))
+        trainer.fit(params, dict(round=r, batch_size=32, local_steps=steps, local_lr=0.1, seed=r))
         if r:
             times.append(time.perf_counter() - t)
     return statistics.median(times), sum(p.size for p in params)

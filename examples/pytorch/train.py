@@ -25,14 +25,15 @@ def rows(data, part):
     return TensorDataset(x, torch.from_numpy(data[f"y_{part}"]).long())
 
 
-ap = argparse.ArgumentParser()
-ap.add_argument("data", nargs="?")
-ap.add_argument("endpoint", nargs="?")
-ap.add_argument("--write-model")
-args = ap.parse_args()
-if args.write_model:
-    tern.save_model_file(args.write_model, cnn())
-else:
-    data = np.load(args.data)
-    tern.torch.run(cnn(), nn.functional.cross_entropy, DataLoader(rows(data, "train"), 32),
-                   args.endpoint, DataLoader(rows(data, "eval"), 32))
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data", nargs="?")
+    ap.add_argument("endpoint", nargs="?")
+    ap.add_argument("--write-model")
+    args = ap.parse_args()
+    if args.write_model:
+        tern.save_model_file(args.write_model, cnn())
+    else:
+        data = np.load(args.data)
+        tern.torch.run(cnn(), nn.functional.cross_entropy, DataLoader(rows(data, "train"), 32),
+                       args.endpoint, DataLoader(rows(data, "eval"), 32))
