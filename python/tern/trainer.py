@@ -92,12 +92,14 @@ class Layout:
             at += size
         return out
 
-    def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        """One little-endian fp32 vector of ``arrays``; ValueError when they do not fit."""
+    def join(self, arrays: Sequence[np.ndarray], out: Optional[np.ndarray] = None) -> np.ndarray:
+        """One little-endian fp32 vector of ``arrays`` (into ``out`` when given); ValueError
+        when they do not fit."""
         arrays = list(arrays)
         if len(arrays) != len(self.shapes):
             raise ValueError(f"{len(arrays)} arrays, the layout has {len(self.shapes)} tensors")
-        out = np.empty(self.size, dtype="<f4")
+        if out is None:
+            out = np.empty(self.size, dtype="<f4")
         at = 0
         for i, (a, shape, size) in enumerate(zip(arrays, self.shapes, self.sizes)):
             a = np.asarray(a)

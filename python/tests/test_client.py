@@ -163,3 +163,23 @@ def test_request_before_a_hello_reply_resends_the_hello(serve, data):
                 np.zeros(18, "<f4").tobytes())
     bodies = [worker.recv()[0].WhichOneof("body") for _ in range(2)]
     assert bodies == ["hello", "result"]
+
+
+def test_fit_sees_the_parameters_as_received_after_evaluate_and_earlier_requests(serve, data):
+    class Scribbler(SoftmaxTrainer):
+        def evaluate(self, parameters, config):
+            for p in parameters:
+                p[...] = 99.0  # the trainer may change what it is given
+            return 0.0, 1, {"accuracy": 0.5}
+
+        def fit(self, parameters, config):
+            return tern.Gradient([p.copy() for p in parameters]), 1, {"loss": 0.0}
+
+    x, y, xe, ye = data
+    worker = serve(Scribbler(x, y, 3, xe, ye))
+    worker.handshake()
+    for seed in (7, 8, 9):  # answers in reused buffers stay each request's own
+        params = params_of(np.random.default_rng(seed))
+        result, update = worker.fit(params, **request(id=seed, evaluate=seed == 8))
+        assert result.id == seed
+        np.testing.assert_array_equal(update, np.concatenate([p.ravel() for p in params]))
