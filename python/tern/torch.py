@@ -21,11 +21,18 @@ def _labels_of(dataset) -> Optional[torch.Tensor]:
     return None
 
 
+def round_seed(config) -> int:
+    """A seed of the request's seed and round together: the rounds draw different batches
+    whether or not the worker varies the seed itself."""
+    state = np.random.SeedSequence([int(config["seed"]), int(config["round"])]).generate_state(2)
+    return (int(state[0]) << 31) | (int(state[1]) >> 1)  # 63 bits: torch takes an int64
+
+
 class TorchTrainer(NumPyTrainer):
     """Trains ``model`` (its named_parameters, in order, are the layout) with plain SGD.
 
     Each FitRequest takes local_steps minibatches of batch_size rows (the coordinator's
-    training settings; batch_size 0: the DataLoader's), drawn with the request's seed. One step
+    training settings; batch_size 0: the DataLoader's), drawn with the request's seed and round. One step
     answers the mean gradient (GRADIENT); more answer start minus end parameters (DELTA).
     Buffers (BatchNorm statistics) stay local to the device.
     """
@@ -74,7 +81,7 @@ class TorchTrainer(NumPyTrainer):
     def _batches(self, config):
         """local_steps batches of rows drawn without replacement (a new permutation each pass)."""
         batch = int(config["batch_size"]) or self.default_batch or 32
-        g = torch.Generator().manual_seed(int(config["seed"]))
+        g = torch.Generator().manual_seed(round_seed(config))
         n = len(self.train)
         order = torch.randperm(n, generator=g)
         at = 0
@@ -90,7 +97,7 @@ class TorchTrainer(NumPyTrainer):
 
     def fit(self, parameters, config):
         self._load(parameters)
-        torch.manual_seed(int(config["seed"]))
+        torch.manual_seed(round_seed(config))
         self.model.train()
         steps = max(1, int(config["local_steps"]))
         lr = float(config["local_lr"])

@@ -39,7 +39,7 @@ class SoftmaxTrainer(tern.NumPyTrainer):
 
     def fit(self, parameters, config):
         w, b = (a.copy() for a in parameters)
-        rng = np.random.default_rng(config["seed"])
+        rng = np.random.default_rng([config["seed"], config["round"]])
         steps, losses = max(1, config["local_steps"]), []
         for _ in range(steps):
             rows = rng.choice(len(self.y), size=min(config["batch_size"], len(self.y)),

@@ -43,7 +43,7 @@ def test_gradient_round_trip(serve, data):
     result, update = worker.fit(params, **request())
     assert not result.error and result.id == 7
     assert result.kind == pb.FitResult.GRADIENT and result.rows == 32
-    expected, rows, metrics = trainer.fit(params, {"seed": 11, "batch_size": 32,
+    expected, rows, metrics = trainer.fit(params, {"seed": 11, "round": 3, "batch_size": 32,
                                                    "local_steps": 1, "local_lr": 0.1})
     np.testing.assert_allclose(update, np.concatenate([a.ravel() for a in expected.arrays]),
                                rtol=1e-6)
@@ -59,7 +59,7 @@ def test_delta_after_local_steps(serve, data):
     result, update = worker.fit(params, **request(local_steps=5, local_lr=0.5))
     assert result.kind == pb.FitResult.DELTA and result.rows == 5 * 32
     w, b = (p.copy() for p in params)  # start minus end of 5 plain SGD steps
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng([11, 3])
     for _ in range(5):
         rows = rng.choice(150, size=32, replace=False)
         _, gw, gb, _ = trainer.loss_grad(w, b, x[rows], y[rows])

@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import tern  # noqa: E402
 from tern import trainer_pb2 as pb  # noqa: E402
-from tern.torch import TorchTrainer  # noqa: E402
+from tern.torch import TorchTrainer, round_seed  # noqa: E402
 
 
 def setup(evaluate=True):
@@ -41,7 +41,7 @@ def test_gradient_is_torch_autograd_on_the_seeded_batch():
     params = [a + 0.1 for a in trainer.get_parameters()]
     update, rows, metrics = trainer.fit(params, config())
     assert isinstance(update, tern.Gradient) and rows == 16
-    idx = torch.randperm(64, generator=torch.Generator().manual_seed(5))[:16]
+    idx = torch.randperm(64, generator=torch.Generator().manual_seed(round_seed(config())))[:16]
     ref = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
     with torch.no_grad():
         for p, a in zip(ref.parameters(), params):
@@ -63,7 +63,7 @@ def test_delta_is_start_minus_end_of_local_sgd():
         for p, a in zip(ref.parameters(), params):
             p.copy_(torch.from_numpy(a))
     sgd = torch.optim.SGD(ref.parameters(), lr=0.2)
-    order = torch.randperm(64, generator=torch.Generator().manual_seed(5))
+    order = torch.randperm(64, generator=torch.Generator().manual_seed(round_seed(config())))
     for s in range(3):
         idx = order[16 * s:16 * (s + 1)]
         sgd.zero_grad()
@@ -103,3 +103,13 @@ def test_model_file_of_a_module(tmp_path):
     assert [n for n, _ in back] == [n for n, _ in model.named_parameters()]
     for (_, a), (_, p) in zip(back, model.named_parameters()):
         np.testing.assert_array_equal(a, p.detach().numpy())
+
+
+def test_rounds_of_one_seed_draw_different_batches():
+    _, _, _, trainer = setup(evaluate=False)
+    params = trainer.get_parameters()
+    first, _, _ = trainer.fit(params, config(round=1))
+    again, _, _ = trainer.fit(params, config(round=1))
+    second, _, _ = trainer.fit(params, config(round=2))
+    np.testing.assert_array_equal(first.arrays[0], again.arrays[0])
+    assert not np.array_equal(first.arrays[0], second.arrays[0])
