@@ -38,8 +38,10 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--data", default=FMNIST)
     args = ap.parse_args()
-    x, y = idx(f"{args.data}/train-images-idx3-ubyte.gz"), idx(f"{args.data}/train-labels-idx1-ubyte.gz")
-    xt, yt = idx(f"{args.data}/t10k-images-idx3-ubyte.gz"), idx(f"{args.data}/t10k-labels-idx1-ubyte.gz")
+    x = idx(f"{args.data}/train-images-idx3-ubyte.gz")
+    y = idx(f"{args.data}/train-labels-idx1-ubyte.gz")
+    xt = idx(f"{args.data}/t10k-images-idx3-ubyte.gz")
+    yt = idx(f"{args.data}/t10k-labels-idx1-ubyte.gz")
     rng = np.random.default_rng(args.seed)
     while True:  # every worker gets at least 2% of the rows
         shares = rng.dirichlet([args.alpha] * args.workers, size=10)
@@ -52,7 +54,8 @@ def main():
         np.savez(path, x_train=x[train[w]], y_train=y[train[w]], x_eval=xt[held[w]],
                  y_eval=yt[held[w]])
         hist = np.bincount(y[train[w]], minlength=10)
-        print(f"{path}: {len(train[w])} train rows, {len(held[w])} held-out rows, labels {hist.tolist()}")
+        print(f"{path}: {len(train[w])} train rows, {len(held[w])} held-out rows, "
+              f"labels {hist.tolist()}")
 
 
 if __name__ == "__main__":

@@ -219,7 +219,8 @@ def _default_logging():
     root = logging.getLogger()
     if not root.handlers and not log.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s tern-trainer %(levelname)s %(message)s"))
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s tern-trainer %(levelname)s %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 

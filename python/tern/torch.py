@@ -32,8 +32,9 @@ class TorchTrainer(NumPyTrainer):
     """Trains ``model`` (its named_parameters, in order, are the layout) with plain SGD.
 
     Each FitRequest takes local_steps minibatches of batch_size rows (the coordinator's
-    training settings; batch_size 0: the DataLoader's), drawn with the request's seed and round. One step
-    answers the mean gradient (GRADIENT); more answer start minus end parameters (DELTA).
+    training settings; batch_size 0: the DataLoader's), drawn with the request's seed and
+    round. One step answers the mean gradient (GRADIENT); more answer start minus end
+    parameters (DELTA).
     Buffers (BatchNorm statistics) stay local to the device.
     """
 
