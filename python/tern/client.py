@@ -124,7 +124,9 @@ class _Stop:
                 self.saved[sig] = signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum, _frame):
-        log.info("signal %d: stopping after the current request", signum)
+        if self.event.is_set():  # a second signal: stop now, even within a fit
+            raise SystemExit(128 + signum)
+        log.info("signal %d: stopping after the current request (again: at once)", signum)
         self.event.set()
 
     def restore(self):
