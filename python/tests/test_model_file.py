@@ -4,6 +4,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -91,3 +92,36 @@ def test_sigterm_stops_the_trainer_cleanly(tmp_path):
         router.close()
         ctx.term()
     assert proc.returncode == 0 and out.strip() == "stopped"
+
+
+def test_a_second_signal_stops_a_trainer_within_its_fit(tmp_path):
+    script = (
+        "import sys, time, numpy as np, tern\n"
+        "class T(tern.NumPyTrainer):\n"
+        "    def get_parameters(self): return [np.zeros(3, np.float32)]\n"
+        "    def train_rows(self): return 1\n"
+        "    def fit(self, parameters, config):\n"
+        "        print('fitting', flush=True); time.sleep(60)\n"
+        f"tern.run_trainer(T(), 'ipc://{tmp_path}/w.sock')\n")
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"ipc://{tmp_path}/w.sock")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert router.poll(20000), "no hello from the trainer"
+        peer, _ = router.recv_multipart()
+        request = pb.Envelope(version=1, fit=pb.FitRequest(id=1, local_steps=1))
+        router.send_multipart([peer, request.SerializeToString(), b"\0" * 12])
+        assert proc.stdout.readline().strip() == "fitting"
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        router.close()
+        ctx.term()
+    assert proc.returncode == 128 + signal.SIGTERM
