@@ -53,7 +53,8 @@ security: none
 YAML
 
 pids=()
-cleanup() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; }
+trainers=()
+cleanup() { for p in "${pids[@]:-}" "${trainers[@]:-}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 rm -f "$out/endpoint"
 build/bin/tern-coordinator --config "$out/coordinator.yaml" --metrics-csv "$out/metrics.csv" \
@@ -78,9 +79,20 @@ YAML
   pids+=($!)
   "$PY" examples/pytorch/train.py "$out/data/w$i.npz" "ipc://$out/w$i.sock" \
     > "$out/trainer-$i.log" 2>&1 &
-  pids+=($!)
+  trainers+=($!)
 done
 echo "run.sh: training $rounds rounds; progress in $out/coordinator.log"
+# Until the coordinator ends; a trainer that dies first (a Python error) ends the run with its log.
+while kill -0 "${pids[0]}" 2>/dev/null; do
+  for i in 0 1 2 3; do
+    if ! kill -0 "${trainers[$i]}" 2>/dev/null; then
+      tail -20 "$out/trainer-$i.log" >&2
+      echo "run.sh: trainer $i ended before the coordinator" >&2
+      exit 1
+    fi
+  done
+  sleep 1
+done
 rc=0
 wait "${pids[0]}" || rc=$?
 grep '^final:' "$out/coordinator.log" | tail -1 || { tail -20 "$out/coordinator.log" >&2; exit 1; }
