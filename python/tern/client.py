@@ -237,18 +237,24 @@ def run_trainer(trainer: NumPyTrainer, endpoint: str, *, stop: Optional[threadin
     ctx = context or zmq.Context.instance()
     _default_logging()
     flag = _Stop(stop, handle_signals)
-    session = _Session(ctx, trainer, endpoint)
+    try:
+        session = _Session(ctx, trainer, endpoint)
+        try:
+            _serve(session, flag.event, endpoint)
+        finally:
+            session.close()
+    finally:
+        flag.restore()
+
+
+def _serve(session: "_Session", stop: threading.Event, endpoint: str) -> None:
     poller = zmq.Poller()
     poller.register(session.sock, zmq.POLLIN)
     poller.register(session.monitor, zmq.POLLIN)
     log.info("trainer for %s: layout %s", endpoint, session.layout.describe())
-    try:
-        while not flag.event.is_set():
-            ready = dict(poller.poll(100))
-            if session.monitor in ready:
-                session.on_monitor()
-            if session.sock in ready:
-                session.on_message()
-    finally:
-        session.close()
-        flag.restore()
+    while not stop.is_set():
+        ready = dict(poller.poll(100))
+        if session.monitor in ready:
+            session.on_monitor()
+        if session.sock in ready:
+            session.on_message()
