@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 out="${TERN_OUT:-out/pytorch}"
-rounds="${TERN_ROUNDS:-300}"
+rounds="${TERN_ROUNDS:-400}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
@@ -45,7 +45,7 @@ round_deadline_seconds: 60
 heartbeat_seconds: 1
 worker_patience_seconds: 60
 model: {kind: external, file: $out/model.tern}
-optimizer: {lr: 0.1, momentum: 0.5, decay: 0.5, decay_every: 100}
+optimizer: {lr: 0.1, momentum: 0.5, decay: 0.5, decay_every: 200}
 training: {batch_size: 32, local_steps: 10, local_lr: 0.1, seed: 7}
 allocation: {method: uniform, mean_ratio: 0.05}
 logging: {level: info}
