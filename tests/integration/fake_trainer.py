@@ -29,7 +29,7 @@ def load_pb(pb_dir):
 
 def synthetic(features, classes, rows, seed):
     # One set of class centres for every trainer (seed 1234); rows drawn with `seed`.
-    centres = np.random.default_rng(1234).normal(size=(classes, features)) * 1.5
+    centres = np.random.default_rng(1234).normal(size=(classes, features)) * 0.4
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, size=rows)
     x = centres[y] + rng.normal(size=(rows, features))
