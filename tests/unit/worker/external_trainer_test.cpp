@@ -270,7 +270,7 @@ TEST_CASE("a request waiting for its answer is abandoned on a stop") {
   CHECK_FALSE(got.get().has_value());
 }
 
-TEST_CASE("a second trainer with another layout is refused; the first keeps training") {
+TEST_CASE("a second trainer with another layout is refused and the first keeps training") {
   Rig rig;
   FakeTrainer other(rig.trainer.endpoint());
   other.hello({4, 3});
