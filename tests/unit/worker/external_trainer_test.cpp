@@ -317,3 +317,20 @@ TEST_CASE("a late answer to a request that timed out is ignored") {
   CHECK(result->gradient == kGrad);
   CHECK(rig.trainer.counters().late_answers == 1);
 }
+
+TEST_CASE("a Hello describing no model is refused and the worker keeps waiting") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  FakeTrainer fake(trainer.endpoint());
+  std::atomic<bool> stop{false};
+  auto waited = std::async(std::launch::async,
+                           [&] { return trainer.waitForHello([&] { return stop.load(); }); });
+  fake.hello({0, 3});
+  const auto reply = fake.receive();
+  CHECK_FALSE(reply.hello_reply().accepted());
+  CHECK(reply.hello_reply().reason() == "tensor 'w' has a dimension of 0");
+  stop = true;
+  CHECK_FALSE(waited.get().has_value());
+  CHECK(trainer.counters().hellos_refused == 1);
+  CHECK_FALSE(trainer.counters().connected);
+}
