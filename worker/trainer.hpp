@@ -63,19 +63,26 @@ class Trainer {
 class ShardTrainer final : public Trainer {
  public:
   // `cancelled` (if given) is asked before the gradient and between its chunks and local steps:
-  // true abandons it. It is called on the thread that computes.
+  // true abandons it. It is called on the thread that computes. `eval` (if given): the held-out
+  // rows a request that asks is evaluated on.
   explicit ShardTrainer(std::shared_ptr<const ml::Dataset> shard,
-                        std::function<bool()> cancelled = {});
+                        std::function<bool()> cancelled = {},
+                        std::shared_ptr<const ml::Dataset> eval = nullptr);
   std::optional<GradientResult> gradient(const GradientRequest& request) override;
 
  private:
   // The mean loss of `rows` at `at` (its gradient in grad); nullopt when cancelled.
   std::optional<double> batchGradient(const ml::Model& model, std::span<const float> at,
                                       std::span<const size_t> rows, std::vector<float>& grad);
+  // The model's loss and accuracy on the held-out rows at `at`; nullopt when cancelled.
+  std::optional<Evaluation> evaluate(const ml::Model& model, std::span<const float> at);
+  // The gradient (or local-steps delta) of `request` into out; false when cancelled.
+  bool train(const GradientRequest& request, GradientResult& out);
   bool cancelled() const { return cancelled_ && cancelled_(); }
 
   std::shared_ptr<const ml::Dataset> shard_;
   std::function<bool()> cancelled_;
+  std::shared_ptr<const ml::Dataset> eval_;
   ml::Dataset batch_;              // the minibatch (or a chunk of it), gathered into one storage
   std::vector<float> chunk_grad_;  // one chunk's gradient, for batches of several chunks
 };

@@ -37,16 +37,26 @@ uint64_t processInstance() {
 }  // namespace
 
 WorkerDaemon::WorkerDaemon(const config::WorkerSettings& s,
-                           const telemetry::TelemetryOptions& tel_opts,
-                           std::shared_ptr<const ml::Dataset> shard)
+                           const telemetry::TelemetryOptions& tel_opts, LocalData data,
+                           std::shared_ptr<const ml::Dataset> eval,
+                           std::unique_ptr<ExternalTrainer> external)
     : s_(s),
-      core_(workerOptions(s), shard, processInstance()),
-      // A stop (or a newer request) ends a gradient between its chunks or local steps.
-      trainer_(shard, [this] { return job_stop_.stop_requested(); }),
+      core_(workerOptions(s), data, processInstance()),
+      external_(std::move(external)),
+      trainer_(nullptr),
       channel_(ctx_, zmq::socket_type::dealer, channelOptions(s)),
       connection_(ctx_, channel_, steadySeconds),
-      tel_(tel_opts, steadySeconds, workerStatus(s, core_, 0, 0, 0, 0.0, "starting")),
+      tel_(tel_opts, steadySeconds, workerStatus(s, core_, {}, 0.0, "starting")),
       loop_(channel_, loopOptions()) {
+  // A stop (or a newer request) ends a gradient between its chunks or local steps, or while it
+  // waits for the external trainer's answer.
+  auto cancelled = [this] { return job_stop_.stop_requested(); };
+  if (external_) {
+    external_->setCancelled(cancelled);
+    trainer_ = external_.get();
+  } else {
+    trainer_ = &builtin_.emplace(data.shard, cancelled, std::move(eval));
+  }
   try {
     channel_.connect(s.coordinator);
   } catch (const zmq::error_t& e) {
@@ -89,7 +99,7 @@ void WorkerDaemon::compute(GradientRequest r) {
   loop_.startJob(
       [this, r](std::stop_token stop) {
         job_stop_ = stop;
-        return trainer_.gradient(r);
+        return trainer_->gradient(r);
       },
       [this](std::optional<GradientResult> result) {
         if (result) dispatch(core_.onGradient(*result, now()));
@@ -113,11 +123,16 @@ void WorkerDaemon::publish(const std::string& state) {
   const auto& st = core_.stats();
   if (!first_round_at_ && st.rounds > 0) first_round_at_ = now();
   published_rounds_ = st.rounds;
-  tel_.publish(
-      workerStatus(s_, core_, malformed_, connection_.authRefused(), connection_.handshakeFailed(),
-                   first_round_at_ ? now() - *first_round_at_ : 0.0, state),
-      fmt::format("{}: round {}, loss {:.4f}, level {}", state, core_.replicaRound(), st.last_loss,
-                  st.last_level));
+  tel_.publish(status(state), fmt::format("{}: round {}, loss {:.4f}, level {}", state,
+                                          core_.replicaRound(), st.last_loss, st.last_level));
+}
+
+telemetry::NodeStatus WorkerDaemon::status(const std::string& state) {
+  std::optional<ExternalTrainerCounters> trainer;
+  if (external_) trainer = external_->counters();
+  return workerStatus(
+      s_, core_, {malformed_, connection_.authRefused(), connection_.handshakeFailed(), trainer},
+      first_round_at_ ? now() - *first_round_at_ : 0.0, state);
 }
 
 daemon::Phase WorkerDaemon::training() {

@@ -13,6 +13,7 @@
 #include "common/daemon/poll_loop.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "worker/dealer_security.hpp"
+#include "worker/external_trainer.hpp"
 #include "worker/trainer.hpp"
 #include "worker/worker_core.hpp"
 
@@ -20,9 +21,12 @@ namespace tern::worker {
 
 class WorkerDaemon {
  public:
-  // Connects to the coordinator (throws if the endpoint is bad); joins in run().
+  // Connects to the coordinator (throws if the endpoint is bad); joins in run(). Gradients come
+  // from `external` when given (data is its trainer's description), else from the built-in
+  // trainer over data's shard (evaluated on `eval`, if given).
   WorkerDaemon(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts,
-               std::shared_ptr<const ml::Dataset> shard);
+               LocalData data, std::shared_ptr<const ml::Dataset> eval,
+               std::unique_ptr<ExternalTrainer> external);
   WorkerCore& core() { return core_; }
   // Trains until the coordinator finishes or a stop; the daemon's exit status.
   int run();
@@ -37,6 +41,7 @@ class WorkerDaemon {
   void compute(GradientRequest r);
   void onTurn();
   void publish(const std::string& state);
+  telemetry::NodeStatus status(const std::string& state);
   daemon::Phase training();
   // A wait after the stop, of at most `seconds`, that tracks the connection.
   daemon::Phase grace(double seconds);
@@ -46,7 +51,9 @@ class WorkerDaemon {
   const config::WorkerSettings& s_;
   WorkerCore core_;
   std::stop_token job_stop_;  // the running gradient's (read on the job's thread only)
-  ShardTrainer trainer_;
+  std::unique_ptr<ExternalTrainer> external_;  // the external trainer, when there is one
+  std::optional<ShardTrainer> builtin_;        // else the built-in one
+  Trainer* trainer_;                           // the one of the two that computes
   std::optional<GradientRequest> next_;
   zmq::context_t ctx_{1};
   transport::Channel channel_;

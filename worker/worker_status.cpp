@@ -36,14 +36,37 @@ std::map<std::string, telemetry::CounterStatus> counters(const WorkerStats& stat
       {"connections_auth_refused",
        {auth_refused, "Connections the coordinator refused: this worker's key is not listed."}},
       {"connections_handshake_failed",
-       {handshake_failed, "Handshakes with the coordinator that failed (modes or keys differ)."}}};
+       {handshake_failed, "Handshakes with the coordinator that failed (modes or keys differ)."}},
+      {"trainer_failures",
+       {stats.trainer_failures,
+        "Rounds sat out: the trainer failed (crashed, timed out, answered wrongly)."}},
+      {"evaluations", {stats.evaluations, "Federated evaluations reported with pushes."}}};
+}
+
+// The external trainer's counters, each with what it counts.
+void addTrainerCounters(const ExternalTrainerCounters& t,
+                        std::map<std::string, telemetry::CounterStatus>& out) {
+  out["trainer_connections"] = {t.connections,
+                                "Trainer Hellos accepted: the first and every restart."};
+  out["trainer_hellos_refused"] = {
+      t.hellos_refused, "Trainer Hellos refused: another layout or an unfit description."};
+  out["trainer_not_connected"] = {t.no_trainer,
+                                  "Gradient requests failed: no trainer was connected."};
+  out["trainer_timeouts"] = {t.timeouts, "Gradient requests the trainer did not answer in time."};
+  out["trainer_errors"] = {t.trainer_errors,
+                           "Gradient requests the trainer said it could not fit."};
+  out["trainer_bad_answers"] = {t.bad_answers,
+                                "Trainer answers of the wrong size or kind, refused."};
+  out["trainer_malformed"] = {t.malformed,
+                              "Trainer messages that were no trainer-protocol envelope."};
+  out["trainer_late_answers"] = {t.late_answers,
+                                 "Trainer answers to requests already given up, ignored."};
 }
 
 }  // namespace
 
 telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const WorkerCore& core,
-                                   uint64_t malformed, uint64_t auth_refused,
-                                   uint64_t handshake_failed, double time_s,
+                                   const DaemonCounters& daemon, double time_s,
                                    const std::string& state) {
   const auto& stats = core.stats();
   telemetry::NodeStatus st;
@@ -58,8 +81,9 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const Worker
   st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
   st.download_bytes = stats.received_bytes;
   st.alive_workers = core.joined() ? 1 : 0;
-  st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", malformed}};
-  st.counters = counters(stats, auth_refused, handshake_failed);
+  st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", daemon.malformed}};
+  st.counters = counters(stats, daemon.auth_refused, daemon.handshake_failed);
+  if (daemon.trainer) addTrainerCounters(*daemon.trainer, st.counters);
   auto fit = core.link().fit();
   telemetry::PeerStatus self;
   self.id = core.id();

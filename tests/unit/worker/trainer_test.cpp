@@ -78,3 +78,27 @@ TEST_CASE("a cancelled computation gives no result, asked before it starts and b
   CHECK_FALSE(trainer.gradient(s.request).has_value());
   CHECK(asked == 2);  // before the first step, and before the second
 }
+
+TEST_CASE("asked to, the trainer evaluates the round's parameters on its held-out rows") {
+  Setup s;
+  auto eval = std::make_shared<ml::Dataset>(ml::syntheticDense(30, 3, 2, 11));
+  std::vector<float> params(s.model->numParams());
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.3f * float(i % 3) - 0.2f;
+  s.request.params = std::make_shared<std::vector<float>>(params);
+  s.request.evaluate = true;
+  worker::ShardTrainer trainer(s.shard, {}, eval);
+  const auto got = trainer.gradient(s.request);
+  REQUIRE(got.has_value());
+  REQUIRE(got->evaluation.has_value());
+  CHECK(got->evaluation->rows == 30);
+  CHECK(got->evaluation->loss == doctest::Approx(s.model->loss(params, *eval)));
+  CHECK(got->evaluation->accuracy == doctest::Approx(s.model->accuracy(params, *eval)));
+  // The gradient is the one the trainer computes without evaluating.
+  s.request.evaluate = false;
+  const auto plain = worker::ShardTrainer(s.shard).gradient(s.request);
+  REQUIRE(plain.has_value());
+  CHECK(got->gradient == plain->gradient);
+  CHECK_FALSE(plain->evaluation.has_value());
+  // Not asked: no evaluation.
+  CHECK_FALSE(trainer.gradient(s.request)->evaluation.has_value());
+}

@@ -1,0 +1,336 @@
+// ExternalTrainer against a fake trainer's DEALER over ipc://: the Hello, fit round trips, and
+// each way a trainer fails a request (wrong size, silence, none connected, another layout), a
+// restarted trainer taking over and a late answer ignored.
+#include "worker/external_trainer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+
+#include "trainer.pb.h"
+
+using namespace tern;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/tern-ext-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+config::TrainerSettings settingsIn(const TempDir& dir, double timeout = 5.0) {
+  config::TrainerSettings t;
+  t.kind = "external";
+  t.endpoint = "ipc://" + dir.path + "/trainer.sock";
+  t.timeout_seconds = timeout;
+  return t;
+}
+
+// A trainer's DEALER, driven step by step from the test.
+struct FakeTrainer {
+  zmq::context_t ctx{1};
+  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  explicit FakeTrainer(const std::string& endpoint) {
+    sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::rcvtimeo, 5000);
+    sock.connect(endpoint);
+  }
+  void hello(std::vector<uint64_t> weight_shape = {2, 3}) {
+    trainer::Envelope e;
+    e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+    auto* h = e.mutable_hello();
+    auto* w = h->add_tensors();
+    w->set_name("w");
+    for (auto d : weight_shape) w->add_shape(d);
+    auto* b = h->add_tensors();
+    b->set_name("b");
+    b->add_shape(3);
+    h->set_train_rows(10);
+    auto* c0 = h->add_label_histogram();
+    c0->set_label(0);
+    c0->set_count(4);
+    auto* c2 = h->add_label_histogram();
+    c2->set_label(2);
+    c2->set_count(6);
+    h->set_framework("fake");
+    send(e, nullptr);
+  }
+  void send(const trainer::Envelope& e, const std::vector<float>* payload) {
+    const std::string header = e.SerializeAsString();
+    sock.send(zmq::buffer(header), payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (payload) sock.send(zmq::buffer(*payload), zmq::send_flags::none);
+  }
+  // The next message (the test fails if none comes within 5 s); its payload in `payload`.
+  trainer::Envelope receive(std::vector<float>* payload = nullptr) {
+    zmq::message_t m;
+    REQUIRE(sock.recv(m).has_value());
+    trainer::Envelope e;
+    REQUIRE(e.ParseFromArray(m.data(), int(m.size())));
+    if (m.more()) {
+      zmq::message_t p;
+      REQUIRE(sock.recv(p).has_value());
+      if (payload) {
+        payload->resize(p.size() / sizeof(float));
+        std::memcpy(payload->data(), p.data(), p.size());
+      }
+    }
+    return e;
+  }
+  void answer(uint64_t id, std::vector<float> values, bool delta = false,
+              const trainer::Evaluation* eval = nullptr) {
+    trainer::Envelope e;
+    e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+    auto* r = e.mutable_result();
+    r->set_id(id);
+    r->set_kind(delta ? trainer::FitResult::DELTA : trainer::FitResult::GRADIENT);
+    r->set_loss(0.25);
+    r->set_rows(8);
+    if (eval) *r->mutable_evaluation() = *eval;
+    send(e, &values);
+  }
+};
+
+worker::GradientRequest request(uint64_t id, bool evaluate = false, double local_lr = 0.0) {
+  worker::GradientRequest r;
+  r.id = id;
+  r.round = id + 100;
+  r.params = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  r.plan = {16, local_lr > 0 ? 3u : 1u, local_lr, 42};
+  r.evaluate = evaluate;
+  return r;
+}
+
+std::future<std::optional<worker::GradientResult>> ask(worker::ExternalTrainer& t,
+                                                       worker::GradientRequest r) {
+  return std::async(std::launch::async, [&t, r] { return t.gradient(r); });
+}
+
+const std::vector<float> kGrad{9, 8, 7, 6, 5, 4, 3, 2, 1};
+
+// A trainer connected and accepted.
+struct Rig {
+  TempDir dir;
+  worker::ExternalTrainer trainer;
+  FakeTrainer fake;
+  explicit Rig(double timeout = 5.0)
+      : trainer(settingsIn(dir, timeout), 1 << 20), fake(trainer.endpoint()) {
+    fake.hello();
+    REQUIRE(trainer.waitForHello({}).has_value());
+    REQUIRE(fake.receive().hello_reply().accepted());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a trainer's Hello is accepted and describes the worker's data") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  FakeTrainer fake(trainer.endpoint());
+  fake.hello();
+  const auto data = trainer.waitForHello({});
+  REQUIRE(data.has_value());
+  CHECK(data->external());
+  CHECK(data->rows == 10);
+  CHECK(data->label_histogram == std::vector<uint64_t>{4, 0, 6});
+  REQUIRE(data->tensors.size() == 2);
+  CHECK(data->tensors[0] == ml::TensorShape{"w", {2, 3}});
+  CHECK(data->tensors[1] == ml::TensorShape{"b", {3}});
+  const auto reply = fake.receive();
+  CHECK(reply.hello_reply().accepted());
+  const auto c = trainer.counters();
+  CHECK(c.connected);
+  CHECK(c.framework == "fake");
+  CHECK(c.connections == 1);
+}
+
+TEST_CASE("waiting for the Hello ends on a stop") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  CHECK_FALSE(trainer.waitForHello([] { return true; }).has_value());
+}
+
+TEST_CASE("a fit round trip carries the request and returns the trainer's gradient") {
+  Rig rig;
+  auto got = ask(rig.trainer, request(1));
+  std::vector<float> params;
+  const auto fit = rig.fake.receive(&params).fit();
+  CHECK(fit.id() == 1);
+  CHECK(fit.round() == 101);
+  CHECK(fit.batch_size() == 16);
+  CHECK(fit.seed() == 42);
+  CHECK_FALSE(fit.evaluate());
+  CHECK(params == *request(1).params);
+  rig.fake.answer(1, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure.empty());
+  CHECK(result->request_id == 1);
+  CHECK(result->gradient == kGrad);
+  CHECK(result->loss == 0.25);
+  CHECK(result->rows_used == 8);
+  CHECK_FALSE(result->evaluation.has_value());
+}
+
+TEST_CASE("a delta over local steps is pushed divided by the local step") {
+  Rig rig;
+  auto got = ask(rig.trainer, request(2, false, 0.5));
+  const auto fit = rig.fake.receive().fit();
+  CHECK(fit.local_steps() == 3);
+  CHECK(fit.local_lr() == 0.5);
+  rig.fake.answer(2, kGrad, true);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  REQUIRE(result->gradient.size() == kGrad.size());
+  for (size_t i = 0; i < kGrad.size(); ++i) CHECK(result->gradient[i] == kGrad[i] * 2.0f);
+}
+
+TEST_CASE("the trainer's evaluation is passed on when the request asked for it") {
+  Rig rig;
+  trainer::Evaluation eval;
+  eval.set_loss(0.7);
+  eval.set_accuracy(0.8);
+  eval.set_rows(50);
+  auto got = ask(rig.trainer, request(3, true));
+  CHECK(rig.fake.receive().fit().evaluate());
+  rig.fake.answer(3, kGrad, false, &eval);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  REQUIRE(result->evaluation.has_value());
+  CHECK(result->evaluation->loss == 0.7);
+  CHECK(result->evaluation->accuracy == 0.8);
+  CHECK(result->evaluation->rows == 50);
+  // Not asked: not passed on.
+  auto unasked = ask(rig.trainer, request(4));
+  rig.fake.receive();
+  rig.fake.answer(4, kGrad, false, &eval);
+  CHECK_FALSE(unasked.get()->evaluation.has_value());
+}
+
+TEST_CASE("an answer of the wrong size fails the request") {
+  Rig rig;
+  auto got = ask(rig.trainer, request(5));
+  rig.fake.receive();
+  rig.fake.answer(5, {1, 2, 3});
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure.find("12 bytes") != std::string::npos);
+  CHECK(rig.trainer.counters().bad_answers == 1);
+  CHECK(rig.trainer.counters().last_error == result->failure);
+}
+
+TEST_CASE("the trainer's own error fails the request") {
+  Rig rig;
+  auto got = ask(rig.trainer, request(6));
+  rig.fake.receive();
+  trainer::Envelope e;
+  e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  e.mutable_result()->set_id(6);
+  e.mutable_result()->set_error("out of memory");
+  rig.fake.send(e, nullptr);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure.find("out of memory") != std::string::npos);
+  CHECK(rig.trainer.counters().trainer_errors == 1);
+}
+
+TEST_CASE("a trainer that never answers fails the request after the timeout") {
+  Rig rig(0.3);
+  auto got = ask(rig.trainer, request(7));
+  rig.fake.receive();
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure == "the trainer did not answer within 0.3 s");
+  CHECK(rig.trainer.counters().timeouts == 1);
+}
+
+TEST_CASE("a request with no trainer connected fails") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  const auto result = trainer.gradient(request(8));
+  REQUIRE(result.has_value());
+  CHECK(result->failure == "no trainer connected to " + trainer.endpoint());
+  CHECK(trainer.counters().no_trainer == 1);
+}
+
+TEST_CASE("a request waiting for its answer is abandoned on a stop") {
+  Rig rig;
+  std::atomic<bool> stop{false};
+  rig.trainer.setCancelled([&] { return stop.load(); });
+  auto got = ask(rig.trainer, request(9));
+  rig.fake.receive();
+  stop = true;
+  CHECK_FALSE(got.get().has_value());
+}
+
+TEST_CASE("a second trainer with another layout is refused and the first keeps training") {
+  Rig rig;
+  FakeTrainer other(rig.trainer.endpoint());
+  other.hello({4, 3});
+  auto got = ask(rig.trainer, request(10));
+  const auto reply = other.receive();
+  CHECK_FALSE(reply.hello_reply().accepted());
+  CHECK(reply.hello_reply().reason().find("layout") != std::string::npos);
+  CHECK(rig.fake.receive().fit().id() == 10);
+  rig.fake.answer(10, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure.empty());
+  CHECK(rig.trainer.counters().hellos_refused == 1);
+}
+
+TEST_CASE("a restarted trainer with the same layout serves the next request") {
+  Rig rig;
+  rig.fake.sock.close();
+  FakeTrainer restarted(rig.trainer.endpoint());
+  restarted.hello();
+  auto got = ask(rig.trainer, request(11));
+  CHECK(restarted.receive().hello_reply().accepted());
+  CHECK(restarted.receive().fit().id() == 11);
+  restarted.answer(11, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure.empty());
+  CHECK(result->gradient == kGrad);
+  CHECK(rig.trainer.counters().connections == 2);
+}
+
+TEST_CASE("a late answer to a request that timed out is ignored") {
+  Rig rig(0.3);
+  auto first = ask(rig.trainer, request(12));
+  rig.fake.receive();
+  REQUIRE(first.get()->failure.find("did not answer") != std::string::npos);
+  auto second = ask(rig.trainer, request(13));
+  CHECK(rig.fake.receive().fit().id() == 13);
+  rig.fake.answer(12, {0, 0, 0, 0, 0, 0, 0, 0, 0});
+  rig.fake.answer(13, kGrad);
+  const auto result = second.get();
+  REQUIRE(result.has_value());
+  CHECK(result->request_id == 13);
+  CHECK(result->gradient == kGrad);
+  CHECK(rig.trainer.counters().late_answers == 1);
+}
+
+TEST_CASE("a Hello describing no model is refused and the worker keeps waiting") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  FakeTrainer fake(trainer.endpoint());
+  std::atomic<bool> stop{false};
+  auto waited = std::async(std::launch::async,
+                           [&] { return trainer.waitForHello([&] { return stop.load(); }); });
+  fake.hello({0, 3});
+  const auto reply = fake.receive();
+  CHECK_FALSE(reply.hello_reply().accepted());
+  CHECK(reply.hello_reply().reason() == "tensor 'w' has a dimension of 0");
+  stop = true;
+  CHECK_FALSE(waited.get().has_value());
+  CHECK(trainer.counters().hellos_refused == 1);
+  CHECK_FALSE(trainer.counters().connected);
+}

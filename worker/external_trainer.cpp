@@ -1,0 +1,339 @@
+#include "worker/external_trainer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "trainer.pb.h"
+
+namespace tern::worker {
+
+static_assert(std::endian::native == std::endian::little, "the payload is little-endian fp32");
+
+namespace {
+
+constexpr uint32_t kVersion = trainer::TRAINER_PROTOCOL_VERSION;
+constexpr int kSliceMs = 50;  // a wait's slice: a stop is noticed within it
+// How long a request with no trainer to go to waits for one (restarting) to say Hello.
+constexpr double kReconnectSeconds = 1.0;
+constexpr size_t kMaxDimensions = 8;  // a tensor of more is no model's
+constexpr std::string_view kIpc = "ipc://";
+
+using Clock = std::chrono::steady_clock;
+
+transport::ChannelOptions channelOptions(int64_t max_message_bytes) {
+  transport::ChannelOptions o;
+  o.max_message_bytes = max_message_bytes;
+  o.linger_ms = 0;  // nothing queued for a trainer matters once the worker is gone
+  return o;
+}
+
+std::vector<ml::TensorShape> layoutOf(const trainer::Hello& h) {
+  std::vector<ml::TensorShape> out;
+  for (const auto& t : h.tensors()) {
+    out.push_back({t.name(), std::vector<uint64_t>(t.shape().begin(), t.shape().end())});
+  }
+  return out;
+}
+
+}  // namespace
+
+struct ExternalTrainer::Incoming {
+  std::string peer;
+  trainer::Envelope env;
+  std::optional<zmq::message_t> payload;
+};
+
+ExternalTrainer::ExternalTrainer(const config::TrainerSettings& settings, int64_t max_message_bytes)
+    : timeout_seconds_(settings.timeout_seconds),
+      channel_(ctx_, zmq::socket_type::router, channelOptions(max_message_bytes)) {
+  if (settings.endpoint.starts_with(kIpc)) {
+    socket_file_ = settings.endpoint.substr(kIpc.size());
+    std::error_code ec;
+    std::filesystem::remove(socket_file_, ec);  // a stale one from a worker that died
+  }
+  try {
+    endpoint_ = channel_.bind(settings.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot bind the trainer endpoint " + settings.endpoint + ": " +
+                             e.what());
+  }
+  if (!socket_file_.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;  // best effort: the directory's permissions are what protects it
+    fs::permissions(socket_file_, fs::perms::owner_read | fs::perms::owner_write, ec);
+  }
+}
+
+ExternalTrainer::~ExternalTrainer() {
+  if (socket_file_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(socket_file_, ec);
+}
+
+ExternalTrainerCounters ExternalTrainer::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void ExternalTrainer::count(uint64_t ExternalTrainerCounters::*counter) {
+  std::lock_guard lock(mutex_);
+  ++(counters_.*counter);
+}
+
+void ExternalTrainer::sendEnvelope(const std::string& peer, const trainer::Envelope& env) {
+  if (!channel_.send(peer, env.SerializeAsString(), {})) {
+    spdlog::debug("the trainer {} is gone: a message to it was dropped", peer);
+  }
+}
+
+std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms) {
+  if (!channel_.waitReadable(std::chrono::milliseconds(timeout_ms))) return std::nullopt;
+  auto frames = channel_.receive();
+  if (!frames) return std::nullopt;
+  Incoming in;
+  in.peer = frames->peer;
+  if (frames->parts.empty() || frames->frame_count > transport::kMaxKeptFrames ||
+      !in.env.ParseFromArray(frames->parts[0].data(), int(frames->parts[0].size()))) {
+    count(&ExternalTrainerCounters::malformed);
+    spdlog::warn("a malformed message from the trainer ({} frames, {} bytes): dropped",
+                 frames->frame_count, frames->bytes);
+    return std::nullopt;
+  }
+  if (in.env.version() != kVersion) {
+    count(&ExternalTrainerCounters::malformed);
+    spdlog::warn("the trainer speaks protocol version {}, this worker {}", in.env.version(),
+                 kVersion);
+    trainer::Envelope err;
+    err.set_version(kVersion);
+    err.mutable_error()->set_text("this worker speaks trainer protocol version " +
+                                  std::to_string(kVersion));
+    sendEnvelope(in.peer, err);
+    return std::nullopt;
+  }
+  if (frames->parts.size() > 1) in.payload = std::move(frames->parts[1]);
+  return in;
+}
+
+std::string ExternalTrainer::helloProblem(const trainer::Envelope& env) const {
+  const auto& h = env.hello();
+  if (h.tensors().empty()) return "the Hello describes no tensors";
+  for (const auto& t : h.tensors()) {
+    if (size_t(t.shape().size()) > kMaxDimensions) {
+      return "tensor '" + t.name() + "' has more than " + std::to_string(kMaxDimensions) +
+             " dimensions";
+    }
+    for (uint64_t d : t.shape()) {
+      if (d == 0) return "tensor '" + t.name() + "' has a dimension of 0";
+    }
+  }
+  const auto layout = layoutOf(h);
+  if (const uint64_t n = ml::paramsOf(layout); n > ml::kMaxParams) {
+    return "the layout holds " + std::to_string(n) + " values, more than " +
+           std::to_string(ml::kMaxParams);
+  }
+  for (const auto& c : h.label_histogram()) {
+    if (c.label() < 0 || uint32_t(c.label()) >= ml::kMaxClasses) {
+      return "label " + std::to_string(c.label()) + " is outside [0, " +
+             std::to_string(ml::kMaxClasses) + ")";
+    }
+  }
+  if (!layout_.empty() && layout != layout_) {
+    return "its layout " + ml::describeLayout(layout) + " is not the one this worker trains (" +
+           ml::describeLayout(layout_) + ")";
+  }
+  return "";
+}
+
+bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& env) {
+  const std::string why = helloProblem(env);
+  trainer::Envelope reply;
+  reply.set_version(kVersion);
+  reply.mutable_hello_reply()->set_accepted(why.empty());
+  reply.mutable_hello_reply()->set_reason(why);
+  sendEnvelope(peer, reply);
+  if (!why.empty()) {
+    count(&ExternalTrainerCounters::hellos_refused);
+    spdlog::warn("refused a trainer's Hello at {}: {}", endpoint_, why);
+    return false;
+  }
+  const auto& h = env.hello();
+  if (!described_) {
+    layout_ = layoutOf(h);
+    LocalData d;
+    d.rows = h.train_rows();
+    for (const auto& c : h.label_histogram()) {
+      if (d.label_histogram.size() <= size_t(c.label())) d.label_histogram.resize(c.label() + 1);
+      d.label_histogram[c.label()] += c.count();
+    }
+    d.tensors = layout_;
+    described_ = std::move(d);
+  }
+  peer_ = peer;
+  {
+    std::lock_guard lock(mutex_);
+    counters_.connected = true;
+    counters_.framework = h.framework();
+    ++counters_.connections;
+  }
+  spdlog::info("trainer connected at {} ({}): {}, {} rows", endpoint_,
+               h.framework().empty() ? "framework not given" : h.framework(),
+               ml::describeLayout(layout_), h.train_rows());
+  return true;
+}
+
+std::optional<LocalData> ExternalTrainer::waitForHello(const std::function<bool()>& stop) {
+  while (!(stop && stop())) {
+    auto in = receive(kSliceMs);
+    if (!in) continue;
+    if (in->env.has_hello()) {
+      if (onHello(in->peer, in->env)) return described_;
+    } else {
+      spdlog::debug("a message from the trainer before its Hello: ignored");
+    }
+  }
+  return std::nullopt;
+}
+
+bool ExternalTrainer::sendFit(const GradientRequest& request) {
+  trainer::Envelope env;
+  env.set_version(kVersion);
+  auto* fit = env.mutable_fit();
+  fit->set_id(request.id);
+  fit->set_round(request.round);
+  fit->set_batch_size(request.plan.batch_size);
+  fit->set_local_steps(request.plan.local_steps);
+  fit->set_local_lr(request.plan.local_lr);
+  fit->set_seed(request.plan.seed);
+  fit->set_evaluate(request.evaluate);
+  const auto& p = *request.params;
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(p.data()),
+                                       p.size() * sizeof(float));
+  return channel_.send(peer_, env.SerializeAsString(), bytes).has_value();
+}
+
+GradientResult ExternalTrainer::failed(const GradientRequest& request, const std::string& why,
+                                       uint64_t ExternalTrainerCounters::*counter) {
+  {
+    std::lock_guard lock(mutex_);
+    ++(counters_.*counter);
+    counters_.last_error = why;
+  }
+  spdlog::warn("round {}: {}", request.round, why);
+  GradientResult out;
+  out.request_id = request.id;
+  out.failure = why;
+  return out;
+}
+
+GradientResult ExternalTrainer::takeResult(const GradientRequest& request, const Incoming& in) {
+  const auto& r = in.env.result();
+  if (!r.error().empty()) {
+    return failed(request, "the trainer could not fit: " + r.error(),
+                  &ExternalTrainerCounters::trainer_errors);
+  }
+  const size_t n = request.params->size();
+  const size_t got = in.payload ? in.payload->size() : 0;
+  if (got != n * sizeof(float)) {
+    return failed(request,
+                  "the trainer's answer has " + std::to_string(got) + " bytes, the model " +
+                      std::to_string(n) + " values (" + std::to_string(n * sizeof(float)) +
+                      " bytes)",
+                  &ExternalTrainerCounters::bad_answers);
+  }
+  if (r.kind() != trainer::FitResult::GRADIENT && r.kind() != trainer::FitResult::DELTA) {
+    return failed(request, "the trainer's answer is of unknown kind " + std::to_string(r.kind()),
+                  &ExternalTrainerCounters::bad_answers);
+  }
+  GradientResult out;
+  out.request_id = request.id;
+  out.gradient.resize(n);
+  std::memcpy(out.gradient.data(), in.payload->data(), got);
+  // A delta over local steps is pushed divided by the local step, as the built-in trainer does.
+  if (r.kind() == trainer::FitResult::DELTA && request.plan.local_lr > 0) {
+    for (auto& v : out.gradient) v = float(v / request.plan.local_lr);
+  }
+  out.loss = r.loss();
+  out.rows_used = r.rows();
+  // An evaluation the request did not ask for is not passed on.
+  if (request.evaluate && r.has_evaluation() && r.evaluation().rows() > 0) {
+    out.evaluation =
+        Evaluation{r.evaluation().loss(), r.evaluation().accuracy(), r.evaluation().rows()};
+  }
+  return out;
+}
+
+GradientResult ExternalTrainer::noTrainer(const GradientRequest& request) {
+  {
+    std::lock_guard lock(mutex_);
+    counters_.connected = false;
+  }
+  peer_.clear();
+  return failed(request, "no trainer connected to " + endpoint_,
+                &ExternalTrainerCounters::no_trainer);
+}
+
+void ExternalTrainer::takeStray(const Incoming& in) {
+  if (in.env.has_hello()) {
+    onHello(in.peer, in.env);
+    return;
+  }
+  count(&ExternalTrainerCounters::late_answers);
+  spdlog::debug("a trainer message answering no waiting request: ignored");
+}
+
+bool ExternalTrainer::awaitTrainer(const GradientRequest& request) {
+  peer_.clear();
+  const auto deadline =
+      Clock::now() + std::chrono::duration<double>(std::min(timeout_seconds_, kReconnectSeconds));
+  while (Clock::now() < deadline && !cancelled()) {
+    auto in = receive(kSliceMs);
+    if (!in) continue;
+    if (!in->env.has_hello()) {
+      takeStray(*in);
+    } else if (onHello(in->peer, in->env)) {
+      return sendFit(request);
+    }
+  }
+  return false;
+}
+
+std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& request) {
+  // What came while no request waited first: a restarted trainer's Hello, late answers.
+  while (channel_.waitReadable(std::chrono::milliseconds(0))) {
+    if (auto in = receive(0)) takeStray(*in);
+  }
+  if (cancelled()) return std::nullopt;
+  if ((peer_.empty() || !sendFit(request)) && !awaitTrainer(request)) {
+    if (cancelled()) return std::nullopt;
+    return noTrainer(request);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_seconds_);
+  while (Clock::now() < deadline) {
+    if (cancelled()) return std::nullopt;
+    auto in = receive(kSliceMs);
+    if (!in) continue;
+    if (in->env.has_hello()) {
+      // A restarted trainer takes over: the request goes to it again.
+      if (onHello(in->peer, in->env) && !sendFit(request)) return noTrainer(request);
+      continue;
+    }
+    const bool current = in->peer == peer_;
+    if (current && in->env.has_error()) {
+      return failed(request, "the trainer refused the request: " + in->env.error().text(),
+                    &ExternalTrainerCounters::trainer_errors);
+    }
+    if (current && in->env.has_result() && in->env.result().id() == request.id) {
+      return takeResult(request, *in);
+    }
+    takeStray(*in);
+  }
+  return failed(request, fmt::format("the trainer did not answer within {:g} s", timeout_seconds_),
+                &ExternalTrainerCounters::timeouts);
+}
+
+}  // namespace tern::worker

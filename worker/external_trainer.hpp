@@ -1,0 +1,97 @@
+#pragma once
+// A worker's gradients from an external trainer process (proto/trainer.proto, docs/python.md):
+// the worker binds a ROUTER at trainer.endpoint, the trainer connects a DEALER and says Hello
+// (its layout and data); each gradient request is a FitRequest with the parameters, answered by
+// a FitResult with the gradient (or a local-steps delta). A trainer that crashes, hangs or answers
+// wrongly fails the request (GradientResult::failure) and the worker sits the round out.
+// The socket is used from one thread at a time: waitForHello before the compute thread starts,
+// gradient() on it afterwards; counters() may be read from any thread.
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/config/settings.hpp"
+#include "common/transport/channel.hpp"
+#include "worker/local_data.hpp"
+#include "worker/trainer.hpp"
+
+namespace tern::trainer {
+class Envelope;
+}
+
+namespace tern::worker {
+
+// What /status and /metrics show of the external trainer.
+struct ExternalTrainerCounters {
+  bool connected = false;       // a trainer said Hello and was accepted
+  std::string framework;        // what the current trainer said it runs on
+  uint64_t connections = 0;     // Hellos accepted (the first and every restart)
+  uint64_t hellos_refused = 0;  // Hellos refused: another layout, a bad description
+  uint64_t no_trainer = 0;      // requests with no trainer to send them to
+  uint64_t timeouts = 0;        // requests the trainer did not answer in time
+  uint64_t trainer_errors = 0;  // requests the trainer said it could not fit
+  uint64_t bad_answers = 0;     // answers of the wrong size, kind or form
+  uint64_t malformed = 0;       // messages that are no trainer-protocol envelope
+  uint64_t late_answers = 0;    // answers to requests already given up, ignored
+  std::string last_error;
+};
+
+class ExternalTrainer final : public Trainer {
+ public:
+  // Binds at settings.endpoint (an ipc:// socket file left by an earlier run is removed first);
+  // throws std::runtime_error if it cannot. Frames over max_message_bytes are refused by libzmq.
+  ExternalTrainer(const config::TrainerSettings& settings, int64_t max_message_bytes);
+  ~ExternalTrainer() override;
+  ExternalTrainer(const ExternalTrainer&) = delete;
+  ExternalTrainer& operator=(const ExternalTrainer&) = delete;
+
+  // Asked while a request waits for its answer (on the computing thread): true abandons it.
+  void setCancelled(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
+  // Waits for a trainer's accepted Hello: what it trains on (shard null, tensors its layout);
+  // nullopt when `stop` said stop first.
+  std::optional<LocalData> waitForHello(const std::function<bool()>& stop);
+  std::optional<GradientResult> gradient(const GradientRequest& request) override;
+  ExternalTrainerCounters counters() const;
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  struct Incoming;
+  // The next message within `timeout_ms` (0: only what is there); nullopt when none.
+  std::optional<Incoming> receive(int timeout_ms);
+  // Takes a Hello from `peer`: answers it; true when it was accepted.
+  bool onHello(const std::string& peer, const trainer::Envelope& env);
+  // Why a Hello's description is unfit, or "".
+  std::string helloProblem(const trainer::Envelope& env) const;
+  bool sendFit(const GradientRequest& request);
+  // The failure or result a FitResult answering `request` makes.
+  GradientResult takeResult(const GradientRequest& request, const Incoming& in);
+  GradientResult failed(const GradientRequest& request, const std::string& why,
+                        uint64_t ExternalTrainerCounters::*counter);
+  // With no trainer to send `request` to: waits briefly for one's Hello and sends it; false if
+  // none came (or a stop).
+  bool awaitTrainer(const GradientRequest& request);
+  GradientResult noTrainer(const GradientRequest& request);
+  // A message no request waits for: a Hello is taken, anything else counted and dropped.
+  void takeStray(const Incoming& in);
+  void sendEnvelope(const std::string& peer, const trainer::Envelope& env);
+  void count(uint64_t ExternalTrainerCounters::*counter);
+  bool cancelled() const { return cancelled_ && cancelled_(); }
+
+  std::string endpoint_;
+  std::string socket_file_;  // ipc: the path to remove when done
+  double timeout_seconds_;
+  zmq::context_t ctx_{1};
+  transport::Channel channel_;
+  std::function<bool()> cancelled_;
+  std::string peer_;                     // the current trainer's identity ("" = none)
+  std::vector<ml::TensorShape> layout_;  // the first accepted trainer's
+  std::optional<LocalData> described_;   // the first accepted trainer's description
+  mutable std::mutex mutex_;
+  ExternalTrainerCounters counters_;  // guarded by mutex_
+};
+
+}  // namespace tern::worker
