@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "common/util/rng.hpp"
 #include "trainer.pb.h"
 
 namespace tern::worker {
@@ -171,6 +172,7 @@ bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& 
       d.label_histogram[c.label()] += c.count();
     }
     d.tensors = layout_;
+    d.eval_rows = h.eval_rows();
     described_ = std::move(d);
   }
   peer_ = peer;
@@ -208,7 +210,8 @@ bool ExternalTrainer::sendFit(const GradientRequest& request) {
   fit->set_batch_size(request.plan.batch_size);
   fit->set_local_steps(request.plan.local_steps);
   fit->set_local_lr(request.plan.local_lr);
-  fit->set_seed(request.plan.seed);
+  // This worker's and this round's own seed, as the built-in trainer draws its minibatches.
+  fit->set_seed(deriveSeed(request.plan.seed ^ (uint64_t(request.worker_id) << 32), request.round));
   fit->set_evaluate(request.evaluate);
   const auto& p = *request.params;
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(p.data()),

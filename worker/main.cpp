@@ -80,8 +80,9 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   uint64_t partition = 0;
   auto shard = loadTrainData(s, partition);
   auto eval = loadEvalData(s, *shard);
-  worker::WorkerDaemon worker_daemon(s, tel_opts, worker::localDataOf(shard), std::move(eval),
-                                     nullptr);
+  auto data = worker::localDataOf(shard);
+  data.eval_rows = eval ? eval->rows() : 0;
+  worker::WorkerDaemon worker_daemon(s, tel_opts, std::move(data), std::move(eval), nullptr);
   // Workers of one shared data set must agree on its partition; local data have none.
   if (s.data_mode != "local") worker_daemon.core().setPartition(partition);
   if (stopRequested()) stoppedWhileLoading();

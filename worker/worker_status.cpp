@@ -63,6 +63,21 @@ void addTrainerCounters(const ExternalTrainerCounters& t,
                                  "Trainer answers to requests already given up, ignored."};
 }
 
+// The trainer as /status shows it: the core's failures and, for an external one, its connection.
+telemetry::TrainerStatus trainerStatus(const config::WorkerSettings& s, const WorkerStats& stats,
+                                       const DaemonCounters& daemon) {
+  telemetry::TrainerStatus t;
+  t.kind = s.trainer.kind;
+  t.failures = stats.trainer_failures;
+  t.last_error = stats.last_trainer_error;
+  if (daemon.trainer) {
+    t.connected = daemon.trainer->connected;
+    t.framework = daemon.trainer->framework;
+    if (t.last_error.empty()) t.last_error = daemon.trainer->last_error;
+  }
+  return t;
+}
+
 }  // namespace
 
 telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const WorkerCore& core,
@@ -84,6 +99,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const Worker
   st.rejected = {{"refused_coordinator_message", stats.rejected}, {"malformed", daemon.malformed}};
   st.counters = counters(stats, daemon.auth_refused, daemon.handshake_failed);
   if (daemon.trainer) addTrainerCounters(*daemon.trainer, st.counters);
+  st.trainer = trainerStatus(s, stats, daemon);
   auto fit = core.link().fit();
   telemetry::PeerStatus self;
   self.id = core.id();

@@ -3,7 +3,8 @@
 # file of 1,000 / 2,000 / 3,000 / 4,000 rows (data.mode local) and its own held-out rows
 # (data.eval), are all admitted (no partition_mismatch), with shares 0.1 / 0.2 / 0.3 / 0.4 in
 # /status; the coordinator has no test set, and its federated accuracy equals the row-weighted
-# mean recomputed here from the per-worker evaluations /status shows; the final line reports it.
+# mean recomputed here from the per-worker evaluations /status shows; stopped, its final line
+# reports it.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 "$PY" -c 'import numpy' 2> /dev/null || { echo "skip: /usr/bin/python3 has no numpy"; exit 77; }
@@ -32,7 +33,7 @@ cat > "$WORK/coord.yaml" <<YAML
 bind: tcp://127.0.0.1:0
 endpoint_file: $WORK/endpoint
 min_workers: 4
-max_rounds: 40
+max_rounds: 1000000
 round_deadline_seconds: 5
 heartbeat_seconds: 0.5
 worker_patience_seconds: 5
@@ -91,11 +92,13 @@ PY
 }
 verdict=wait
 for _ in $(seq 1 300); do
-  verdict=$(check_status 2> /dev/null || echo wait)
+  verdict=$(check_status 2> "$WORK/check.err" || echo wait)
   case "$verdict" in ok*|shares*|federated*|test_accuracy*) break;; esac
   sleep 0.1
 done
 case "$verdict" in ok*) echo "status: $verdict";; *) fail "status: $verdict";; esac
+# A stop ends the run with its final line (the federated accuracy of the last evaluation).
+kill -TERM "$CPID"
 wait "$CPID" || fail "coordinator exited with $?"
 grep -q "partition_mismatch" "$WORK"/w*.err "$WORK/coord.err" && fail "a worker was refused for its partition"
 line=$(grep '^final:' "$WORK/coord.out") || fail "no final line"

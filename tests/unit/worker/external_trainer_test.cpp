@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <future>
 
+#include "common/util/rng.hpp"
 #include "trainer.pb.h"
 
 using namespace tern;
@@ -165,7 +166,9 @@ TEST_CASE("a fit round trip carries the request and returns the trainer's gradie
   CHECK(fit.id() == 1);
   CHECK(fit.round() == 101);
   CHECK(fit.batch_size() == 16);
-  CHECK(fit.seed() == 42);
+  // The worker's and the round's own seed (worker 0, round 101), as the built-in trainer draws.
+  CHECK(fit.seed() != 42);
+  CHECK(fit.seed() == deriveSeed(42, 101));
   CHECK_FALSE(fit.evaluate());
   CHECK(params == *request(1).params);
   rig.fake.answer(1, kGrad);
