@@ -9,25 +9,7 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 "$PY" -c 'import numpy' 2> /dev/null || { echo "skip: /usr/bin/python3 has no numpy"; exit 77; }
 
-# Four devices' own rows: a 3-class problem in 20 features, each device with its own label mix.
-"$PY" - "$WORK" <<'PY'
-import sys
-import numpy as np
-rng = np.random.default_rng(7)
-centres = rng.normal(0, 1.0, (3, 20))
-def rows(n, mix):
-    y = rng.choice(3, size=n, p=mix)
-    x = centres[y] + rng.normal(0, 1.6, (n, 20))
-    return np.column_stack([x, y])
-mixes = [[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6], [0.34, 0.33, 0.33]]
-for i, n in enumerate([1000, 2000, 3000, 4000]):
-    header = ",".join([f"f{j}" for j in range(20)] + ["label"])
-    fmt = ["%.5f"] * 20 + ["%d"]
-    np.savetxt(f"{sys.argv[1]}/d{i}.csv", rows(n, mixes[i]), delimiter=",", header=header,
-               comments="", fmt=fmt)
-    np.savetxt(f"{sys.argv[1]}/e{i}.csv", rows(100 + 50 * i, mixes[i]), delimiter=",",
-               header=header, comments="", fmt=fmt)
-PY
+"$PY" "$SRC/tests/integration/local_data.py" "$WORK"
 
 cat > "$WORK/coord.yaml" <<YAML
 bind: tcp://127.0.0.1:0
