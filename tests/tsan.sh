@@ -13,7 +13,9 @@ werror="${3:-OFF}"
 # test_cluster_trains computes every round's gradient on the worker's second thread beside its
 # heartbeats. test_slow_compute and test_stop_while_computing are left out: their MLP rounds on
 # 60,000 rows take about a minute each under TSan on 2 cores, past those tests' own time limits.
-tests=(test_cluster_trains test_telemetry_endpoints)
+# test_trainer_faults hands the external trainer's socket from the main thread to the compute
+# thread and reads its counters from the HTTP thread.
+tests=(test_cluster_trains test_telemetry_endpoints test_trainer_faults)
 
 # -g1: line tables for the reports' stacks, at a fraction of full debug information's build time.
 launcher=()
