@@ -6,7 +6,10 @@ FitRequests from a pyzmq ROUTER standing in for the worker, over ipc://: the med
 of an N-parameter fp32 request and an N-parameter answer (framing, parsing, the size and
 finiteness checks, both copies). Next to it: the example CNN's compute per round
 (examples/pytorch/train.py's model, batch 32, local_steps steps of local SGD, one thread).
-Usage: /usr/bin/python3 bench/trainer/exchange.py [--params 1000000] [--repeats 50]
+With --worker BIN (build/bin/tern-bench-trainer-exchange) the worker's side is the real one
+(worker/external_trainer: the request built from the parameters, the answer parsed, checked and
+divided back), so the round trip is the whole exchange a round pays.
+Usage: /usr/bin/python3 bench/trainer/exchange.py [--params 1000000] [--repeats 50] [--worker BIN]
 """
 import argparse
 import os
@@ -71,6 +74,28 @@ def exchange_seconds(n, repeats):
     return statistics.median(times), q[0], q[2]
 
 
+def worker_exchange_seconds(binary, n, repeats):
+    """The same round trip with the worker's real side (tern-bench-trainer-exchange): median,
+    first and third quartile, as that program measures them."""
+    with tempfile.TemporaryDirectory() as d:
+        endpoint = f"ipc://{d}/trainer.sock"
+        worker = subprocess.Popen([binary, endpoint, str(repeats)], stdout=subprocess.PIPE,
+                                  text=True)
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+        proc = subprocess.Popen([sys.executable, "-c", TRAINER, str(n), endpoint], env=env,
+                                stderr=subprocess.DEVNULL)
+        try:
+            out, _ = worker.communicate(timeout=600)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    line = next(x for x in out.splitlines() if x.startswith("worker_side:"))
+    fields = dict(f.split("=") for f in line.split()[1:])
+    assert worker.returncode == 0 and int(fields["params"]) == n, out
+    return (float(fields["median_ms"]) / 1e3, float(fields["q1_ms"]) / 1e3,
+            float(fields["q3_ms"]) / 1e3)
+
+
 def cnn_round_seconds(steps, repeats):
     """Median seconds of one round of the example's CNN: steps local SGD steps of batch 32."""
     import torch
@@ -98,11 +123,19 @@ def main():
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--local-steps", type=int, default=10)
     ap.add_argument("--cnn-repeats", type=int, default=5)
+    ap.add_argument("--worker", help="tern-bench-trainer-exchange: the worker's real side")
     args = ap.parse_args()
     cnn, cnn_params = cnn_round_seconds(args.local_steps, args.cnn_repeats)
-    rows = [(args.params, *exchange_seconds(args.params, args.repeats))]
+
+    def measure(n):
+        if args.worker:
+            return worker_exchange_seconds(args.worker, n, args.repeats)
+        return exchange_seconds(n, args.repeats)
+    rows = [(args.params, *measure(args.params))]
     if cnn_params != args.params:
-        rows.append((cnn_params, *exchange_seconds(cnn_params, args.repeats)))
+        rows.append((cnn_params, *measure(cnn_params)))
+    print("worker side: " + ("tern-bench-trainer-exchange (the real one)" if args.worker
+                             else "a pyzmq ROUTER"))
     print(f"CNN round (batch 32, {args.local_steps} local steps, 1 thread, {cnn_params} "
           f"parameters): {cnn * 1e3:.1f} ms (median of {args.cnn_repeats})")
     print(f"{'parameters':>10} | {'exchange ms (median)':>20} | {'quartiles ms':>15} | "
