@@ -38,10 +38,12 @@ line=$(grep -n '^allocation:' "$WORK/alloc.yaml" | cut -d: -f1)
 refused alloc.out \
   "$WORK/alloc.yaml:$line:[0-9]*: 'allocation.seconds_per_round' is read by method cost-aware only" \
   "seconds_per_round under uniform" "$BIN/tern-coordinator" --config "$WORK/alloc.yaml"
-printf 'security: none\nbind: tcp://127.0.0.1:0\nmodel: {features: 4}\ntarget_accuracy: 0.9\n' \
+# The simulator's workers hold no held-out rows: a target there needs test_data (a coordinator
+# daemon checks it at the workers' federated evaluations instead).
+printf 'train_data: {format: synthetic, rows: 10, features: 3}\ncoordinator:\n  target_accuracy: 0.9\n' \
   > "$WORK/target.yaml"
-refused target.out "$WORK/target.yaml:4:18: 'target_accuracy' is checked at evaluations of" \
-  "target_accuracy without test_data" "$BIN/tern-coordinator" --config "$WORK/target.yaml"
+refused target.out "$WORK/target.yaml:3:20: 'target_accuracy' is checked at evaluations of" \
+  "target_accuracy without test_data" "$BIN/tern-sim" --config "$WORK/target.yaml"
 
 # Found before any data loads, at the key, rather than with exit status 1 once the data is in: an
 # HTTP port past 65535 (YAML or --http), a model with no width, a directory as the configuration.
