@@ -67,6 +67,18 @@ def test_generated_module_matches_the_proto(tmp_path):
     assert fresh == committed, "regenerate python/tern/trainer_pb2.py (docs/python.md)"
 
 
+def start_trainer(tmp_path, script):
+    """A worker's ROUTER bound at tmp_path/w.sock and the trainer `script` in its own process."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"ipc://{tmp_path}/w.sock")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    return ctx, router, proc
+
+
 def test_sigterm_stops_the_trainer_cleanly(tmp_path):
     script = (
         "import numpy as np, tern\n"
@@ -75,13 +87,7 @@ def test_sigterm_stops_the_trainer_cleanly(tmp_path):
         "    def train_rows(self): return 1\n"
         f"tern.run_trainer(T(), 'ipc://{tmp_path}/w.sock')\n"
         "print('stopped')\n")
-    ctx = zmq.Context()
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(f"ipc://{tmp_path}/w.sock")
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                            text=True)
+    ctx, router, proc = start_trainer(tmp_path, script)
     try:
         assert router.poll(20000), "no hello from the trainer"  # it runs: handlers installed
         router.recv_multipart()
@@ -103,13 +109,7 @@ def test_a_second_signal_stops_a_trainer_within_its_fit(tmp_path):
         "    def fit(self, parameters, config):\n"
         "        print('fitting', flush=True); time.sleep(60)\n"
         f"tern.run_trainer(T(), 'ipc://{tmp_path}/w.sock')\n")
-    ctx = zmq.Context()
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(f"ipc://{tmp_path}/w.sock")
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                            text=True)
+    ctx, router, proc = start_trainer(tmp_path, script)
     try:
         assert router.poll(20000), "no hello from the trainer"
         peer, _ = router.recv_multipart()
