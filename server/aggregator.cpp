@@ -17,10 +17,12 @@ Aggregator::Aggregator(const ml::OptimizerSpec& optimizer, std::vector<float> in
       params_(std::move(initial)),
       optimizer_(optimizer, params_.size()) {}
 
-void Aggregator::restore(std::vector<float> params, std::vector<float> velocity) {
+void Aggregator::restore(std::vector<float> params, std::vector<float> velocity,
+                         std::vector<float> download_residual) {
   params_ = std::move(params);
   model_checksum_.reset();
   optimizer_.setVelocity(std::move(velocity));
+  download_residual_ = std::move(download_residual);
 }
 
 compression::DecodeResult Aggregator::decode(std::span<const uint8_t> payload) const {
@@ -53,6 +55,7 @@ std::vector<float> Aggregator::deltaOf(const std::vector<float>& aggregate, uint
   std::vector<float> delta(params_.size(), 0.0f);
   std::vector<float> velocity_before = optimizer_.velocity();
   optimizer_.step(aggregate, round, delta);
+  for (size_t j = 0; j < download_residual_.size(); ++j) delta[j] += download_residual_[j];
   bool finite_step = true;
   for (size_t j = 0; j < delta.size() && finite_step; ++j)
     finite_step = std::isfinite(delta[j]) && std::isfinite(params_[j] + delta[j]);
@@ -67,13 +70,15 @@ std::vector<float> Aggregator::deltaOf(const std::vector<float>& aggregate, uint
 
 namespace {
 
+size_t nonZeros(const std::vector<float>& v) {
+  return size_t(std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; }));
+}
+
 // The update as sparse coordinates when fewer than half are non-zero, else dense.
 compression::SparseGradient updateOf(const std::vector<float>& delta) {
   compression::SparseGradient update;
   update.dim = uint32_t(delta.size());
-  size_t nnz = 0;
-  for (float d : delta) nnz += d != 0.0f ? 1 : 0;
-  if (nnz * 2 >= delta.size()) {
+  if (nonZeros(delta) * 2 >= delta.size()) {
     update.values = delta;
     return update;
   }
@@ -86,7 +91,41 @@ compression::SparseGradient updateOf(const std::vector<float>& delta) {
   return update;
 }
 
+// Adds the update to the parameters exactly as a worker's replica does.
+void applyUpdate(const compression::SparseGradient& update, std::vector<float>& params) {
+  if (update.isDense()) {
+    for (size_t j = 0; j < params.size(); ++j) params[j] += update.values[j];
+    return;
+  }
+  for (size_t i = 0; i < update.indices.size(); ++i) params[update.indices[i]] += update.values[i];
+}
+
 }  // namespace
+
+size_t Aggregator::downloadCount(size_t pushed) const {
+  if (robustness_.download_ratio <= 0.0) return pushed;
+  return size_t(std::ceil(robustness_.download_ratio * double(params_.size())));
+}
+
+compression::SparseGradient Aggregator::broadcastOf(const std::vector<float>& pending,
+                                                    size_t count) {
+  if (count >= nonZeros(pending)) {
+    download_residual_.clear();
+    return updateOf(pending);
+  }
+  compression::SparseGradient update;
+  update.dim = uint32_t(pending.size());
+  selector_.select(pending, uint32_t(count), update.indices, update.values);
+  download_residual_ = pending;
+  for (uint32_t j : update.indices) download_residual_[j] = 0.0f;
+  if (update.indices.size() * 2 >= pending.size()) {
+    std::vector<float> dense(pending.size(), 0.0f);
+    for (size_t i = 0; i < update.indices.size(); ++i) dense[update.indices[i]] = update.values[i];
+    update.indices.clear();
+    update.values = std::move(dense);
+  }
+  return update;
+}
 
 uint32_t Aggregator::clipPushes(const std::vector<Worker*>& pushers) {
   if (!(robustness_.clip_multiple > 0.0)) return 0;
@@ -135,13 +174,18 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   r.participants = uint32_t(pushers.size());
   r.clipped = clipPushes(pushers);
   const std::vector<float> aggregate = combine(pushers, r.train_loss);
+  const size_t pushed = nonZeros(aggregate);
   for (Worker* w : pushers) w->pending.reset();
   const std::vector<float> delta = deltaOf(aggregate, round, r.refused);
   // A worker may re-join one round behind: the previous model's checksum tells it.
   previous_checksum_ = modelChecksum();
-  for (size_t j = 0; j < params_.size(); ++j) params_[j] += delta[j];
+  compression::SparseGradient update;
+  update.dim = uint32_t(params_.size());
+  // A refused step sends nothing and keeps the residual.
+  if (!r.refused) update = broadcastOf(delta, downloadCount(pushed));
+  applyUpdate(update, params_);
   model_checksum_.reset();
-  last_update_ = compression::encodeUpdate(updateOf(delta));
+  last_update_ = compression::encodeUpdate(update);
   return r;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // Aggregation: the model's parameters and the optimizer, the weighted sum of a round's pushes
 // sum_i p_i C_i(g_i) renormalised over those who pushed, the optimizer step with its finiteness
-// guard, and the encoded update every worker applies to keep its replica bit-identical. Before
+// guard, and the encoded update every worker applies to keep its replica bit-identical: the
+// step's largest changes, the rest kept in a download residual for later broadcasts
+// (docs/downloads.md). Before
 // the sum, the defences of robust_aggregation.hpp: weights capped, norms clipped, and optionally
 // a coordinate-wise trimmed mean or median instead of the weighted sum.
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "common/compression/codec.hpp"
+#include "common/compression/top_k_selection.hpp"
 #include "common/config/settings.hpp"
 #include "common/ml/optimizer.hpp"
 #include "proto/payload.hpp"
@@ -36,6 +39,8 @@ class Aggregator {
 
   const std::vector<float>& parameters() const { return params_; }
   const std::vector<float>& velocity() const { return optimizer_.velocity(); }
+  // The changes no broadcast has carried yet (empty while there are none).
+  const std::vector<float>& downloadResidual() const { return download_residual_; }
   size_t dim() const { return params_.size(); }
   // The encoded update from model_{round-1} to model_{round}; empty before the first step.
   const Payload& lastUpdate() const { return last_update_; }
@@ -46,11 +51,19 @@ class Aggregator {
   double learningRate(uint64_t round) const { return optimizer_.learningRate(round); }
   // The largest frame a worker is sent: the model's floats, or a dense update with its header.
   uint64_t largestFrameBytes();
-  // Restoring: parameters and momentum from a checkpoint (already checked).
-  void restore(std::vector<float> params, std::vector<float> velocity);
+  // Restoring: parameters, momentum and the download residual (empty: none) from a checkpoint
+  // (already checked).
+  void restore(std::vector<float> params, std::vector<float> velocity,
+               std::vector<float> download_residual = {});
 
  private:
+  // The optimizer's step plus the download residual; zero (momentum kept) when not finite.
   std::vector<float> deltaOf(const std::vector<float>& aggregate, uint64_t round, bool& refused);
+  // How many coordinates a broadcast carries when the round's pushes carried `pushed`.
+  size_t downloadCount(size_t pushed) const;
+  // The `count` largest entries of `pending` as the broadcast (all when they fit); the rest
+  // becomes the download residual.
+  compression::SparseGradient broadcastOf(const std::vector<float>& pending, size_t count);
   // Clips the pushes' norms to clip_multiple times the round's median; returns how many.
   uint32_t clipPushes(const std::vector<Worker*>& pushers);
   // The round's aggregate of the (clipped) pushes, and their losses' weighted mean.
@@ -60,6 +73,8 @@ class Aggregator {
   std::optional<double> reference_norm_;  // the last median of two or more non-zero pushes
   std::vector<float> params_;
   ml::SgdOptimizer optimizer_;
+  std::vector<float> download_residual_;
+  compression::TopKSelector selector_;
   Payload last_update_;  // shared by every worker's round start (no copy per worker)
   std::optional<uint64_t> previous_checksum_;
   std::optional<uint64_t> model_checksum_;

@@ -198,6 +198,11 @@ void takeModel(const wire::Checkpoint& c, CheckpointState& s) {
   if (c.has_velocity_checksum() && tern::checksum(s.velocity) != c.velocity_checksum()) {
     throw std::runtime_error("checkpoint velocity does not match its checksum");
   }
+  if (c.download_residual().empty()) return;
+  s.download_residual = checkpointFloats(c.download_residual(), n, "download residual");
+  if (tern::checksum(s.download_residual) != c.download_residual_checksum()) {
+    throw std::runtime_error("checkpoint download residual does not match its checksum");
+  }
 }
 
 void takeWorkers(const wire::Checkpoint& c, size_t max_message_bytes, CheckpointState& s) {
@@ -265,7 +270,7 @@ std::string unsealCheckpoint(const std::string& bytes) {
 }
 
 size_t checkpointSizeLimit(const ml::ModelSpec& model) {
-  return 2 * sizeof(float) * ml::makeModel(model)->numParams() + kCheckpointOverheadLimit;
+  return 3 * sizeof(float) * ml::makeModel(model)->numParams() + kCheckpointOverheadLimit;
 }
 
 std::string encodeCheckpoint(const CheckpointState& s) {
@@ -279,6 +284,10 @@ std::string encodeCheckpoint(const CheckpointState& s) {
   c.set_velocity(floatBytes(s.velocity));
   c.set_parameters_checksum(tern::checksum(s.parameters));
   c.set_velocity_checksum(tern::checksum(s.velocity));
+  if (!s.download_residual.empty()) {
+    c.set_download_residual(floatBytes(s.download_residual));
+    c.set_download_residual_checksum(tern::checksum(s.download_residual));
+  }
   c.set_next_worker_id(s.next_worker_id);
   for (const auto& [id, w] : s.workers) putWorker(w, c.add_workers());
   if (s.mean_price) putPrice(*s.mean_price, c.mutable_push_price());

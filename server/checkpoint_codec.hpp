@@ -19,6 +19,7 @@ struct CheckpointState {
   ml::ModelSpec model;
   uint64_t training_seed = 0;
   std::vector<float> parameters, velocity;
+  std::vector<float> download_residual;  // empty: every change has been broadcast
   uint32_t next_worker_id = 0;
   std::map<uint32_t, Worker> workers;  // record, samples, instance and push price of each
   std::optional<allocation::PushPrice> mean_price;

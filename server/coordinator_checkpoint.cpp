@@ -20,7 +20,8 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
     spdlog::warn("checkpoint was written with training seed {}, now {}", s.training_seed,
                  options.training.seed);
   }
-  aggregator_.restore(std::move(s.parameters), std::move(s.velocity));
+  aggregator_.restore(std::move(s.parameters), std::move(s.velocity),
+                      std::move(s.download_residual));
   round_ = s.round;
   for (auto& [id, w] : s.workers) w.last_seen = now;  // remembered from now on
   membership_.restore(std::move(s.workers), s.next_worker_id);
@@ -61,6 +62,7 @@ std::string CoordinatorCore::checkpoint(double now) const {
   s.training_seed = options_.training.seed;
   s.parameters = aggregator_.parameters();
   s.velocity = aggregator_.velocity();
+  s.download_residual = aggregator_.downloadResidual();
   s.next_worker_id = membership_.nextId();
   s.workers = membership_.all();
   s.mean_price = planner_.meanPrice();

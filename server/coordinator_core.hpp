@@ -109,6 +109,7 @@ class CoordinatorCore {
   uint64_t pushesClipped() const { return counters_.pushes_clipped; }
   uint64_t benchedTotal() const { return counters_.benched; }
   uint64_t uploadBytes() const { return counters_.upload_bytes; }
+  uint64_t downloadBytes() const { return counters_.download_bytes; }
   uint64_t fullBytes() const { return counters_.full_bytes; }
   size_t aliveWorkers() const { return membership_.alive(); }
   static constexpr uint64_t kMaxSamplesPerWorker = Membership::kMaxSamplesPerWorker;

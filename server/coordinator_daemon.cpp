@@ -167,7 +167,8 @@ int CoordinatorDaemon::finalReport() {
             << " handshake_failed=" << auth.handshake_failed << std::endl;
   // Rounds closed (a resumed run counts the earlier part); bytes up to now, pushes of a round
   // left open included.
-  std::cout << finalLine(core_.round(), core_.accuracy(), core_.uploadBytes(), core_.fullBytes())
+  std::cout << finalLine(core_.round(), core_.accuracy(),
+                         {core_.uploadBytes(), core_.downloadBytes(), core_.fullBytes()})
             << std::endl;
   // The last checkpoint could not be written: a restart would redo rounds, so say so. A finished
   // run's (3) is not for a restart, which would resume the older checkpoint and wait for

@@ -195,11 +195,11 @@ std::string progressLine(const RoundRecord& r) {
       r.upload_bytes, pct, r.participants, caps, links);
 }
 
-std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, uint64_t upload_bytes,
-                      uint64_t full_bytes) {
-  return fmt::format("final: rounds={} test_accuracy={} upload_bytes={} full_bytes={}", rounds,
-                     test_accuracy ? fmt::format("{:.4f}", *test_accuracy) : std::string("none"),
-                     upload_bytes, full_bytes);
+std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, const RunBytes& bytes) {
+  return fmt::format(
+      "final: rounds={} test_accuracy={} upload_bytes={} download_bytes={} full_bytes={}", rounds,
+      test_accuracy ? fmt::format("{:.4f}", *test_accuracy) : std::string("none"), bytes.upload,
+      bytes.download, bytes.full);
 }
 
 }  // namespace tern::server

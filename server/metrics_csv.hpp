@@ -49,7 +49,10 @@ class MetricsCsv {
 };
 
 std::string progressLine(const RoundRecord& r);
-std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, uint64_t upload_bytes,
-                      uint64_t full_bytes);
+// What a run moved: its pushes, its broadcasts to the workers, and its pushes had they been dense.
+struct RunBytes {
+  uint64_t upload = 0, download = 0, full = 0;
+};
+std::string finalLine(uint64_t rounds, std::optional<double> test_accuracy, const RunBytes& bytes);
 
 }  // namespace tern::server

@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
     if (csv) std::cout << "metrics CSV: " << s.metrics_csv << '\n';
     const std::optional<double> accuracy =
         result.last.evaluated ? std::optional<double>(result.last.test_accuracy) : std::nullopt;
-    std::cout << server::finalLine(result.rounds, accuracy, result.last.upload_bytes,
-                                   result.last.full_bytes)
+    std::cout << server::finalLine(
+                     result.rounds, accuracy,
+                     {result.last.upload_bytes, result.last.download_bytes, result.last.full_bytes})
               << std::endl;
     return result.replica_mismatches == 0 ? 0 : 3;
   } catch (const config::ConfigError& e) {

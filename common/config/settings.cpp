@@ -215,6 +215,14 @@ void readAggregation(MapReader m, AggregationSettings& s) {
   m.done();
 }
 
+// download: {ratio: auto | (0, 1]}
+void readDownload(MapReader m, AggregationSettings& s) {
+  if (m.has("ratio") && m.get<std::string>("ratio", "") != "auto") {
+    s.download_ratio = m.inRangeAbove("ratio", m.get<double>("ratio", 1.0), 0.0, 1.0);
+  }
+  m.done();
+}
+
 void readStragglers(MapReader m, StragglerSettings& s) {
   s.bench_after_misses =
       m.inRange<uint32_t>("bench_after_misses",
@@ -250,6 +258,7 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
   readTraining(m.child("training"), s.training);
   readAllocation(m.child("allocation"), s.allocation);
   readAggregation(m.child("aggregation"), s.aggregation);
+  readDownload(m.child("download"), s.aggregation);
   readStragglers(m.child("stragglers"), s.stragglers);
   if (m.has("test_data")) {
     MapReader d = m.child("test_data");
@@ -450,6 +459,7 @@ const std::set<std::string> kCoordinatorKeys = {"bind",
                                                 "training",
                                                 "allocation",
                                                 "aggregation",
+                                                "download",
                                                 "stragglers",
                                                 "test_data",
                                                 "metrics_csv",

@@ -73,6 +73,10 @@ struct AggregationSettings {
   double clip_multiple = 10.0;
   RobustRule robust = RobustRule::kNone;
   double trim_fraction = 0.2;  // trimmed_mean: the share cut from each end, in [0, 0.5)
+  // The broadcast update's kept coordinates as a share of the model (`download.ratio`); 0 = auto:
+  // as many as the round's pushes carried together. What is not sent waits in the coordinator's
+  // download residual (docs/downloads.md). 1 = every change, dense as the optimizer makes it.
+  double download_ratio = 0.0;
 };
 struct StragglerSettings {
   uint32_t bench_after_misses = 3;  // rounds missed in a row that bench a member (0 = never)

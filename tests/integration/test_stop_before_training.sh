@@ -19,7 +19,7 @@ stop_unstarted() {
 write_coordinator "$WORK/coord.yaml" 30 2
 stop_unstarted coord
 last=$(tail -n 1 "$WORK/coord.out")
-[ "$last" = "final: rounds=0 test_accuracy=none upload_bytes=0 full_bytes=0" ] ||
+[ "$last" = "final: rounds=0 test_accuracy=none upload_bytes=0 download_bytes=0 full_bytes=0" ] ||
   fail "last line: '$last'"
 
 # With checkpoints configured, a stop before any round writes none: a round-0 checkpoint made

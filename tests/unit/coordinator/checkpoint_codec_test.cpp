@@ -54,6 +54,17 @@ CheckpointState state(const CoordinatorOptions& s) {
 
 }  // namespace
 
+TEST_CASE("the download residual is kept, and a damaged one refused") {
+  const auto s = coordinatorOptions(settings());
+  CheckpointState in = state(s);
+  in.download_residual.assign(in.parameters.size(), 0.0f);
+  in.download_residual[1] = -0.125f;
+  CHECK(decodeCheckpoint(encodeCheckpoint(in), s).download_residual == in.download_residual);
+  in.download_residual.pop_back();
+  CHECK_THROWS_WITH(decodeCheckpoint(encodeCheckpoint(in), s),
+                    doctest::Contains("checkpoint download residual has"));
+}
+
 TEST_CASE("a checkpoint decodes to the state it was encoded from") {
   const auto s = coordinatorOptions(settings());
   const CheckpointState in = state(s);
@@ -62,6 +73,7 @@ TEST_CASE("a checkpoint decodes to the state it was encoded from") {
   CHECK(out.round == 4);
   CHECK(out.parameters == in.parameters);
   CHECK(out.velocity == in.velocity);
+  CHECK(out.download_residual.empty());
   CHECK(out.next_worker_id == 3);
   REQUIRE(out.workers.count(1));
   const Worker& w = out.workers.at(1);

@@ -244,10 +244,11 @@ TEST_CASE("each row names the workers its per-worker columns belong to") {
 }
 
 TEST_CASE("the final line says none for an accuracy that was never measured") {
-  CHECK(server::finalLine(3, std::nullopt, 10, 20) ==
-        "final: rounds=3 test_accuracy=none upload_bytes=10 full_bytes=20");
-  CHECK(server::finalLine(600, 0.81234, 4990000, 75360000) ==
-        "final: rounds=600 test_accuracy=0.8123 upload_bytes=4990000 full_bytes=75360000");
+  CHECK(server::finalLine(3, std::nullopt, {10, 15, 20}) ==
+        "final: rounds=3 test_accuracy=none upload_bytes=10 download_bytes=15 full_bytes=20");
+  CHECK(server::finalLine(600, 0.81234, {4990000, 9800000, 75360000}) ==
+        "final: rounds=600 test_accuracy=0.8123 upload_bytes=4990000 download_bytes=9800000 "
+        "full_bytes=75360000");
 }
 
 TEST_CASE("a round's progress line says acc=- until an evaluation has measured it") {
