@@ -4,8 +4,9 @@
 Usage: tables.py ratios CSV          per fleet and method, means over seeds: seconds and rounds to
                                      target, upload + download bytes; tern's ratios to fp32 and to
                                      the better top-k, against the goals (<= 0.5, <= 0.8, <= 0.1)
-       tables.py sim REAL_CSV SIM_CSV   the simulator's mean seconds to target against the
-                                        daemons', per fleet and method (goal: within 25%)
+       tables.py sim REAL_CSV SIM_CSV   the simulator's mean seconds (and rounds) to target
+                                        against the daemons', per fleet and method (goal:
+                                        seconds within 25%)
 
 A mean is over the seeds that reached the target; a method with a seed that missed is shown with
 the count that did ("2/3 reached").
@@ -75,8 +76,9 @@ def ratios(path):
 
 def sim(real_path, sim_path):
     real, simulated = read(real_path), read(sim_path)
-    print("| fleet | method | real seconds | sim seconds | sim / real | within 25% |")
-    print("|---|---|---|---|---|---|")
+    print("| fleet | method | real seconds | sim seconds | sim / real | within 25% | real rounds |"
+          " sim rounds |")
+    print("|---|---|---|---|---|---|---|---|")
     for key, rows in real.items():
         seeds = {r["seed"] for r in rows}
         sim_rows = [r for r in simulated.get(key, []) if r["seed"] in seeds]
@@ -84,7 +86,8 @@ def sim(real_path, sim_path):
         r = ratio(b, a)
         ok = "-" if r is None else ("yes" if abs(r - 1) <= 0.25 else "no")
         print(f"| {key[0]} | {key[1]} | {fmt(a)}{reached(rows)} | {fmt(b)}{reached(sim_rows)}"
-              f" | {fmt(r, '.2f')} | {ok} |")
+              f" | {fmt(r, '.2f')} | {ok} | {fmt(mean_of(rows, 'rounds_to_target'), '.0f')}"
+              f" | {fmt(mean_of(sim_rows, 'rounds_to_target'), '.0f')} |")
 
 
 def main(argv):
