@@ -37,6 +37,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$csv_out" ] || usage
+# Absolute paths (the daemons run in their run's directory); left as given where they do not exist.
+absolute() { (cd "$(dirname "$1")" 2> /dev/null && echo "$(pwd)/$(basename "$1")") || echo "$1"; }
+csv_out=$(absolute "$csv_out")
+[ -z "$plot_out" ] || plot_out=$(absolute "$plot_out")
+BIN=$(absolute "$BIN")
+DATA=$(absolute "$DATA")
 if [ "$quick" = 1 ]; then
   SEEDS="${SEEDS:-1}" RUN_SECONDS="${RUN_SECONDS:-150}"
 else
@@ -113,8 +119,10 @@ run_one() {
   local fleet=$1 method=$2 seed=$3 dir="$WORK/$1-$2-$3" k port end started=$SECONDS
   mkdir -p "$dir"
   write_coordinator_config "$dir" "$method" "$seed"
-  ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$dir/coord.yaml" \
-    --endpoint-file "$dir/endpoint" --metrics-csv "$dir/metrics.csv" \
+  # Each daemon runs in the run's directory: a relative path a shipped file names (a checkpoint,
+  # say) stays there. The subshell execs `ip netns exec`, which execs the daemon: $! is the daemon.
+  (cd "$dir" && exec ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$dir/coord.yaml" \
+    --endpoint-file "$dir/endpoint" --metrics-csv "$dir/metrics.csv") \
     > "$dir/coord.out" 2> "$dir/coord.err" &
   local cpid=$!
   PIDS+=("$cpid")
@@ -122,7 +130,8 @@ run_one() {
   port=$(sed 's/.*://' "$dir/endpoint")
   for k in $(seq 0 $((WORKERS - 1))); do
     write_worker_config "$dir" "$method" "$fleet" "$seed" "$port" "$k"
-    ip netns exec "$(fleet_ns "$k")" "$BIN/tern-worker" --config "$dir/w$k.yaml" \
+    (cd "$dir" && exec ip netns exec "$(fleet_ns "$k")" "$BIN/tern-worker" \
+      --config "$dir/w$k.yaml") \
       > "$dir/w$k.out" 2> "$dir/w$k.err" &
     PIDS+=($!)
   done
