@@ -24,14 +24,14 @@ DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 PY=/usr/bin/python3
 WORKERS=8
 
-usage() { sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 quick=0 csv_out="" plot_out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --csv) [ $# -ge 2 ] || usage; csv_out="$2"; shift ;;
     --plot) [ $# -ge 2 ] || usage; plot_out="$2"; shift ;;
-    -h | --help) usage ;;
+    -h | --help) usage 0 ;;
     *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
   esac
   shift

@@ -17,7 +17,7 @@ PY=/usr/bin/python3
 export DATA="${DATA:-/usr/share/datasets/fashion-mnist}" TARGET="${TARGET:-0.80}"
 export MAX_ROUNDS="${MAX_ROUNDS:-2000}"
 
-usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '7,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 quick=0 csv_out="" real="" workers=8
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
     --csv) [ $# -ge 2 ] || usage; csv_out="$2"; shift ;;
     --real) [ $# -ge 2 ] || usage; real="$2"; shift ;;
     --workers) [ $# -ge 2 ] || usage; workers="$2"; shift ;;
+    -h | --help) usage 0 ;;
     *) usage ;;
   esac
   shift
