@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Time to a target accuracy over a fleet of shaped links: the real tern-coordinator and 8
+# tern-worker daemons, each worker in its own network namespace with its uplink and downlink
+# shaped by tbf, trained by each method on each fleet (docs/fleet.md).
+#
+# Usage (as root): bench/fleet/run.sh [--quick] --csv FILE [--plot FILE.png]
+#   --quick   one seed (instead of 3), softmax only, both fleets, all four methods
+#   --csv     the result, one row per run:
+#             fleet,model,method,seed,seconds_to_target,rounds_to_target,upload_bytes,
+#             download_bytes,final_accuracy (the evaluations go to FILE_curves.csv, FILE
+#             less its .csv)
+#   --plot    test accuracy against wall-clock, one panel per fleet, a line per method
+# Environment: BIN (build/bin), DATA (/usr/share/datasets/fashion-mnist), FLEETS ("A B"),
+#   METHODS ("fp32 topk1 topk10 tern"), SEEDS ("1" quick, "1 2 3" full), TARGET (0.80),
+#   MAX_ROUNDS (2000) and RUN_SECONDS (150 quick, 600 full): each run's caps (a run that meets
+#   neither the target nor a cap is stopped and recorded with an empty seconds_to_target),
+#   KEEP=1 keeps the runs' configurations, logs and metrics (the directory is printed).
+# Exit status: 0 done, 77 not root or no namespaces/tc/tbf, 1 a failure, 2 a usage error.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+SRC="$(cd "$HERE/../.." && pwd)"
+BIN="${BIN:-$SRC/build/bin}"
+DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
+PY=/usr/bin/python3
+WORKERS=8
+
+usage() { sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+quick=0 csv_out="" plot_out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --csv) [ $# -ge 2 ] || usage; csv_out="$2"; shift ;;
+    --plot) [ $# -ge 2 ] || usage; plot_out="$2"; shift ;;
+    -h | --help) usage 0 ;;
+    *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+  shift
+done
+[ -n "$csv_out" ] || usage
+# Absolute paths (the daemons run in their run's directory); left as given where they do not exist.
+absolute() { (cd "$(dirname "$1")" 2> /dev/null && echo "$(pwd)/$(basename "$1")") || echo "$1"; }
+csv_out=$(absolute "$csv_out")
+[ -z "$plot_out" ] || plot_out=$(absolute "$plot_out")
+BIN=$(absolute "$BIN")
+DATA=$(absolute "$DATA")
+if [ "$quick" = 1 ]; then
+  SEEDS="${SEEDS:-1}" RUN_SECONDS="${RUN_SECONDS:-150}"
+else
+  SEEDS="${SEEDS:-1 2 3}" RUN_SECONDS="${RUN_SECONDS:-600}"
+fi
+FLEETS="${FLEETS:-A B}"
+METHODS="${METHODS:-fp32 topk1 topk10 tern}"
+TARGET="${TARGET:-0.80}"
+MAX_ROUNDS="${MAX_ROUNDS:-2000}"
+
+if [ "$(id -u)" != 0 ]; then echo "run.sh: needs root (network namespaces and tc)" >&2; exit 77; fi
+for tool in ip tc; do
+  command -v "$tool" > /dev/null || { echo "run.sh: '$tool' (iproute2) not found" >&2; exit 77; }
+done
+for b in tern-coordinator tern-worker; do
+  [ -x "$BIN/$b" ] || { echo "run.sh: $BIN/$b not built (set BIN)" >&2; exit 1; }
+done
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \
+  t10k-labels-idx1-ubyte.gz; do
+  [ -r "$DATA/$f" ] || { echo "run.sh: $DATA/$f missing (deploy/install-deps.sh)" >&2; exit 1; }
+done
+for m in $METHODS; do
+  [ -r "$HERE/methods/$m.yaml" ] || { echo "run.sh: no method $m in $HERE/methods" >&2; exit 2; }
+done
+if [ -n "$plot_out" ] && ! command -v gnuplot > /dev/null; then
+  echo "run.sh: --plot needs gnuplot (gnuplot-nox)" >&2; exit 1
+fi
+
+source "$SRC/tests/netns/lib.sh" "$BIN" "$SRC"
+source "$HERE/fleet_ns.sh"
+
+# write_coordinator_config DIR METHOD SEED, write_worker_config DIR METHOD FLEET SEED PORT K: a
+# run's configuration files: the shipped file, the method's sections, what every run sets.
+write_coordinator_config() {
+  "$PY" "$HERE/merge_config.py" "$SRC/deploy/config/coordinator.yaml" "$1/coord.yaml" \
+    --method "$HERE/methods/$2.yaml" coordinator \
+    --set "bind=tcp://*:0" --set "min_workers=$WORKERS" --set "max_rounds=$MAX_ROUNDS" \
+    --set "target_accuracy=$TARGET" --set "training.seed=$3" \
+    --set "test_data={format: idx, images: $DATA/t10k-images-idx3-ubyte.gz,
+      labels: $DATA/t10k-labels-idx1-ubyte.gz}"
+}
+write_worker_config() {
+  local dir=$1 method=$2 fleet=$3 seed=$4 port=$5 k=$6
+  "$PY" "$HERE/merge_config.py" "$SRC/deploy/config/worker.yaml" "$dir/w$k.yaml" \
+    --method "$HERE/methods/$method.yaml" worker \
+    --set "name=fleet-$k" --set "coordinator=tcp://$(fleet_addr_c "$k"):$port" \
+    --set "data.images=$DATA/train-images-idx3-ubyte.gz" \
+    --set "data.labels=$DATA/train-labels-idx1-ubyte.gz" \
+    --set "data.shard={index: $k, total: $WORKERS}" \
+    --set "data.partition=$("$PY" "$HERE/fleets.py" partition "$fleet" "$seed")"
+}
+
+# stop_run CPID: the coordinator stopped (SIGTERM: it writes its last row and final line; then
+# SIGKILL), then the workers given 15 s to hear the end before they are killed.
+stop_run() {
+  local p end
+  if kill -0 "$1" 2> /dev/null; then
+    kill -TERM "$1" 2> /dev/null || true
+    end=$((SECONDS + 10))
+    while kill -0 "$1" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+  fi
+  end=$((SECONDS + 15))
+  for p in "${PIDS[@]}"; do
+    while kill -0 "$p" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+    kill -9 "$p" 2> /dev/null || true
+    wait "$p" 2> /dev/null || true
+  done
+  PIDS=()
+}
+
+# run_one FLEET METHOD SEED: one training run; appends its row to $RESULT and its evaluations to
+# $CURVES.
+run_one() {
+  local fleet=$1 method=$2 seed=$3 dir="$WORK/$1-$2-$3" k port end started=$SECONDS
+  mkdir -p "$dir"
+  write_coordinator_config "$dir" "$method" "$seed"
+  # Each daemon runs in the run's directory: a relative path a shipped file names (a checkpoint,
+  # say) stays there. The subshell execs `ip netns exec`, which execs the daemon: $! is the daemon.
+  (cd "$dir" && exec ip netns exec "$NS_C" "$BIN/tern-coordinator" --config "$dir/coord.yaml" \
+    --endpoint-file "$dir/endpoint" --metrics-csv "$dir/metrics.csv") \
+    > "$dir/coord.out" 2> "$dir/coord.err" &
+  local cpid=$!
+  PIDS+=("$cpid")
+  wait_for_file "$dir/endpoint"
+  port=$(sed 's/.*://' "$dir/endpoint")
+  for k in $(seq 0 $((WORKERS - 1))); do
+    write_worker_config "$dir" "$method" "$fleet" "$seed" "$port" "$k"
+    (cd "$dir" && exec ip netns exec "$(fleet_ns "$k")" "$BIN/tern-worker" \
+      --config "$dir/w$k.yaml") \
+      > "$dir/w$k.out" 2> "$dir/w$k.err" &
+    PIDS+=($!)
+  done
+  end=$((SECONDS + RUN_SECONDS))
+  while kill -0 "$cpid" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
+  local timed_out=0
+  kill -0 "$cpid" 2> /dev/null && timed_out=1
+  stop_run "$cpid"
+  local row
+  row=$("$PY" "$HERE/summarize.py" "$dir/metrics.csv" "$TARGET" "$fleet" softmax "$method" \
+    "$seed" "$CURVES")
+  echo "$row" >> "$RESULT"
+  echo "fleet $fleet $method seed $seed: $row ($((SECONDS - started)) s$(
+    [ "$timed_out" = 1 ] && echo ", stopped at ${RUN_SECONDS} s"), qdisc drops $(fleet_drops)," \
+    "load $(cut -d' ' -f1-3 /proc/loadavg))"
+  grep -h '^final:' "$dir/coord.out" ||
+    echo "  (no final line; $dir/coord.err: $(tail -1 "$dir/coord.err"))"
+}
+
+RESULT="$WORK/result.csv"
+CURVES="$WORK/curves.csv"
+"$PY" "$HERE/summarize.py" --header > "$RESULT"
+: > "$CURVES"
+fleet_setup "$WORKERS"
+[ "${KEEP:-0}" = 1 ] && echo "runs kept in $WORK"
+begin=$SECONDS
+for fleet in $FLEETS; do
+  read -r -a links <<< "$("$PY" "$HERE/fleets.py" links "$fleet")"
+  for k in $(seq 0 $((WORKERS - 1))); do
+    fleet_shape "$k" "${links[$((2 * k))]}" "${links[$((2 * k + 1))]}"
+  done
+  for seed in $SEEDS; do
+    for method in $METHODS; do run_one "$fleet" "$method" "$seed"; done
+  done
+done
+cp "$RESULT" "$csv_out"
+cp "$CURVES" "${csv_out%.csv}_curves.csv"
+[ -z "$plot_out" ] || "$PY" "$HERE/plot.py" "$CURVES" "$TARGET" "$plot_out"
+echo "fleet benchmark: $((SECONDS - begin)) s; $csv_out${plot_out:+, $plot_out}"
