@@ -24,8 +24,7 @@ class LevelPolicy {
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
                                 const costmodel::LinkFit& link, size_t overhead_bytes = 0,
-                                double step = tuning::kBestStep,
-                                std::span<const float> fresh = {});
+                                double step = tuning::kBestStep, std::span<const float> fresh = {});
   // The fit to price a push with: `link` when it is usable, else the last usable one (nullopt
   // before any).
   std::optional<costmodel::LinkFit> usableFit(const costmodel::LinkFit& link);

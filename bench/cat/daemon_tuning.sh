@@ -6,8 +6,8 @@
 #
 #   bench/cat/daemon_tuning.sh --sim build/bin/tern-sim --csv docs/results/cat_daemon_tuning.csv
 #
-# Options: --seeds "1 2 3", --target 0.8, --max-rounds 400, --methods "fixed:0.3 ..." (tuning
-# method and the coordinator's mean cap ratio).
+# Options: --seeds "1 2 3", --target 0.8, --max-rounds 400, --methods "fixed:0.3:measured ..."
+# (each the tuning method, the coordinator's mean cap ratio and the worker's cost model).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +17,9 @@ csv=""
 seeds="1 2 3"
 target=0.8
 max_rounds=400
-methods="fixed:0.3 cat-paper:0.3 cat:0.3 fixed:0.03"
+methods="fixed:0.3:measured cat-paper:0.3:measured cat:0.3:measured
+         cat-paper:0.3:payload cat:0.3:payload
+         fixed:0.03:measured cat-paper:0.03:measured cat:0.03:measured cat:0.03:payload"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,8 +41,9 @@ trap 'rm -rf "$work"' EXIT
 # sim-cat.yaml with the method, the cap ratio and the seed (the minibatches' and the partition's)
 # set, evaluated every other round so that the target's round is known to two rounds.
 config() {
-  local method=$1 ratio=$2 seed=$3
+  local method=$1 ratio=$2 cost_model=$3 seed=$4
   sed -e "s/^\(    method: \)cat$/\1$method/" \
+      -e "s/^\(    cost_model: \).*/\1$cost_model/" \
       -e "s/^\(    mean_ratio: \).*/\1$ratio/" \
       -e "s/^\(    seed: \).*/\1$seed/" \
       -e "s/^\(  eval_every: \).*/\12/" \
@@ -48,19 +51,18 @@ config() {
       "$src/deploy/config/sim-cat.yaml"
 }
 
-echo "method,cap_ratio,seed,target,seconds_to_target,rounds_to_target,upload_bytes_to_target,mean_level_to_target,final_accuracy,final_upload_bytes" >"$csv"
+echo "method,cost_model,cap_ratio,seed,target,seconds_to_target,rounds_to_target,upload_bytes_to_target,mean_level_to_target,final_accuracy,final_upload_bytes" >"$csv"
 for seed in $seeds; do
   for entry in $methods; do
-    method=${entry%%:*}
-    ratio=${entry##*:}
-    yaml="$work/$method-$ratio-$seed.yaml"
-    config "$method" "$ratio" "$seed" >"$yaml"
+    IFS=: read -r method ratio cost_model <<<"$entry"
+    yaml="$work/$method-$ratio-$cost_model-$seed.yaml"
+    config "$method" "$ratio" "$cost_model" "$seed" >"$yaml"
     grep -q "method: $method" "$yaml" || { echo "config edit failed for $method" >&2; exit 1; }
-    metrics="$work/$method-$ratio-$seed.csv"
+    metrics="$work/$method-$ratio-$cost_model-$seed.csv"
     (cd "$work" && "$sim" --config "$yaml" --metrics-csv "$metrics" >/dev/null)
-    python3 - "$metrics" "$target" "$method" "$ratio" "$seed" >>"$csv" <<'EOF'
+    python3 - "$metrics" "$target" "$method" "$cost_model" "$ratio" "$seed" >>"$csv" <<'EOF'
 import csv, sys
-path, target, method, ratio, seed = sys.argv[1], float(sys.argv[2]), *sys.argv[3:]
+path, target, method, cost_model, ratio, seed = sys.argv[1], float(sys.argv[2]), *sys.argv[3:]
 rows = list(csv.DictReader(open(path)))
 levels, hit = [], None
 for r in rows:
@@ -71,10 +73,10 @@ for r in rows:
 last = [r for r in rows if r["evaluated"] == "1"][-1]
 mean_level = sum(levels) / len(levels) if levels else 0
 if hit:
-    print(f"{method},{ratio},{seed},{target},{float(hit['time_s']):.3f},{hit['round']},"
+    print(f"{method},{cost_model},{ratio},{seed},{target},{float(hit['time_s']):.3f},{hit['round']},"
           f"{hit['upload_bytes']},{mean_level:.0f},{float(last['test_accuracy']):.4f},{rows[-1]['upload_bytes']}")
 else:
-    print(f"{method},{ratio},{seed},{target},,,,{mean_level:.0f},"
+    print(f"{method},{cost_model},{ratio},{seed},{target},,,,{mean_level:.0f},"
           f"{float(last['test_accuracy']):.4f},{rows[-1]['upload_bytes']}")
 EOF
     tail -1 "$csv" >&2

@@ -153,7 +153,7 @@ const char* stepRuleName(StepRule rule);
 
 struct TuningSettings {
   tuning::TunerKind method = tuning::TunerKind::kCat;  // cat | cat-paper | fixed | dynamic | full
-  uint32_t fixed_level = 0;                              // 0 = use the coordinator's cap
+  uint32_t fixed_level = 0;                            // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   // The step cat and the other tuners price levels at: the coordinator's learning rate as each
@@ -163,8 +163,10 @@ struct TuningSettings {
   // bound that loose says nothing about the coordinator's step). Pricing at the coordinator's
   // step deviates from the paper: docs/cat.md, "Deviations from the paper", says how.
   StepRule step = StepRule::kAuto;  // auto | coordinator | paper
+  // payload by default: with a residual, the per-push latency is paid every round whatever the
+  // level (docs/cat.md, "The tuner in the daemons"), so only what varies with it is priced.
   costmodel::CostModelKind cost_model =
-      costmodel::CostModelKind::kMeasured;  // payload | packet | measured
+      costmodel::CostModelKind::kPayload;  // payload | packet | measured
   double c_fixed = 0.005;  // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;
 };

@@ -366,8 +366,8 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
         throw std::invalid_argument("tuner: recompute_every must be >= 1");
       if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
         throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
-      return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift,
-                                        spec.smoothness, spec.kind == TunerKind::kCat);
+      return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift, spec.smoothness,
+                                        spec.kind == TunerKind::kCat);
     case TunerKind::kFixed:
       return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
     case TunerKind::kDynamic:
@@ -378,8 +378,6 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
   return nullptr;
 }
 
-std::vector<std::string> tunerNames() {
-  return {"cat", "cat-paper", "fixed", "dynamic", "full"};
-}
+std::vector<std::string> tunerNames() { return {"cat", "cat-paper", "fixed", "dynamic", "full"}; }
 
 }  // namespace tern::tuning
