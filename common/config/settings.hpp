@@ -163,10 +163,8 @@ struct TuningSettings {
   // bound that loose says nothing about the coordinator's step). Pricing at the coordinator's
   // step deviates from the paper: docs/cat.md, "Deviations from the paper", says how.
   StepRule step = StepRule::kAuto;  // auto | coordinator | paper
-  // payload by default: with a residual, the per-push latency is paid every round whatever the
-  // level (docs/cat.md, "The tuner in the daemons"), so only what varies with it is priced.
   costmodel::CostModelKind cost_model =
-      costmodel::CostModelKind::kPayload;  // payload | packet | measured
+      costmodel::CostModelKind::kMeasured;  // payload | packet | measured
   double c_fixed = 0.005;  // packet model constants (seconds) until a link fit exists
   double c_packet = 0.0015;
 };

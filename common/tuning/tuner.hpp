@@ -1,8 +1,8 @@
 #pragma once
 // Tuners decide each push's compression level T under the coordinator's cap (docs/cat.md, method):
 //  - cat-paper: T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model)
-//             on the vector sent from (gradient plus residual),
-//             recomputed every `recompute_every` calls and reused in between (the hybrid
+//             on the vector sent from (gradient plus residual), recomputed every
+//             `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift) or the
 //             cost model's does (C(T*) or C(cap) against C(1) moved by 25%: a link fitted); in
 //             between, S+Q (without a credit limit or base improvement) picks the best of its

@@ -191,7 +191,7 @@ TEST_CASE("every strategy the configuration names is parsed into its kind") {
         tern::compression::CompressorKind::kTopK);
   CHECK(defaults.tuning.method == tern::tuning::TunerKind::kCat);
   CHECK(defaults.tuning.step == StepRule::kAuto);
-  CHECK(defaults.tuning.cost_model == tern::costmodel::CostModelKind::kPayload);
+  CHECK(defaults.tuning.cost_model == tern::costmodel::CostModelKind::kMeasured);
   const auto paper = loadWorkerSettings(
       writeTemp("kinds-paper.yaml", data + "tuning: {method: cat, step: paper}\n"));
   CHECK(paper.tuning.method == tern::tuning::TunerKind::kCat);
