@@ -50,10 +50,10 @@ std::optional<costmodel::LinkFit> LevelPolicy::usableFit(const costmodel::LinkFi
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,
                                            const compression::Compressor& compressor,
                                            const costmodel::LinkFit& link, size_t overhead_bytes,
-                                           double step) {
+                                           double step, std::span<const float> fresh) {
   try {
     auto cost = costModel(link, overhead_bytes);
-    return tuner_->choose(v, cap, compressor, *cost, -1.0, 0.0, step);
+    return tuner_->choose(v, cap, compressor, *cost, -1.0, 0.0, step, fresh);
   } catch (const std::exception& e) {
     // A tuning failure must not stop training: send what the cap allows.
     spdlog::warn("tuner failed ({}); sending at the cap", e.what());

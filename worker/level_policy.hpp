@@ -1,7 +1,7 @@
 #pragma once
-// How many coordinates this push carries: the configured tuner (CAT, fixed, dynamic, full) under
-// the coordinator's cap, with the cost model chosen in config (payload, packet with configured
-// constants, or the live fit of this worker's own link).
+// How many coordinates this push carries: the configured tuner (CAT, the paper's CAT, fixed,
+// dynamic, full) under the coordinator's cap, with the cost model chosen in config (payload,
+// packet with configured constants, or the live fit of this worker's own link).
 #include <memory>
 #include <optional>
 #include <span>
@@ -19,11 +19,12 @@ class LevelPolicy {
   LevelPolicy(const config::TuningSettings& settings, uint32_t packet_bytes, double smoothness);
   // overhead_bytes: what the push carries besides the codec's bytes (envelope, framing), priced
   // with them by every cost model. step: the step the coordinator applies to the push (its
-  // learning rate; tuning::kBestStep = not known, the paper's step).
+  // learning rate; tuning::kBestStep = not known, the paper's step). fresh: the gradient alone
+  // when v carries the error-feedback residual (empty = v is the gradient), which cat prices.
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
                                 const costmodel::LinkFit& link, size_t overhead_bytes = 0,
-                                double step = tuning::kBestStep);
+                                double step = tuning::kBestStep, std::span<const float> fresh = {});
   // The fit to price a push with: `link` when it is usable, else the last usable one (nullopt
   // before any).
   std::optional<costmodel::LinkFit> usableFit(const costmodel::LinkFit& link);

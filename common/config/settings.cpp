@@ -308,7 +308,7 @@ void readCompression(MapReader m, WorkerSettings& s) {
 void readTuning(MapReader m, TuningSettings& s) {
   s.method = *tuning::tunerKindNamed(
       m.oneOf("method", m.get<std::string>("method", tuning::tunerKindName(s.method)),
-              {"cat", "fixed", "dynamic", "full"}));
+              {"cat", "cat-paper", "fixed", "dynamic", "full"}));
   s.fixed_level = m.get<uint32_t>("fixed_level", s.fixed_level);
   s.recompute_every = m.inRange<uint32_t>(
       "recompute_every", m.get<uint32_t>("recompute_every", s.recompute_every), 1, 1u << 30);

@@ -156,8 +156,8 @@ enum class StepRule { kAuto, kCoordinator, kPaper };
 const char* stepRuleName(StepRule rule);
 
 struct TuningSettings {
-  tuning::TunerKind method = tuning::TunerKind::kFixed;  // cat | fixed | dynamic | full
-  uint32_t fixed_level = 0;                              // 0 = use the coordinator's cap
+  tuning::TunerKind method = tuning::TunerKind::kCat;  // cat | cat-paper | fixed | dynamic | full
+  uint32_t fixed_level = 0;                            // 0 = use the coordinator's cap
   uint32_t recompute_every = 1;
   double recompute_drift = 1.25;  // cat hybrid: early recompute factor (0 = off), see TunerSpec
   // The step cat and the other tuners price levels at: the coordinator's learning rate as each

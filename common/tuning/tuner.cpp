@@ -132,13 +132,19 @@ std::optional<Scheme> levelScheme(const compression::Compressor& comp) {
 
 class CatTuner final : public Tuner {
  public:
-  CatTuner(uint32_t recompute_every, double drift, double L)
-      : recompute_every_(recompute_every), drift_(drift), L_(L) {}
-  std::string name() const override { return "cat"; }
+  CatTuner(uint32_t recompute_every, double drift, double L, bool price_fresh)
+      : recompute_every_(recompute_every), drift_(drift), L_(L), price_fresh_(price_fresh) {}
+  std::string name() const override { return price_fresh_ ? "cat" : "cat-paper"; }
 
-  TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
-                        const costmodel::CostModel& cost, double gradient_sq_norm,
-                        double base_improvement, double eta) override {
+  TuningDecision choose(std::span<const float> sent_from, uint32_t cap,
+                        const compression::Compressor& comp, const costmodel::CostModel& cost,
+                        double gradient_sq_norm, double base_improvement, double eta,
+                        std::span<const float> fresh) override {
+    if (!fresh.empty() && fresh.size() != sent_from.size())
+      throw std::invalid_argument("tuner: the fresh gradient's size differs from the vector's");
+    // Every level is priced on v; only the level reaches the compressor, which sends from
+    // sent_from.
+    const std::span<const float> v = price_fresh_ && !fresh.empty() ? fresh : sent_from;
     const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
@@ -259,6 +265,7 @@ class CatTuner final : public Tuner {
   uint32_t recompute_every_;
   double drift_;  // > 1: recompute early once the effective sparsity moves by this factor
   double L_;
+  bool price_fresh_;  // cat: levels priced on the fresh gradient when one is given
   std::optional<TuningDecision> last_;
   BinnedSearch binned_;
   double shape_ = 0.0;  // effective sparsity of the vector T* was last computed for
@@ -277,7 +284,8 @@ class FixedTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/, double eta) override {
+                        double /*base_improvement*/, double eta,
+                        std::span<const float> /*fresh*/) override {
     const uint32_t m = levelLimit(v.size(), cap, eta);
     const uint32_t level = level_ == 0 ? m : std::min(level_, m);
     const auto scheme = levelScheme(comp);
@@ -298,7 +306,8 @@ class DynamicTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/, double eta) override {
+                        double /*base_improvement*/, double eta,
+                        std::span<const float> /*fresh*/) override {
     const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
@@ -318,7 +327,8 @@ class FullTuner final : public Tuner {
 
   TuningDecision choose(std::span<const float> v, uint32_t cap, const compression::Compressor& comp,
                         const costmodel::CostModel& cost, double /*gradient_sq_norm*/,
-                        double /*base_improvement*/, double eta) override {
+                        double /*base_improvement*/, double eta,
+                        std::span<const float> /*fresh*/) override {
     const uint32_t m = levelLimit(v.size(), cap, eta);
     const auto scheme = levelScheme(comp);
     if (!scheme) return levelFreeDecision(v, m, comp, cost, L_, eta);
@@ -351,12 +361,13 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
     throw std::invalid_argument("tuner: smoothness must be finite and > 0");
   switch (spec.kind) {
     case TunerKind::kCat:
+    case TunerKind::kCatPaper:
       if (spec.recompute_every == 0)
         throw std::invalid_argument("tuner: recompute_every must be >= 1");
       if (!(spec.recompute_drift == 0.0 || spec.recompute_drift > 1.0))
         throw std::invalid_argument("tuner: recompute_drift must be 0 (off) or > 1");
-      return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift,
-                                        spec.smoothness);
+      return std::make_unique<CatTuner>(spec.recompute_every, spec.recompute_drift, spec.smoothness,
+                                        spec.kind == TunerKind::kCat);
     case TunerKind::kFixed:
       return std::make_unique<FixedTuner>(spec.fixed_level, spec.smoothness);
     case TunerKind::kDynamic:
@@ -367,6 +378,6 @@ std::unique_ptr<Tuner> makeTuner(const TunerSpec& spec) {
   return nullptr;
 }
 
-std::vector<std::string> tunerNames() { return {"cat", "fixed", "dynamic", "full"}; }
+std::vector<std::string> tunerNames() { return {"cat", "cat-paper", "fixed", "dynamic", "full"}; }
 
 }  // namespace tern::tuning

@@ -1,11 +1,16 @@
 #pragma once
 // Tuners decide each push's compression level T under the coordinator's cap (docs/cat.md, method):
-//  - cat:     T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model),
-//             recomputed every `recompute_every` calls and reused in between (the hybrid
+//  - cat-paper: T* = argmax improvement(T) / C(T) (eqs. 9, 12, 15 over the worker's cost model)
+//             on the vector sent from (gradient plus residual), recomputed every
+//             `recompute_every` calls and reused in between (the hybrid
 //             heuristic), or earlier when the vector's shape drifts (recompute_drift) or the
 //             cost model's does (C(T*) or C(cap) against C(1) moved by 25%: a link fitted); in
 //             between, S+Q (without a credit limit or base improvement) picks the best of its
 //             vector's magnitude bins and packet-filling levels (no sort) instead of reusing T*;
+//  - cat:     the same search on the fresh gradient alone when the caller gives it (tern's, for
+//             error feedback: what the residual holds was priced when it arrived and leaves
+//             later, not lost; docs/cat.md, "The tuner in the daemons"); the level then applies
+//             to gradient plus residual. Without it, cat-paper;
 //  - fixed:   one T chosen before training (static tuning);
 //  - dynamic: Alistarh et al.'s S+Q rule as in POLO: the smallest T with S1(T) >= ||g||_2,
 //             T <= ceil(sqrt(d)); cost-agnostic;
@@ -76,11 +81,16 @@ class Tuner {
   // EF21 settings pass one). Other tuners ignore it.
   // step: the step the receiver applies to the decoded vector (kBestStep = 0: each compressor's
   // best step, the paper's CAT; else finite and > 0). cat recomputes T* when it changes.
-  // Throws std::invalid_argument on an empty v or a negative or non-finite step.
+  // fresh: the gradient alone when v carries an error-feedback residual (empty = v is all
+  // fresh). cat prices every level on it, and its decision's improvement is fresh's; the level
+  // is for v. cat-paper and the other tuners ignore it.
+  // Throws std::invalid_argument on an empty v, a fresh of another size, or a negative or
+  // non-finite step.
   virtual TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& comp,
                                 const costmodel::CostModel& cost, double gradient_sq_norm = -1.0,
-                                double base_improvement = 0.0, double step = kBestStep) = 0;
+                                double base_improvement = 0.0, double step = kBestStep,
+                                std::span<const float> fresh = {}) = 0;
 };
 
 // Throws std::invalid_argument on an unknown name, smoothness <= 0 or recompute_every == 0.

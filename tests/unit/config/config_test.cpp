@@ -189,13 +189,16 @@ TEST_CASE("every strategy the configuration names is parsed into its kind") {
   const auto defaults = loadWorkerSettings(writeTemp("kinds-default.yaml", data));
   CHECK(tern::compression::compressorKindNamed(defaults.compressor.name) ==
         tern::compression::CompressorKind::kTopK);
-  CHECK(defaults.tuning.method == tern::tuning::TunerKind::kFixed);
+  CHECK(defaults.tuning.method == tern::tuning::TunerKind::kCat);
   CHECK(defaults.tuning.step == StepRule::kAuto);
   CHECK(defaults.tuning.cost_model == tern::costmodel::CostModelKind::kMeasured);
   const auto paper = loadWorkerSettings(
       writeTemp("kinds-paper.yaml", data + "tuning: {method: cat, step: paper}\n"));
   CHECK(paper.tuning.method == tern::tuning::TunerKind::kCat);
   CHECK(paper.tuning.step == StepRule::kPaper);
+  const auto cat_paper =
+      loadWorkerSettings(writeTemp("kinds-cat-paper.yaml", data + "tuning: {method: cat-paper}\n"));
+  CHECK(cat_paper.tuning.method == tern::tuning::TunerKind::kCatPaper);
   const auto coordinator = loadCoordinatorSettings(
       writeTemp("kinds-coordinator.yaml", "allocation: {method: cost-aware}\nsecurity: none\n"));
   CHECK(coordinator.allocation.method == tern::allocation::Method::kCostAware);

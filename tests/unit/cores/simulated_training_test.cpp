@@ -34,6 +34,7 @@ config::SimSettings smallRun(const std::string& compressor, uint64_t rounds) {
   s.worker.compressor.name = compressor;
   s.worker.compressor.threshold = 0.01;
   s.worker.error_feedback = true;
+  s.worker.tuning.method = tuning::TunerKind::kFixed;  // pushes at the cap: these runs test the cap
   s.worker.partition.dirichlet_alpha = 0.5;
   s.links = {config::SimLink{10.0, 5.0, 0.01}, config::SimLink{2.0, 20.0, 0.02}};
   return s;

@@ -99,7 +99,7 @@ TEST_CASE("every tuner respects the coordinator's cap") {
   const costmodel::PacketCostModel heavy_fixed(100.0, 1e-3, 1448);  // wants T as large as allowed
   for (const std::string comp_name : {"topk", "sq", "stochastic", "identity"}) {
     auto comp = compressorNamed(comp_name);
-    for (const std::string tuner_name : {"cat", "fixed", "dynamic", "full"}) {
+    for (const std::string tuner_name : {"cat", "cat-paper", "fixed", "dynamic", "full"}) {
       auto tuner = tunerNamed(tuner_name, 5000);
       for (const uint32_t cap : {1u, 7u, 150u, 999u}) {
         const std::vector<float> v = randomVector(1000, Shape::kGaussian, rng);

@@ -75,6 +75,7 @@ struct Rig {
     shard = std::make_shared<ml::Dataset>(ml::syntheticDense(60, features, shard_classes, 1));
     settings.link.alternate_rounds = alternate_rounds;
     settings.compressor.name = "identity";
+    settings.tuning.method = tuning::TunerKind::kFixed;  // the cap; tests of the tuners set theirs
     settings.coordinator_patience_seconds = 30.0;
     settings.link.packet_bytes = kPacket;
     if (configure) configure(settings);
