@@ -49,6 +49,7 @@ data:
   shard: {index: 0, total: $3}
   partition: {dirichlet_alpha: 0.5, seed: 3}
 compression: {name: topk, error_feedback: true}
+tuning: {method: fixed}   # pushes at the cap: runs comparable bit for bit (test_cluster_cat runs CAT)
 heartbeat_seconds: 0.5
 coordinator_patience_seconds: 5
 logging: {level: info}

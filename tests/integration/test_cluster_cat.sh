@@ -11,7 +11,8 @@ grep -q 'mean_ratio: 0.5}' "$WORK/coord.yaml" && grep -q 'lr: 0.1}' "$WORK/coord
   fail "could not set the cap and the step in $WORK/coord.yaml"
 start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 3
-echo "tuning: {method: cat, cost_model: payload}" >> "$WORK/worker.yaml"
+sed -i 's/^tuning: .*/tuning: {method: cat, cost_model: payload}/' "$WORK/worker.yaml"
+grep -q '^tuning: {method: cat, cost_model: payload}$' "$WORK/worker.yaml" || fail "could not set CAT"
 for i in 0 1 2; do start_worker $i "w$i"; done
 finish_cluster 3 40
 python3 - "$WORK/metrics.csv" <<'PY'
