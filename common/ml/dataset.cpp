@@ -16,12 +16,6 @@ void checkRows(std::span<const size_t> rows, size_t n) {
   }
 }
 
-// Row `r` of byte features as floats, the one conversion every reader of byte data goes through.
-void rowAsFloats(const ByteMatrix& bytes, Eigen::Index r, float scale, float* out) {
-  const uint8_t* in = bytes.data() + r * bytes.cols();
-  for (Eigen::Index j = 0; j < bytes.cols(); ++j) out[j] = static_cast<float>(in[j]) * scale;
-}
-
 // The CSR arrays of the chosen rows, built directly: inserting row by row would re-search every
 // inner vector.
 void gatherSparse(const SparseMatrix& sparse, std::span<const size_t> rows, SparseMatrix& out) {
@@ -48,7 +42,7 @@ void gatherSparse(const SparseMatrix& sparse, std::span<const size_t> rows, Spar
 
 size_t Dataset::features() const {
   if (is_sparse) return size_t(sparse.cols());
-  return is_bytes ? size_t(bytes.cols()) : size_t(dense.cols());
+  return is_bytes ? bytes.cols() : size_t(dense.cols());
 }
 
 Dataset Dataset::subset(std::span<const size_t> rows) const {
@@ -63,10 +57,9 @@ Dataset Dataset::subset(std::span<const size_t> rows) const {
   out.num_classes = num_classes;
   out.labels.reserve(rows.size());
   for (size_t r : rows) out.labels.push_back(labels[r]);
-  out.bytes.resize(static_cast<Eigen::Index>(rows.size()), bytes.cols());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out.bytes.row(static_cast<Eigen::Index>(i)) = bytes.row(static_cast<Eigen::Index>(rows[i]));
-  }
+  out.bytes = ByteRows(bytes.cols());
+  out.bytes.reserve(rows.size());
+  for (size_t r : rows) out.bytes.appendRowOf(bytes, r);
   return out;
 }
 
@@ -81,29 +74,28 @@ void Dataset::gatherInto(std::span<const size_t> rows, Dataset& out) const {
   out.labels.reserve(rows.size());
   for (size_t r : rows) out.labels.push_back(labels[r]);
   // Only one of the matrices is in use.
-  if (out.bytes.size() != 0) out.bytes.resize(0, 0);
+  if (out.bytes.rows() != 0) out.bytes = ByteRows();
   if (is_sparse && out.dense.size() != 0) out.dense.resize(0, 0);
   if (!is_sparse && out.sparse.nonZeros() != 0) out.sparse.resize(0, 0);
   if (is_sparse) return gatherSparse(sparse, rows, out.sparse);
   out.dense.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(features()));
   for (size_t i = 0; i < rows.size(); ++i) {
-    const auto r = static_cast<Eigen::Index>(rows[i]);
     const auto to = static_cast<Eigen::Index>(i);
     if (is_bytes) {
-      rowAsFloats(bytes, r, byte_scale, out.dense.row(to).data());
+      bytes.toFloats(rows[i], byte_scale, out.dense.row(to).data());
     } else {
-      out.dense.row(to) = dense.row(r);
+      out.dense.row(to) = dense.row(static_cast<Eigen::Index>(rows[i]));
     }
   }
 }
 
 Dataset withFloatFeatures(Dataset data) {
   if (!data.is_bytes) return data;
-  data.dense.resize(data.bytes.rows(), data.bytes.cols());
-  for (Eigen::Index r = 0; r < data.bytes.rows(); ++r) {
-    rowAsFloats(data.bytes, r, data.byte_scale, data.dense.row(r).data());
+  data.dense.resize(Eigen::Index(data.bytes.rows()), Eigen::Index(data.bytes.cols()));
+  for (size_t r = 0; r < data.bytes.rows(); ++r) {
+    data.bytes.toFloats(r, data.byte_scale, data.dense.row(Eigen::Index(r)).data());
   }
-  data.bytes.resize(0, 0);
+  data.bytes = ByteRows();
   data.is_bytes = false;
   data.byte_scale = 1.0f;
   return data;

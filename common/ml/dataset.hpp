@@ -1,7 +1,7 @@
 #pragma once
 // Datasets for tern: dense (CSV, synthetic), byte (IDX images) or sparse (LIBSVM) row-major
 // feature matrices with integer labels, plus the readers and the seeded synthetic generators.
-// Byte features stay bytes (a quarter of the floats) until rows are gathered for a model.
+// Byte features stay bytes, zeros left out (byte_rows.hpp), until rows are gathered for a model.
 // All readers throw std::runtime_error with the file name (and line for text formats) on bad input.
 #include <Eigen/Dense>
 #include <Eigen/Sparse>
@@ -11,15 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "common/ml/byte_rows.hpp"
+
 namespace tern::ml {
 
 using DenseMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using SparseMatrix = Eigen::SparseMatrix<float, Eigen::RowMajor, int32_t>;
-using ByteMatrix = Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // The most rows an IDX file may declare: twice mnist8m's 8.1 million, the largest of the MNIST
 // family. A few kilobytes of gzip can declare millions of 1x1 images, and a reader keeps about
-// 40 bytes a row (labels, partition, rows picked) whatever the image size: at most ~700 MB.
+// 50 bytes a row (labels, partition, rows picked, where each row's pixels are) whatever the image
+// size: at most ~850 MB.
 inline constexpr size_t kMaxIdxRows = size_t{1} << 24;
 
 struct Dataset {
@@ -27,8 +29,8 @@ struct Dataset {
   bool is_bytes = false;        // dense features held as bytes (never together with is_sparse)
   DenseMatrix dense;            // rows x features when neither is_sparse nor is_bytes
   SparseMatrix sparse;          // rows x features when is_sparse
-  ByteMatrix bytes;             // rows x features when is_bytes
-  float byte_scale = 1.0f;      // is_bytes: feature (i, j) is float(bytes(i, j)) * byte_scale
+  ByteRows bytes;               // rows x features when is_bytes
+  float byte_scale = 1.0f;      // is_bytes: feature (i, j) is float(bytes.at(i, j)) * byte_scale
   std::vector<int32_t> labels;  // class index in [0, num_classes); binary tasks use 0/1
   int32_t num_classes = 0;
 
@@ -52,9 +54,9 @@ using RowPicker =
 // The picker of every row, in file order.
 std::vector<size_t> everyRow(std::span<const int32_t> labels, int32_t num_classes);
 // IDX (MNIST / Fashion-MNIST), gzip or plain: the rows `pick` chooses, in its order, with the
-// pixels kept as bytes (is_bytes, byte_scale 1/255: features in [0, 1]). The images stream
-// through once and only the picked rows are ever in memory. num_classes is the largest label + 1
-// of the whole file. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
+// pixels kept as bytes (is_bytes, zeros left out; byte_scale 1/255: features in [0, 1]). The images
+// stream through once and only the picked rows are ever in memory. num_classes is the largest label
+// + 1 of the whole file. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
 // least one and at most kMaxIdxRows rows.
 Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,
                     const RowPicker& pick);

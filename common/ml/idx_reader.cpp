@@ -203,6 +203,22 @@ std::vector<std::pair<size_t, size_t>> inFileOrder(const std::vector<size_t>& ro
   return wanted;
 }
 
+// Rows read in file order (the k-th is picked as wanted[k].second) put in pick order. A shard's
+// rows are picked in file order, and then nothing moves.
+ByteRows inPickOrder(ByteRows in_file_order, const std::vector<std::pair<size_t, size_t>>& wanted) {
+  std::vector<size_t> slot(wanted.size());
+  bool ordered = true;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    slot[wanted[k].second] = k;
+    ordered = ordered && wanted[k].second == k;
+  }
+  if (ordered) return in_file_order;
+  ByteRows out(in_file_order.cols());
+  out.reserve(wanted.size());
+  for (size_t k : slot) out.appendRowOf(in_file_order, k);
+  return out;
+}
+
 }  // namespace
 
 std::vector<size_t> everyRow(std::span<const int32_t> labels, int32_t /*num_classes*/) {
@@ -229,28 +245,23 @@ Dataset readIdxRows(const std::string& images_path, const std::string& labels_pa
   }
   const auto wanted = inFileOrder(rows, h.n, images_path);
 
+  // The picked rows in file order, each as often as it is picked.
+  ByteRows in_file_order(h.features);
+  in_file_order.reserve(rows.size());
+  std::vector<uint8_t> pixels(h.features);
+  for (size_t i = 0, next = 0; i < h.n; ++i) {
+    images_in.readExact(pixels, "image data");
+    for (; next < wanted.size() && wanted[next].first == i; ++next) in_file_order.append(pixels);
+  }
+  images_in.expectEnd();
+
   Dataset out;
   out.is_bytes = true;
   out.byte_scale = 1.0f / 255;
   out.num_classes = classes;
   out.labels.reserve(rows.size());
   for (size_t r : rows) out.labels.push_back(label_bytes[r]);
-  out.bytes.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(h.features));
-  std::vector<uint8_t> skipped(h.features);
-  size_t next = 0;
-  for (size_t i = 0; i < h.n; ++i) {
-    if (next == wanted.size() || wanted[next].first != i) {
-      images_in.readExact(skipped, "image data");
-      continue;
-    }
-    // A row picked more than once is read once and copied.
-    const auto first = static_cast<Eigen::Index>(wanted[next].second);
-    images_in.readExact({out.bytes.row(first).data(), h.features}, "image data");
-    for (++next; next < wanted.size() && wanted[next].first == i; ++next) {
-      out.bytes.row(static_cast<Eigen::Index>(wanted[next].second)) = out.bytes.row(first);
-    }
-  }
-  images_in.expectEnd();
+  out.bytes = inPickOrder(std::move(in_file_order), wanted);
   return out;
 }
 

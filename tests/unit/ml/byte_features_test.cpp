@@ -16,16 +16,20 @@ using namespace tern::ml::testing;
 
 namespace {
 
-// Random pixels and labels, stored as bytes the way readIdxRows stores them.
+// Random pixels (half of them 0, as in Fashion-MNIST) and labels, stored as readIdxRows does.
 Dataset randomBytes(size_t rows, size_t features, int32_t classes, uint64_t seed) {
   tern::Rng rng(seed);
   Dataset d;
   d.is_bytes = true;
   d.byte_scale = 1.0f / 255;
   d.num_classes = classes;
-  d.bytes.resize(Eigen::Index(rows), Eigen::Index(features));
-  for (Eigen::Index i = 0; i < d.bytes.size(); ++i) d.bytes.data()[i] = uint8_t(rng() & 0xff);
-  for (size_t i = 0; i < rows; ++i) d.labels.push_back(int32_t(rng() % uint64_t(classes)));
+  d.bytes = ByteRows(features);
+  std::vector<uint8_t> row(features);
+  for (size_t i = 0; i < rows; ++i) {
+    for (auto& v : row) v = rng() % 2 ? uint8_t(rng() & 0xff) : 0;
+    d.bytes.append(row);
+    d.labels.push_back(int32_t(rng() % uint64_t(classes)));
+  }
   return d;
 }
 
@@ -34,10 +38,11 @@ Dataset asReaderFloats(const Dataset& bytes) {
   Dataset d;
   d.num_classes = bytes.num_classes;
   d.labels = bytes.labels;
-  d.dense.resize(bytes.bytes.rows(), bytes.bytes.cols());
-  for (Eigen::Index i = 0; i < bytes.bytes.rows(); ++i) {
-    for (Eigen::Index j = 0; j < bytes.bytes.cols(); ++j) {
-      d.dense(i, j) = static_cast<float>(bytes.bytes(i, j)) * (1.0f / 255);
+  d.dense.resize(Eigen::Index(bytes.rows()), Eigen::Index(bytes.features()));
+  for (size_t i = 0; i < bytes.rows(); ++i) {
+    for (size_t j = 0; j < bytes.features(); ++j) {
+      d.dense(Eigen::Index(i), Eigen::Index(j)) =
+          static_cast<float>(bytes.bytes.at(i, j)) * (1.0f / 255);
     }
   }
   return d;
@@ -70,7 +75,7 @@ TEST_CASE("a minibatch gathered from byte features equals the reader's float row
     bytes.gatherInto(rows, batch);
     floats.gatherInto(rows, want);
     CHECK_FALSE(batch.is_bytes);
-    CHECK(batch.bytes.size() == 0);
+    CHECK(batch.bytes.rows() == 0);
     CHECK(batch.labels == want.labels);
     CHECK(sameBits(batch.dense, want.dense));
   }
@@ -78,18 +83,47 @@ TEST_CASE("a minibatch gathered from byte features equals the reader's float row
   CHECK(withFloatFeatures(bytes).features() == 29);
 }
 
-TEST_CASE("subset of byte features keeps bytes: a quarter of the memory, the same rows") {
+TEST_CASE("ByteRows gives back every row it was given, zeros and all") {
+  tern::Rng rng(11);
+  // 20 columns (a partial mask byte); rows all zero, all non-zero, and mixed; enough rows to
+  // fill more than one storage block.
+  ByteRows rows(20);
+  std::vector<std::vector<uint8_t>> want;
+  for (size_t i = 0; i < 30000; ++i) {
+    std::vector<uint8_t> row(20);
+    for (auto& v : row) v = i % 3 == 0 ? 0 : i % 3 == 1 ? uint8_t(1 + rng() % 255) : uint8_t(rng());
+    rows.append(row);
+    want.push_back(row);
+  }
+  REQUIRE(rows.rows() == want.size());
+  ByteRows copy(20);
+  for (size_t i = want.size(); i-- > 0;) copy.appendRowOf(rows, i);
+  std::vector<uint8_t> got(20);
+  for (size_t i = 0; i < want.size(); ++i) {
+    rows.unpack(i, got);
+    CHECK(got == want[i]);
+    copy.unpack(want.size() - 1 - i, got);
+    CHECK(got == want[i]);
+    for (size_t c = 0; c < 20; c += 7) CHECK(rows.at(i, c) == want[i][c]);
+  }
+  CHECK_THROWS_AS(rows.append(std::vector<uint8_t>(19)), std::invalid_argument);
+}
+
+TEST_CASE("subset of byte features keeps bytes, the same rows") {
   const Dataset bytes = randomBytes(50, 7, 3, 5);
   const std::vector<size_t> rows{9, 0, 9, 49};
   const Dataset s = bytes.subset(rows);
   REQUIRE(s.is_bytes);
   CHECK(s.dense.size() == 0);
   CHECK(s.features() == 7);
+  std::vector<uint8_t> got(7), want(7);
   CHECK(s.byte_scale == bytes.byte_scale);
   CHECK(s.num_classes == bytes.num_classes);
   for (size_t k = 0; k < rows.size(); ++k) {
     CHECK(s.labels[k] == bytes.labels[rows[k]]);
-    CHECK(s.bytes.row(Eigen::Index(k)) == bytes.bytes.row(Eigen::Index(rows[k])));
+    s.bytes.unpack(k, got);
+    bytes.bytes.unpack(rows[k], want);
+    CHECK(got == want);
   }
   const std::vector<size_t> bad{50};
   CHECK_THROWS_AS(bytes.subset(bad), std::out_of_range);
@@ -141,7 +175,7 @@ TEST_CASE("readIdxRows keeps the file's pixel bytes, readIdx the reader's floats
   std::string images = be32(0x00000803) + be32(n) + be32(3) + be32(5);
   std::string labels = be32(0x00000801) + be32(n);
   tern::Rng rng(9);
-  for (uint32_t i = 0; i < n * 15; ++i) images.push_back(char(rng() & 0xff));
+  for (uint32_t i = 0; i < n * 15; ++i) images.push_back(char(rng() % 2 ? rng() & 0xff : 0));
   for (uint32_t i = 0; i < n; ++i) labels.push_back(char(i % 6));
   const std::string img = dir.write("img", images), lbl = dir.write("lbl", labels);
   const std::vector<size_t> picked{31, 2, 31, 39, 0};
@@ -154,7 +188,7 @@ TEST_CASE("readIdxRows keeps the file's pixel bytes, readIdx the reader's floats
   for (size_t k = 0; k < picked.size(); ++k) {
     CHECK(d.labels[k] == int32_t(picked[k] % 6));
     for (Eigen::Index j = 0; j < 15; ++j) {
-      CHECK(d.bytes(Eigen::Index(k), j) == uint8_t(images[16 + picked[k] * 15 + size_t(j)]));
+      CHECK(d.bytes.at(k, size_t(j)) == uint8_t(images[16 + picked[k] * 15 + size_t(j)]));
     }
   }
   const Dataset all = readIdx(img, lbl);
