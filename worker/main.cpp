@@ -2,6 +2,7 @@
 // trainer's Hello), owns the DEALER socket and the poll loop, carries the core's effects out and
 // computes its gradient requests on the loop's background job; every protocol decision is the
 // core's.
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -80,6 +81,7 @@ int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions
   uint64_t partition = 0;
   auto shard = loadTrainData(s, partition);
   auto eval = loadEvalData(s, *shard);
+  malloc_trim(0);
   auto data = worker::localDataOf(shard);
   data.eval_rows = eval ? eval->rows() : 0;
   worker::WorkerDaemon worker_daemon(s, tel_opts, std::move(data), std::move(eval), nullptr);

@@ -71,7 +71,8 @@ Dataset loadDataset(const DataSource& source) {
   if (source.format == "idx") {
     requireFile(source.images, "images", source.images_at);
     requireFile(source.labels, "labels", source.labels_at);
-    return read(source.images_at, [&] { return readIdx(source.images, source.labels); });
+    return read(source.images_at,
+                [&] { return readIdxRows(source.images, source.labels, everyRow); });
   }
   if (source.format == "libsvm") {
     requireFile(source.path, "libsvm", source.path_at);

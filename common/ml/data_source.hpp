@@ -38,7 +38,8 @@ struct TrainTest {
   Dataset test;
 };
 
-// Throws std::runtime_error naming the file on a missing or malformed file.
+// Throws std::runtime_error naming the file on a missing or malformed file. IDX pixels stay
+// bytes (readIdxRows), converted to floats a minibatch at a time.
 Dataset loadDataset(const DataSource& source);
 
 // Throws std::runtime_error unless `data`, loaded from `source`, can train or test a model of

@@ -1,6 +1,7 @@
 #pragma once
-// Datasets for tern: dense (images, CSV) or sparse (LIBSVM) row-major feature matrices with
-// integer labels, plus the readers and the seeded synthetic generators.
+// Datasets for tern: dense (CSV, synthetic), byte (IDX images) or sparse (LIBSVM) row-major
+// feature matrices with integer labels, plus the readers and the seeded synthetic generators.
+// Byte features stay bytes, zeros left out (byte_rows.hpp), until rows are gathered for a model.
 // All readers throw std::runtime_error with the file name (and line for text formats) on bad input.
 #include <Eigen/Dense>
 #include <Eigen/Sparse>
@@ -10,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/ml/byte_rows.hpp"
+
 namespace tern::ml {
 
 using DenseMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -17,36 +20,48 @@ using SparseMatrix = Eigen::SparseMatrix<float, Eigen::RowMajor, int32_t>;
 
 // The most rows an IDX file may declare: twice mnist8m's 8.1 million, the largest of the MNIST
 // family. A few kilobytes of gzip can declare millions of 1x1 images, and a reader keeps about
-// 40 bytes a row (labels, partition, rows picked) whatever the image size: at most ~700 MB.
+// 50 bytes a row (labels, partition, rows picked, where each row's pixels are) whatever the image
+// size: at most ~850 MB.
 inline constexpr size_t kMaxIdxRows = size_t{1} << 24;
 
 struct Dataset {
   bool is_sparse = false;
-  DenseMatrix dense;            // rows x features when !is_sparse
+  bool is_bytes = false;        // dense features held as bytes (never together with is_sparse)
+  DenseMatrix dense;            // rows x features when neither is_sparse nor is_bytes
   SparseMatrix sparse;          // rows x features when is_sparse
+  ByteRows bytes;               // rows x features when is_bytes
+  float byte_scale = 1.0f;      // is_bytes: feature (i, j) is float(bytes.at(i, j)) * byte_scale
   std::vector<int32_t> labels;  // class index in [0, num_classes); binary tasks use 0/1
   int32_t num_classes = 0;
 
   size_t rows() const { return labels.size(); }
-  size_t features() const { return is_sparse ? size_t(sparse.cols()) : size_t(dense.cols()); }
-  // A new dataset holding the given rows, in the given order.
+  size_t features() const;
+  // A new dataset holding the given rows, in the given order, stored as this one is.
   Dataset subset(std::span<const size_t> rows) const;
-  // The same into `out`, reusing its storage: a worker gathering a dense minibatch every round
+  // The given rows, in the given order, as a model reads them (floats: byte features are
+  // scaled here) into `out`, reusing its storage: a worker gathering a minibatch every round
   // allocates its matrix once (out must not be *this).
   void gatherInto(std::span<const size_t> rows, Dataset& out) const;
 };
 
-// IDX (MNIST / Fashion-MNIST), gzip or plain. Pixels are scaled to [0, 1]; num_classes is the
-// largest label + 1. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
-// least one and at most kMaxIdxRows rows.
-Dataset readIdx(const std::string& images_path, const std::string& labels_path);
+// `data` with byte features turned into floats in `dense`, as gatherInto makes them (any other
+// data as it is): for code that reads or edits the feature values themselves.
+Dataset withFloatFeatures(Dataset data);
+
 // Chooses rows from every label of a file (and the file's class count), e.g. one shard.
 using RowPicker =
     std::function<std::vector<size_t>(std::span<const int32_t> labels, int32_t num_classes)>;
-// readIdx's rows `pick` chooses, in its order, as readIdx(...).subset(pick(...)) would hold them,
-// but the images stream through once and only the picked rows are ever in memory.
+// The picker of every row, in file order.
+std::vector<size_t> everyRow(std::span<const int32_t> labels, int32_t num_classes);
+// IDX (MNIST / Fashion-MNIST), gzip or plain: the rows `pick` chooses, in its order, with the
+// pixels kept as bytes (is_bytes, zeros left out; byte_scale 1/255: features in [0, 1]). The images
+// stream through once and only the picked rows are ever in memory. num_classes is the largest label
+// + 1 of the whole file. Only unsigned-byte IDX data (3-D images, 1-D labels) is accepted, with at
+// least one and at most kMaxIdxRows rows.
 Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,
                     const RowPicker& pick);
+// withFloatFeatures(readIdxRows(images_path, labels_path, everyRow)): every row, as floats.
+Dataset readIdx(const std::string& images_path, const std::string& labels_path);
 // LIBSVM text: "label idx:val idx:val ..." with 1-based indices. Labels in {-1,+1} or {0,1}
 // map to {0,1}; other integer labels are kept as class indices. features = 0 means infer.
 // Indices above kMaxFeatures (model.hpp), and files in which no row has a feature, are refused.

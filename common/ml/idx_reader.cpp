@@ -24,6 +24,9 @@ namespace {
 constexpr uint8_t kUnsignedByte = 0x08;
 // A sanity cap so a corrupted header cannot make us allocate without bound before reading.
 constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 34;
+// zlib's buffers per open file: this much compressed input and twice as much output. Rows are
+// read a few hundred bytes at a time, so larger buffers only add to a small device's peak memory.
+constexpr unsigned kGzBufferBytes = 64u << 10;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
@@ -37,7 +40,7 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 class IdxStream {
  public:
   explicit IdxStream(const std::string& path) : path_(path), file_(openFile(path)) {
-    gzbuffer(file_.get(), 1 << 20);
+    gzbuffer(file_.get(), kGzBufferBytes);
   }
 
   // Reads exactly out.size() bytes or throws "truncated" (or the zlib error, for corrupt gzip).
@@ -183,14 +186,49 @@ int32_t classesOf(const std::vector<uint8_t>& label_bytes) {
   return label_bytes.empty() ? 0 : 1 + *std::max_element(label_bytes.begin(), label_bytes.end());
 }
 
+// Where each picked file row goes, (file row, output row) in file order, so that the images
+// stream through once.
+std::vector<std::pair<size_t, size_t>> inFileOrder(const std::vector<size_t>& rows, size_t n,
+                                                   const std::string& images_path) {
+  std::vector<std::pair<size_t, size_t>> wanted;
+  wanted.reserve(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] >= n) {
+      throw std::out_of_range("IDX file '" + images_path + "': row " + std::to_string(rows[k]) +
+                              " out of range (" + std::to_string(n) + " rows)");
+    }
+    wanted.emplace_back(rows[k], k);
+  }
+  std::sort(wanted.begin(), wanted.end());
+  return wanted;
+}
+
+// Rows read in file order (the k-th is picked as wanted[k].second) put in pick order. A shard's
+// rows are picked in file order, and then nothing moves.
+ByteRows inPickOrder(ByteRows in_file_order, const std::vector<std::pair<size_t, size_t>>& wanted) {
+  std::vector<size_t> slot(wanted.size());
+  bool ordered = true;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    slot[wanted[k].second] = k;
+    ordered = ordered && wanted[k].second == k;
+  }
+  if (ordered) return in_file_order;
+  ByteRows out(in_file_order.cols());
+  out.reserve(wanted.size());
+  for (size_t k : slot) out.appendRowOf(in_file_order, k);
+  return out;
+}
+
 }  // namespace
 
+std::vector<size_t> everyRow(std::span<const int32_t> labels, int32_t /*num_classes*/) {
+  std::vector<size_t> all(labels.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  return all;
+}
+
 Dataset readIdx(const std::string& images_path, const std::string& labels_path) {
-  return readIdxRows(images_path, labels_path, [](std::span<const int32_t> labels, int32_t) {
-    std::vector<size_t> all(labels.size());
-    std::iota(all.begin(), all.end(), size_t{0});
-    return all;
-  });
+  return withFloatFeatures(readIdxRows(images_path, labels_path, everyRow));
 }
 
 Dataset readIdxRows(const std::string& images_path, const std::string& labels_path,
@@ -200,39 +238,30 @@ Dataset readIdxRows(const std::string& images_path, const std::string& labels_pa
   std::vector<uint8_t> label_bytes;
   const IdxHeader h = openIdx(images_in, labels_in, images_path, labels_path, label_bytes);
   const int32_t classes = classesOf(label_bytes);
-  const std::vector<int32_t> labels(label_bytes.begin(), label_bytes.end());
-  const std::vector<size_t> rows = pick(labels, classes);
-
-  // Where each picked file row goes, in file order, so the images stream through once.
-  std::vector<std::pair<size_t, size_t>> wanted;  // (file row, output row)
-  wanted.reserve(rows.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (rows[k] >= h.n) {
-      throw std::out_of_range("IDX file '" + images_path + "': row " + std::to_string(rows[k]) +
-                              " out of range (" + std::to_string(h.n) + " rows)");
-    }
-    wanted.emplace_back(rows[k], k);
+  std::vector<size_t> rows;
+  {
+    const std::vector<int32_t> labels(label_bytes.begin(), label_bytes.end());
+    rows = pick(labels, classes);
   }
-  std::sort(wanted.begin(), wanted.end());
+  const auto wanted = inFileOrder(rows, h.n, images_path);
 
-  Dataset out;
-  out.is_sparse = false;
-  out.num_classes = classes;
-  out.labels.reserve(rows.size());
-  for (size_t r : rows) out.labels.push_back(labels[r]);
-  out.dense.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(h.features));
+  // The picked rows in file order, each as often as it is picked.
+  ByteRows in_file_order(h.features);
+  in_file_order.reserve(rows.size());
   std::vector<uint8_t> pixels(h.features);
-  size_t next = 0;
-  for (size_t i = 0; i < h.n; ++i) {
+  for (size_t i = 0, next = 0; i < h.n; ++i) {
     images_in.readExact(pixels, "image data");
-    for (; next < wanted.size() && wanted[next].first == i; ++next) {
-      auto row = out.dense.row(static_cast<Eigen::Index>(wanted[next].second));
-      for (size_t j = 0; j < h.features; ++j) {
-        row[static_cast<Eigen::Index>(j)] = static_cast<float>(pixels[j]) * (1.0f / 255);
-      }
-    }
+    for (; next < wanted.size() && wanted[next].first == i; ++next) in_file_order.append(pixels);
   }
   images_in.expectEnd();
+
+  Dataset out;
+  out.is_bytes = true;
+  out.byte_scale = 1.0f / 255;
+  out.num_classes = classes;
+  out.labels.reserve(rows.size());
+  for (size_t r : rows) out.labels.push_back(label_bytes[r]);
+  out.bytes = inPickOrder(std::move(in_file_order), wanted);
   return out;
 }
 

@@ -13,7 +13,7 @@ namespace detail {
 
 RowSelection::RowSelection(const Dataset& data, std::span<const size_t> rows) : selected_(&data) {
   if (!rows.empty()) {
-    gathered_ = data.subset(rows);
+    data.gatherInto(rows, gathered_);
     selected_ = &gathered_;
   }
 }
@@ -75,9 +75,40 @@ size_t countArgmaxHits(const DenseMatrix& logits, std::span<const int32_t> label
   return hits;
 }
 
+namespace {
+
+double maxRowNorm2(const DenseMatrix& x) {
+  double best = 0;
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    best = std::max(best, x.row(i).cast<double>().squaredNorm());
+  }
+  return best;
+}
+
+// maxRowNorm2 of byte features, as floats a few rows at a time (a small device never holds them
+// all as floats). Chunks start at multiples of 16 rows, so every row sits at the alignment it
+// would in a float copy of the whole: the same sum.
+double maxByteRowNorm2(const Dataset& data) {
+  constexpr size_t kChunk = 16;
+  Dataset chunk;
+  std::vector<size_t> rows;
+  double best = 0;
+  for (size_t begin = 0; begin < data.rows(); begin += kChunk) {
+    rows.resize(std::min(kChunk, data.rows() - begin));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = begin + i;
+    data.gatherInto(rows, chunk);
+    best = std::max(best, maxRowNorm2(chunk.dense));
+  }
+  return best;
+}
+
+}  // namespace
+
 double maxAugmentedRowNorm2(const Dataset& data) {
   double best = 0;
-  if (data.is_sparse) {
+  if (data.is_bytes) {
+    best = maxByteRowNorm2(data);
+  } else if (data.is_sparse) {
     for (Eigen::Index i = 0; i < data.sparse.outerSize(); ++i) {
       double s = 0;
       for (SparseMatrix::InnerIterator it(data.sparse, i); it; ++it) {
@@ -86,9 +117,7 @@ double maxAugmentedRowNorm2(const Dataset& data) {
       best = std::max(best, s);
     }
   } else {
-    for (Eigen::Index i = 0; i < data.dense.rows(); ++i) {
-      best = std::max(best, data.dense.row(i).cast<double>().squaredNorm());
-    }
+    best = maxRowNorm2(data.dense);
   }
   return best + 1.0;  // the constant input that multiplies the bias
 }

@@ -12,7 +12,7 @@
 namespace tern::ml::detail {
 
 // The rows a model works on: the data set itself when rows is empty, otherwise a gathered copy
-// (contiguous rows make the matrix products run at full speed).
+// as floats (contiguous rows make the matrix products run at full speed).
 class RowSelection {
  public:
   RowSelection(const Dataset& data, std::span<const size_t> rows);
@@ -24,9 +24,14 @@ class RowSelection {
 };
 
 // Calls f(features) with the sparse or the dense matrix; f must return the same type for both.
+// Byte features are passed as a float copy of them all: callers that care gather chunks first.
 template <class F>
 decltype(auto) visitFeatures(const Dataset& data, F&& f) {
   if (data.is_sparse) return f(data.sparse);
+  if (data.is_bytes) {
+    const DenseMatrix floats = withFloatFeatures(data).dense;
+    return f(floats);
+  }
   return f(data.dense);
 }
 
