@@ -2,7 +2,8 @@
 # A quickstart worker fits a small board: the quickstart's coordinator and four workers
 # (deploy/config, Fashion-MNIST, 4 shards) for 200 rounds, and each worker's peak resident memory
 # (VmHWM) stays under 25 MiB and its private (anonymous) memory under 13 MiB, where a shard held
-# as floats took 59 MiB and 48 MiB (measured: about 21-22 and 9-10.5 MiB). The private part is
+# as floats took 59 MiB and 48 MiB (measured with equal shards: about 21-22 and 9-10.5 MiB; with
+# the shipped 2:1 volumes the largest shard's worker 24.2 and 12.5 MiB). The private part is
 # what the worker itself allocates (its pixel bytes, buffers, stacks); the rest are shared library
 # pages (docs/performance.md, "A Pi-sized worker").
 source "$(dirname "$0")/lib.sh"
