@@ -91,15 +91,6 @@ compression::SparseGradient updateOf(const std::vector<float>& delta) {
   return update;
 }
 
-// Adds the update to the parameters exactly as a worker's replica does.
-void applyUpdate(const compression::SparseGradient& update, std::vector<float>& params) {
-  if (update.isDense()) {
-    for (size_t j = 0; j < params.size(); ++j) params[j] += update.values[j];
-    return;
-  }
-  for (size_t i = 0; i < update.indices.size(); ++i) params[update.indices[i]] += update.values[i];
-}
-
 }  // namespace
 
 size_t Aggregator::downloadCount(size_t pushed) const {
@@ -183,7 +174,7 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   update.dim = uint32_t(params_.size());
   // A refused step sends nothing and keeps the residual.
   if (!r.refused) update = broadcastOf(delta, downloadCount(pushed));
-  applyUpdate(update, params_);
+  compression::addScaled(update, 1.0f, params_);  // as every replica adds it
   model_checksum_.reset();
   last_update_ = compression::encodeUpdate(update);
   return r;
