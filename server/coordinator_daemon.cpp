@@ -69,7 +69,8 @@ int CoordinatorDaemon::run() {
 void CoordinatorDaemon::listen() {
   std::string endpoint;
   try {
-    endpoint = channel_.bind(s_.bind);
+    const bool plaintext_tcp = !s_.security.curve() && s_.bind.rfind("tcp://", 0) == 0;
+    endpoint = plaintext_tcp ? listenBehindGuard() : channel_.bind(s_.bind);
   } catch (const zmq::error_t& e) {
     throw std::runtime_error("cannot listen on " + s_.bind + ": " + e.what());
   }
@@ -78,6 +79,23 @@ void CoordinatorDaemon::listen() {
   if (!s_.endpoint_file.empty()) writeFileAtomically(s_.endpoint_file, endpoint + '\n');
   tel_.ready("listening on " + endpoint);
   publish("waiting");
+}
+
+// Plaintext: the ROUTER on a private unix socket, the frame guard on the configured endpoint
+// (docs/security.md, "What one peer can make the coordinator hold").
+std::string CoordinatorDaemon::listenBehindGuard() {
+  transport::FrameGuardOptions opts;
+  opts.limits.max_frame_bytes = s_.max_message_bytes;
+  guard_ = std::make_unique<transport::FrameGuard>(opts);
+  const std::string inside = transport::privateEndpoint();
+  channel_.bind(inside);
+  return guard_->start(s_.bind, inside);
+}
+
+AuthCounters CoordinatorDaemon::authCounters() const {
+  AuthCounters auth = security_.counters();
+  if (guard_) auth.guard_refused = guard_->counts().refused;
+  return auth;
 }
 
 void CoordinatorDaemon::servePastEnd() {
@@ -155,7 +173,7 @@ void CoordinatorDaemon::awaitLeaves() {
 }
 
 int CoordinatorDaemon::finalReport() {
-  const auto& auth = security_.counters();
+  const AuthCounters auth = authCounters();
   publish(core_.finished() ? "finished" : "stopped");
   tel_.stopping(systemdStatus(coordinatorStatus(s_, core_, any_round_closed_, "stopping", auth)));
   std::cout << "model: round=" << core_.round() << " checksum=" << std::hex
@@ -164,7 +182,8 @@ int CoordinatorDaemon::finalReport() {
   std::cout << "rejections: total=" << core_.rejectedTotal() << rejectionReasons(core_)
             << std::endl;
   std::cout << "connections: admitted=" << auth.admitted << " auth_refused=" << auth.refused
-            << " handshake_failed=" << auth.handshake_failed << std::endl;
+            << " handshake_failed=" << auth.handshake_failed
+            << " guard_refused=" << auth.guard_refused << std::endl;
   // Rounds closed (a resumed run counts the earlier part); bytes up to now, pushes of a round
   // left open included.
   std::cout << finalLine(core_.round(), core_.accuracy(),
@@ -221,7 +240,7 @@ void CoordinatorDaemon::saveCheckpoint() {
 }
 
 void CoordinatorDaemon::publish(const std::string& state) {
-  auto st = coordinatorStatus(s_, core_, any_round_closed_, state, security_.counters());
+  auto st = coordinatorStatus(s_, core_, any_round_closed_, state, authCounters());
   if (!s_.checkpoint.path.empty()) {
     st.counters["checkpoint_write_failures"] = {records_.checkpoints().failures(),
                                                 "Checkpoint writes that failed."};
@@ -234,6 +253,10 @@ void CoordinatorDaemon::publish(const std::string& state) {
 void CoordinatorDaemon::logRejections() {
   if (rejection_log_.changed(core_.rejectedTotal(), steadySeconds())) {
     spdlog::warn("rejected messages so far:{}", rejectionReasons(core_));
+  }
+  if (guard_ && guard_log_.changed(guard_->counts().refused, steadySeconds())) {
+    spdlog::warn("connections closed for what they sent: {} so far, the latest {}",
+                 guard_->counts().refused, guard_->lastRefusal());
   }
 }
 

@@ -12,6 +12,7 @@
 #include "common/ml/dataset.hpp"
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/transport/channel.hpp"
+#include "common/transport/frame_guard.hpp"
 #include "server/coordinator_core.hpp"
 #include "server/router_security.hpp"
 #include "server/run_records.hpp"
@@ -33,6 +34,8 @@ class CoordinatorDaemon {
   // The loop's hooks: telemetry tick, SIGHUP reload, malformed messages answered.
   daemon::PollLoop::Options loopOptions();
   void listen();
+  std::string listenBehindGuard();
+  AuthCounters authCounters() const;
   // Answers every message again and again with SHUTTING_DOWN while a worker may stay silent.
   void servePastEnd();
   void train();
@@ -61,9 +64,12 @@ class CoordinatorDaemon {
   transport::ChannelOptions channel_opts_;
   std::unique_ptr<transport::ZapHandler> zap_;  // until security_ takes it
   transport::Channel channel_;
+  // The plaintext TCP listener in front of the ROUTER (nullptr with CURVE or a non-TCP bind).
+  std::unique_ptr<transport::FrameGuard> guard_;
   RouterSecurity security_;
   daemon::PollLoop loop_;
   daemon::Throttle rejection_log_{10.0};
+  daemon::Throttle guard_log_{10.0};
 };
 
 }  // namespace tern::server

@@ -35,7 +35,11 @@ std::map<std::string, telemetry::CounterStatus> counters(const CoordinatorCore& 
        {auth.refused, "Worker connections refused: CURVE key not on the allowlist."}},
       {"connections_handshake_failed",
        {auth.handshake_failed,
-        "Connections whose handshake failed (e.g. plaintext, wrong server key, a port check)."}}};
+        "Connections whose handshake failed (e.g. plaintext, wrong server key, a port check)."}},
+      {"connections_guard_refused",
+       {auth.guard_refused,
+        "Plaintext connections closed for what they sent: a message of too many frames, an "
+        "oversized frame, or not ZMTP 3 with the NULL mechanism."}}};
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ struct AuthCounters {
   uint64_t admitted = 0;
   uint64_t refused = 0;           // CURVE key not on the allowlist
   uint64_t handshake_failed = 0;  // e.g. a plaintext worker, or one with the wrong server key
+  uint64_t guard_refused = 0;     // plaintext: closed by the frame guard for what they sent
 };
 
 // The last closed round as in the metrics CSV, plus what changed since (membership, rejections).

@@ -6,14 +6,14 @@
 #   FUZZ_SECONDS=60   time per target
 #   FUZZ_OUT=build-fuzz  objects, binaries, working corpora, artifacts
 #   FUZZ_JOBS=2       parallel compiles
-#   FUZZ_TARGETS="codec_decode coordinator_messages http_request status_json"  which targets to run
+#   FUZZ_TARGETS="codec_decode coordinator_messages http_request status_json zmtp_scanner"  which targets to run
 # `run.sh seeds` regenerates the seed corpora in tests/fuzz/corpus/ instead.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${FUZZ_OUT:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
 JOBS="${FUZZ_JOBS:-2}"
-TARGETS="${FUZZ_TARGETS:-codec_decode coordinator_messages http_request status_json}"
+TARGETS="${FUZZ_TARGETS:-codec_decode coordinator_messages http_request status_json zmtp_scanner}"
 CXX="${FUZZ_CXX:-clang++-14}"
 command -v "$CXX" >/dev/null || { echo "fuzz: $CXX not found (deploy/install-deps.sh installs it)"; exit 1; }
 
@@ -35,7 +35,7 @@ LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,c
           "$ROOT/server/inline_evaluation.cpp" "$ROOT/server/join_limiter.cpp"
           "$ROOT"/server/{link_checks,membership,robust_aggregation,round_phase,straggler_bench}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
-          "$ROOT/common/transport/curve_keys.cpp"
+          "$ROOT/common/transport/curve_keys.cpp" "$ROOT/common/transport/zmtp_scanner.cpp"
           "$ROOT"/common/compression/*.cpp "$ROOT"/common/allocation/*.cpp "$ROOT"/common/ml/*.cpp
           "$ROOT"/common/telemetry/{http_request,http_client,json,status_table}.cpp)
 objects=()

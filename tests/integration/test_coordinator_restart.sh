@@ -71,7 +71,7 @@ wait_rows() {  # CSV N: until the CSV holds more than N lines (header included)
 # 1. The undisturbed reference, with checkpoints written the same way.
 coordinator_config "$WORK/ref.yaml" "$WORK/ref.ckpt"
 start_cluster "$WORK/ref.yaml" "$WORK/ref.csv" ref ref
-wait $CPID || { tail -20 "$WORK/ref.out" "$WORK/ref.err"; fail "reference coordinator exited with $?"; }
+wait $CPID || { tail -n 20 "$WORK/ref.out" "$WORK/ref.err"; fail "reference coordinator exited with $?"; }
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a reference worker exited non-zero"; done
 REF_ACC=$(final_accuracy "$WORK/ref.out")
 [ -n "$REF_ACC" ] || fail "reference run printed no final line"
@@ -99,11 +99,11 @@ for _ in $(seq 1 600); do
   sleep 0.05
 done
 T1=$(date +%s.%N)
-wait $CPID || { tail -20 "$WORK/after.out" "$WORK/after.err"; fail "restarted coordinator exited with $?"; }
+wait $CPID || { tail -n 20 "$WORK/after.out" "$WORK/after.err"; fail "restarted coordinator exited with $?"; }
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker exited non-zero after the restart"; done
 
 grep -q "resumed from checkpoint" "$WORK/after.out" || fail "the restarted coordinator did not resume"
-grep -q "^final: rounds=$ROUNDS " "$WORK/after.out" || { tail -20 "$WORK/after.out" "$WORK/after.err"; fail "no final line"; }
+grep -q "^final: rounds=$ROUNDS " "$WORK/after.out" || { tail -n 20 "$WORK/after.out" "$WORK/after.err"; fail "no final line"; }
 RESUMED_AT=$(sed -n 's/.*resumed from checkpoint .* at round \([0-9]*\).*/\1/p' "$WORK/after.out")
 ref=$(grep '^model:' "$WORK/after.out" | sed 's/.*checksum=//')
 for i in 0 1 2; do
@@ -141,7 +141,7 @@ grep -q "training had already finished at round $ROUNDS" "$WORK/again.out" ||
 grep -q "^final: rounds=$ROUNDS " "$WORK/again.out" || fail "restarting a finished run trained"
 MORE=$((ROUNDS + 10))
 start_cluster "$WORK/ref.yaml" "$WORK/more.csv" more more --max-rounds "$MORE"
-wait $CPID || { tail -20 "$WORK/more.out" "$WORK/more.err"; fail "extended run exited with $?"; }
+wait $CPID || { tail -n 20 "$WORK/more.out" "$WORK/more.err"; fail "extended run exited with $?"; }
 for p in "${WPIDS[@]}"; do wait "$p" || fail "a worker of the extended run exited non-zero"; done
 grep -q "^final: rounds=$MORE " "$WORK/more.out" || { tail "$WORK/more.out"; fail "the extended run did not reach round $MORE"; }
 FIRST=$(sed -n 2p "$WORK/more.csv" | cut -d, -f1)

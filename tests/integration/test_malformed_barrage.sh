@@ -43,7 +43,7 @@ start_run() {  # NAME
 }
 
 finish_run() {  # NAME
-  wait $CPID || { tail -20 "$WORK/$1.out" "$WORK/$1.err"; fail "$1: coordinator exited with $?"; }
+  wait $CPID || { tail -n 20 "$WORK/$1.out" "$WORK/$1.err"; fail "$1: coordinator exited with $?"; }
   for p in "${WPIDS[@]}"; do wait "$p" || fail "$1: a worker exited non-zero"; done
   grep -q "^final: rounds=$ROUNDS " "$WORK/$1.out" || fail "$1: no final line"
   local model

@@ -1,0 +1,252 @@
+#include "common/transport/frame_guard.hpp"
+
+// clang-format off
+// Boost 1.74's asio uses std::exchange without including <utility> (fixed in later releases).
+#include <utility>
+#include <boost/asio.hpp>
+// clang-format on
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace tern::transport {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using unix_stream = asio::local::stream_protocol;
+using boost::system::error_code;
+
+struct FrameGuard::State {
+  explicit State(const FrameGuardOptions& o) : opts(o) {}
+  asio::io_context io;  // first: destroyed last, after everything that runs on it
+  tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};
+  unix_stream::endpoint inside;
+  FrameGuardOptions opts;
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> refused{0};
+  mutable std::mutex mu;
+  std::string last_refusal;
+  std::thread thread;
+};
+
+namespace {
+
+// One relayed connection: outside (the peer, scanned) <-> inside (the ROUTER's private socket).
+class Link : public std::enable_shared_from_this<Link> {
+ public:
+  Link(FrameGuard::State& st, tcp::socket outside)
+      : st_(st),
+        outside_(std::move(outside)),
+        inside_(st.io),
+        scanner_(st.opts.limits),
+        up_(st.opts.buffer_bytes),
+        down_(st.opts.buffer_bytes) {}
+
+  void start() {
+    auto self = shared_from_this();
+    inside_.async_connect(st_.inside, [self](error_code ec) {
+      if (ec) return self->close();
+      self->pumpUp();
+      self->pumpDown();
+    });
+  }
+
+ private:
+  // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
+  void pumpUp() {
+    auto self = shared_from_this();
+    outside_.async_read_some(asio::buffer(up_), [self](error_code ec, size_t n) {
+      if (ec) return self->close();
+      if (!self->scanner_.feed(std::span<const uint8_t>(self->up_.data(), n))) {
+        return self->refuse();
+      }
+      asio::async_write(self->inside_, asio::buffer(self->up_.data(), n),
+                        [self](error_code wec, size_t) {
+                          if (wec) return self->close();
+                          self->pumpUp();
+                        });
+    });
+  }
+
+  // ROUTER -> peer, as it comes.
+  void pumpDown() {
+    auto self = shared_from_this();
+    inside_.async_read_some(asio::buffer(down_), [self](error_code ec, size_t n) {
+      if (ec) return self->close();
+      asio::async_write(self->outside_, asio::buffer(self->down_.data(), n),
+                        [self](error_code wec, size_t) {
+                          if (wec) return self->close();
+                          self->pumpDown();
+                        });
+    });
+  }
+
+  void refuse() {
+    error_code ec;
+    const auto peer = outside_.remote_endpoint(ec);
+    std::string who =
+        ec ? std::string("a peer") : peer.address().to_string() + ":" + std::to_string(peer.port());
+    ++st_.refused;
+    {
+      std::lock_guard lock(st_.mu);
+      st_.last_refusal = scanner_.reason() + " (from " + who + ")";
+    }
+    close();
+  }
+
+  // Idempotent; the other side's pending operation then ends with an error and calls it again.
+  void close() {
+    error_code ignored;
+    outside_.close(ignored);
+    inside_.close(ignored);
+  }
+
+  FrameGuard::State& st_;
+  tcp::socket outside_;
+  unix_stream::socket inside_;
+  ZmtpScanner scanner_;
+  std::vector<uint8_t> up_;
+  std::vector<uint8_t> down_;
+};
+
+// The socket options libzmq gives its own TCP connections (channel.cpp): no Nagle delay, and
+// the kernel's keepalive after a minute of quiet.
+void tuneSocket(tcp::socket& s) {
+  error_code ignored;
+  s.set_option(tcp::no_delay(true), ignored);
+  s.set_option(asio::socket_base::keep_alive(true), ignored);
+  const int idle = 60, interval = 10;
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+}
+
+void acceptNext(FrameGuard::State& st) {
+  st.acceptor.async_accept([&st](error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors or memory: try again shortly instead of spinning on the error.
+      st.retry.expires_after(std::chrono::milliseconds(100));
+      st.retry.async_wait([&st](error_code wec) {
+        if (!wec) acceptNext(st);
+      });
+      return;
+    }
+    tuneSocket(s);
+    ++st.accepted;
+    std::make_shared<Link>(st, std::move(s))->start();
+    acceptNext(st);
+  });
+}
+
+struct HostPort {
+  std::string host;
+  std::string port;
+};
+
+HostPort splitTcpEndpoint(const std::string& endpoint) {
+  const std::string scheme = "tcp://";
+  const auto colon = endpoint.rfind(':');
+  if (endpoint.rfind(scheme, 0) != 0 || colon == std::string::npos || colon < scheme.size()) {
+    throw std::runtime_error("not a tcp://HOST:PORT endpoint: " + endpoint);
+  }
+  HostPort hp{endpoint.substr(scheme.size(), colon - scheme.size()), endpoint.substr(colon + 1)};
+  if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']') {
+    hp.host = hp.host.substr(1, hp.host.size() - 2);
+  }
+  if (hp.port == "*") hp.port = "0";
+  return hp;
+}
+
+tcp::endpoint resolveListen(asio::io_context& io, const std::string& endpoint) {
+  const HostPort hp = splitTcpEndpoint(endpoint);
+  unsigned long port = 0;
+  try {
+    size_t used = 0;
+    port = std::stoul(hp.port, &used);
+    if (used != hp.port.size() || port > 65535) throw std::invalid_argument(hp.port);
+  } catch (const std::exception&) {
+    throw std::runtime_error("not a port number in " + endpoint);
+  }
+  if (hp.host == "*") return {asio::ip::address_v4::any(), uint16_t(port)};
+  error_code ec;
+  const auto address = asio::ip::make_address(hp.host, ec);
+  if (!ec) return {address, uint16_t(port)};
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(hp.host, hp.port, ec);
+  if (ec || results.empty()) {
+    throw std::runtime_error("cannot resolve " + hp.host + " in " + endpoint + ": " +
+                             (ec ? ec.message() : std::string("no address")));
+  }
+  return results.begin()->endpoint();
+}
+
+std::string endpointText(const tcp::endpoint& ep) {
+  const auto a = ep.address();
+  const std::string host = a.is_v6() ? "[" + a.to_string() + "]" : a.to_string();
+  return "tcp://" + host + ":" + std::to_string(ep.port());
+}
+
+}  // namespace
+
+std::string privateEndpoint() {
+  std::random_device rd;
+  const uint64_t tag = (uint64_t(rd()) << 32) ^ rd();
+  char name[64];
+  std::snprintf(name, sizeof name, "ipc://@tern-%d-%016llx", int(::getpid()),
+                static_cast<unsigned long long>(tag));
+  return name;
+}
+
+FrameGuard::FrameGuard(const FrameGuardOptions& options)
+    : state_(std::make_shared<State>(options)) {}
+
+FrameGuard::~FrameGuard() {
+  if (!state_->thread.joinable()) return;
+  asio::post(state_->io, [st = state_.get()] {
+    error_code ignored;
+    st->acceptor.close(ignored);
+    st->retry.cancel();
+    st->io.stop();
+  });
+  state_->thread.join();
+}
+
+std::string FrameGuard::start(const std::string& endpoint, const std::string& inside) {
+  const std::string ipc = "ipc://@";
+  if (inside.rfind(ipc, 0) != 0) throw std::runtime_error("not an ipc://@NAME endpoint: " + inside);
+  State& st = *state_;
+  st.inside = unix_stream::endpoint(std::string(1, '\0') + inside.substr(ipc.size()));
+  const tcp::endpoint listen_at = resolveListen(st.io, endpoint);
+  try {
+    st.acceptor.open(listen_at.protocol());
+    st.acceptor.set_option(tcp::acceptor::reuse_address(true));
+    st.acceptor.bind(listen_at);
+    st.acceptor.listen(asio::socket_base::max_listen_connections);
+  } catch (const boost::system::system_error& e) {
+    throw std::runtime_error("cannot listen on " + endpoint + ": " + e.code().message());
+  }
+  const std::string bound = endpointText(st.acceptor.local_endpoint());
+  acceptNext(st);
+  st.thread = std::thread([&st] { st.io.run(); });
+  return bound;
+}
+
+FrameGuard::Counts FrameGuard::counts() const {
+  return {state_->accepted.load(), state_->refused.load()};
+}
+
+std::string FrameGuard::lastRefusal() const {
+  std::lock_guard lock(state_->mu);
+  return state_->last_refusal;
+}
+
+}  // namespace tern::transport

@@ -1,0 +1,55 @@
+#pragma once
+// The frame guard: the plaintext coordinator's TCP listener. It accepts each connection itself,
+// relays its bytes to the ROUTER's private endpoint (an abstract unix socket) and back, and reads
+// what the peer sends with a ZmtpScanner: a connection that sends a message of more frames than
+// a tern message has, an oversized frame, or anything but ZMTP 3 with the NULL mechanism is
+// closed at once, so libzmq never holds more than ZmtpLimits::max_frames_per_message frames of
+// one peer's message (libzmq itself buffers a multipart message whole, with no limit on its
+// frames). It runs one Boost.Asio thread; each connection costs two relay buffers.
+// docs/security.md, "What one peer can make the coordinator hold".
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/transport/zmtp_scanner.hpp"
+
+namespace tern::transport {
+
+struct FrameGuardOptions {
+  ZmtpLimits limits;
+  size_t buffer_bytes = 32 << 10;  // per direction and connection
+};
+
+// An unused abstract unix socket endpoint for the ROUTER behind the guard ("ipc://@...").
+std::string privateEndpoint();
+
+class FrameGuard {
+ public:
+  struct Counts {
+    uint64_t accepted = 0;  // connections relayed
+    uint64_t refused = 0;   // connections closed for what they sent
+  };
+
+  explicit FrameGuard(const FrameGuardOptions& options);
+  ~FrameGuard();  // stops accepting, closes every connection, joins the thread
+  FrameGuard(const FrameGuard&) = delete;
+  FrameGuard& operator=(const FrameGuard&) = delete;
+
+  // Listens on `endpoint` (tcp://HOST:PORT; HOST an address, `*` or a host name, PORT a number,
+  // 0 or `*`) and relays every connection to `inside` (ipc://@NAME, where the ROUTER is bound);
+  // returns the endpoint listened on, its port resolved. Throws std::runtime_error when it
+  // cannot listen. Starts the guard's thread.
+  std::string start(const std::string& endpoint, const std::string& inside);
+  Counts counts() const;
+  // The latest refusal ("too_many_frames: ...") with the peer's address; empty before any.
+  std::string lastRefusal() const;
+
+  struct State;  // the Asio side, shared with the connections
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace tern::transport

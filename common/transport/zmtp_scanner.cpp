@@ -1,0 +1,115 @@
+#include "common/transport/zmtp_scanner.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tern::transport {
+
+namespace {
+
+constexpr uint8_t kMore = 0x01;
+constexpr uint8_t kLong = 0x02;
+constexpr uint8_t kCommand = 0x04;
+constexpr size_t kGreetingBytes = 64;
+constexpr size_t kMechanismAt = 12;
+constexpr size_t kMechanismBytes = 20;
+
+}  // namespace
+
+bool ZmtpScanner::feed(std::span<const uint8_t> bytes) {
+  size_t i = 0;
+  while (!refused() && i < bytes.size()) {
+    switch (state_) {
+      case State::kGreeting:
+        i += takeGreeting(bytes.subspan(i));
+        break;
+      case State::kFlags:
+        takeFlags(bytes[i++]);
+        break;
+      case State::kSize:
+        size_ = (size_ << 8) | bytes[i++];
+        if (++have_ == size_width_) sizeDone();
+        break;
+      case State::kBody: {
+        const uint64_t n = std::min<uint64_t>(body_left_, bytes.size() - i);
+        i += size_t(n);
+        body_left_ -= n;
+        if (body_left_ == 0) state_ = State::kFlags;
+        break;
+      }
+    }
+  }
+  return !refused();
+}
+
+// Collects the 64-byte greeting; checks it as soon as the signature and version are in, and again
+// (the mechanism) once it is whole.
+size_t ZmtpScanner::takeGreeting(std::span<const uint8_t> bytes) {
+  const size_t n = std::min(kGreetingBytes - have_, bytes.size());
+  std::memcpy(greeting_ + have_, bytes.data(), n);
+  have_ += n;
+  if (!checkGreeting()) return n;
+  if (have_ == kGreetingBytes) {
+    have_ = 0;
+    state_ = State::kFlags;
+  }
+  return n;
+}
+
+bool ZmtpScanner::checkGreeting() {
+  if (have_ >= 1 && greeting_[0] != 0xFF) {
+    refuse("not_zmtp3_null: no ZMTP signature (ZMTP 1.0 or not ZeroMQ)");
+  } else if (have_ >= 10 && greeting_[9] != 0x7F) {
+    refuse("not_zmtp3_null: no ZMTP signature");
+  } else if (have_ >= 11 && greeting_[10] < 3) {
+    refuse("not_zmtp3_null: ZMTP version " + std::to_string(greeting_[10]) + " (3 needed)");
+  } else if (have_ == kGreetingBytes) {
+    static const uint8_t kNull[kMechanismBytes] = {'N', 'U', 'L', 'L'};
+    if (std::memcmp(greeting_ + kMechanismAt, kNull, kMechanismBytes) != 0) {
+      refuse("not_zmtp3_null: a security mechanism other than NULL");
+    }
+  }
+  return !refused();
+}
+
+bool ZmtpScanner::takeFlags(uint8_t flags) {
+  if ((flags & ~(kMore | kLong | kCommand)) != 0) {
+    refuse("not_zmtp3_null: reserved frame flag bits set");
+    return false;
+  }
+  command_ = (flags & kCommand) != 0;
+  if (command_ && (flags & kMore)) {
+    refuse("not_zmtp3_null: a command frame with the more flag");
+    return false;
+  }
+  if (!command_) {
+    more_ = (flags & kMore) != 0;
+    if (++frames_in_message_ > limits_.max_frames_per_message) {
+      refuse("too_many_frames: more than " + std::to_string(limits_.max_frames_per_message) +
+             " frames in one message");
+      return false;
+    }
+  }
+  size_width_ = (flags & kLong) ? 8 : 1;
+  size_ = 0;
+  have_ = 0;
+  state_ = State::kSize;
+  return true;
+}
+
+bool ZmtpScanner::sizeDone() {
+  if (size_ > limits_.max_frame_bytes) {
+    refuse("frame_too_large: a frame of " + std::to_string(size_) + " bytes (limit " +
+           std::to_string(limits_.max_frame_bytes) + ")");
+    return false;
+  }
+  if (!command_ && !more_) {
+    ++messages_;
+    frames_in_message_ = 0;
+  }
+  body_left_ = size_;
+  state_ = size_ == 0 ? State::kFlags : State::kBody;
+  return true;
+}
+
+}  // namespace tern::transport

@@ -1,0 +1,130 @@
+// The ZMTP scanner against byte streams built by hand from the ZMTP 3.0 specification: a NULL
+// greeting, a READY command, messages of short and long frames; then every refusal it makes.
+#include "common/transport/zmtp_scanner.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+using tern::transport::ZmtpLimits;
+using tern::transport::ZmtpScanner;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+Bytes greeting(uint8_t major = 3, const char* mechanism = "NULL") {
+  Bytes g(64, 0);
+  g[0] = 0xFF;
+  g[9] = 0x7F;
+  g[10] = major;
+  g[11] = 1;
+  std::memcpy(g.data() + 12, mechanism, std::strlen(mechanism));
+  return g;
+}
+
+// One frame: flags (0x01 more, 0x04 command; 0x02 added for a long size) and its body.
+Bytes frame(uint8_t flags, size_t size, bool force_long = false) {
+  Bytes f;
+  if (size > 255 || force_long) {
+    f.push_back(flags | 0x02);
+    for (int shift = 56; shift >= 0; shift -= 8) f.push_back(uint8_t(uint64_t(size) >> shift));
+  } else {
+    f.push_back(flags);
+    f.push_back(uint8_t(size));
+  }
+  f.insert(f.end(), size, 0xAB);
+  return f;
+}
+
+Bytes operator+(Bytes a, const Bytes& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Feeds the stream in chunks of `chunk` bytes (every split point must give the same verdict).
+bool feedInChunks(ZmtpScanner& s, const Bytes& stream, size_t chunk) {
+  for (size_t i = 0; i < stream.size(); i += chunk) {
+    const size_t n = std::min(chunk, stream.size() - i);
+    if (!s.feed(std::span<const uint8_t>(stream.data() + i, n))) return false;
+  }
+  return true;
+}
+
+const Bytes kReady = frame(0x04, 30);
+
+}  // namespace
+
+TEST_CASE("a well-formed NULL session passes whatever the chunking, messages counted") {
+  const Bytes stream = greeting() + kReady + frame(0x01, 40) + frame(0x00, 1000) + frame(0x00, 3) +
+                       frame(0x04, 7) + frame(0x01, 0) + frame(0x00, 5, true);
+  for (size_t chunk : {1u, 2u, 7u, 64u, 4096u}) {
+    ZmtpScanner s(ZmtpLimits{});
+    CHECK(feedInChunks(s, stream, chunk));
+    CHECK(s.messages() == 3);
+    CHECK(s.reason().empty());
+  }
+}
+
+TEST_CASE("messages at the frame limit pass and the frame after it is refused") {
+  ZmtpLimits limits;
+  limits.max_frames_per_message = 4;
+  Bytes at_limit = greeting() + kReady;
+  for (int i = 0; i < 3; ++i) at_limit = at_limit + frame(0x01, 2);
+  at_limit = at_limit + frame(0x00, 2);
+  ZmtpScanner ok(limits);
+  CHECK(ok.feed(at_limit));
+  CHECK(ok.feed(frame(0x01, 0) + frame(0x01, 0) + frame(0x01, 0) + frame(0x00, 0)));
+  CHECK(ok.messages() == 2);
+
+  Bytes flood = greeting() + kReady;
+  for (int i = 0; i < 100; ++i) flood = flood + frame(0x01, 0);
+  ZmtpScanner s(limits);
+  CHECK_FALSE(s.feed(flood));
+  CHECK(s.reason().rfind("too_many_frames", 0) == 0);
+  CHECK_FALSE(s.feed(frame(0x00, 0)));  // refused for good
+}
+
+TEST_CASE("commands between frames do not count as frames of the message") {
+  ZmtpLimits limits;
+  limits.max_frames_per_message = 2;
+  ZmtpScanner s(limits);
+  CHECK(s.feed(greeting() + kReady + frame(0x01, 1) + frame(0x04, 5) + frame(0x04, 5) +
+               frame(0x00, 1)));
+  CHECK(s.messages() == 1);
+}
+
+TEST_CASE("a frame over the size limit is refused at its size, before its body") {
+  ZmtpLimits limits;
+  limits.max_frame_bytes = 1000;
+  ZmtpScanner s(limits);
+  Bytes head = greeting() + kReady;
+  head.push_back(0x02);  // a long frame of 2^40 bytes: only its size arrives
+  for (int shift = 56; shift >= 0; shift -= 8)
+    head.push_back(uint8_t((uint64_t(1) << 40) >> shift));
+  CHECK_FALSE(s.feed(head));
+  CHECK(s.reason().rfind("frame_too_large", 0) == 0);
+  ZmtpScanner command(limits);
+  CHECK_FALSE(command.feed(greeting() + frame(0x04, 1001)));
+}
+
+TEST_CASE("anything but ZMTP 3 with the NULL mechanism is refused") {
+  const ZmtpLimits limits;
+  auto refusedWith = [&](const Bytes& b) {
+    ZmtpScanner s(limits);
+    return !s.feed(b) && s.reason().rfind("not_zmtp3_null", 0) == 0;
+  };
+  CHECK(refusedWith(Bytes{0x05, 0x01, 0x41}));  // ZMTP 1.0: length first
+  const Bytes g = greeting();
+  CHECK(refusedWith(Bytes(g.begin(), g.begin() + 9) + Bytes{0x00}));  // no 0x7F after padding
+  CHECK(refusedWith(greeting(2)));                                    // ZMTP 2.0
+  CHECK(refusedWith(greeting(3, "CURVE")));
+  CHECK(refusedWith(greeting() + Bytes{0x08, 0x00}));  // a reserved flag bit
+  CHECK(refusedWith(greeting() + frame(0x05, 1)));     // a command with more
+  // The version is refused as soon as it arrives, not only once the greeting is whole.
+  ZmtpScanner early(limits);
+  const Bytes v1 = greeting(1);
+  CHECK_FALSE(early.feed(Bytes(v1.begin(), v1.begin() + 11)));
+}
