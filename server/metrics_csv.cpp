@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,41 @@ void syncDirectoryOf(const std::string& path) {
   ::close(fd);
 }
 
+// Whether the file's first whole line is this version's header.
+bool hasOurHeader(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string first;
+  return std::getline(in, first) && !in.eof() && first == MetricsCsv::header();
+}
+
+// A row's round is its first field; a row without one is no row of ours.
+bool rowBefore(std::string_view line, uint64_t resume_round) {
+  uint64_t round = 0;
+  const auto [end, parse_error] = std::from_chars(line.data(), line.data() + line.size(), round);
+  return parse_error == std::errc() && end != line.data() + line.size() && *end == ',' &&
+         round < resume_round;
+}
+
+// Hands `sink` the rows after the header of rounds before `resume_round`, in order, a piece of
+// about 1 MiB at a time. Only whole lines count: a torn last line (a crash mid-write) has no
+// newline.
+void copyRowsBefore(const std::string& path, uint64_t resume_round, const ByteSink& sink) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line, piece;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line) && !in.eof()) {
+    if (!rowBefore(line, resume_round)) continue;
+    piece += line;
+    piece += '\n';
+    if (piece.size() >= (1u << 20)) {
+      sink(piece);
+      piece.clear();
+    }
+  }
+  if (in.bad()) throw std::runtime_error(path + ": cannot read the metrics CSV");
+  sink(piece);
+}
+
 }  // namespace
 
 MetricsCsv::MetricsCsv(const std::string& path) { start(path, O_CREAT | O_TRUNC); }
@@ -68,32 +104,22 @@ MetricsCsv::MetricsCsv(const std::string& given, uint64_t resume_round) {
     start(path, 0);
     return;
   }
-  std::string kept = header() + '\n';
-  if (const auto old = readFileIfExists(path); old && !old->empty()) {
-    // Only whole lines count: a torn last line (a crash mid-write) has no newline.
-    std::vector<std::string_view> lines;
-    for (size_t at = 0, nl; (nl = old->find('\n', at)) != std::string::npos; at = nl + 1)
-      lines.emplace_back(old->data() + at, nl - at);
-    if (!lines.empty() && lines.front() == header()) {
-      for (size_t i = 1; i < lines.size(); ++i) {
-        // A row's round is its first field.
-        const std::string_view line = lines[i];
-        uint64_t round = 0;
-        const auto [end, parse_error] =
-            std::from_chars(line.data(), line.data() + line.size(), round);
-        if (parse_error == std::errc() && end != line.data() + line.size() && *end == ',' &&
-            round < resume_round) {
-          kept.append(line);
-          kept += '\n';
-        }
-      }
-    } else {
-      std::filesystem::rename(path, path + ".old", ec);
-      if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
-    }
+  // Rows of another layout (or a torn header) are kept aside as PATH.old; the new file starts
+  // with the header and the old rows the resumed run keeps, streamed (the file grows with the
+  // run: a long run's would not fit in a small board's memory).
+  const bool keep_rows = exists && hasOurHeader(path);
+  if (exists && !keep_rows && st.st_size > 0) {
+    std::filesystem::rename(path, path + ".old", ec);
+    if (ec) throw std::runtime_error(path + ": cannot keep the old metrics CSV: " + ec.message());
   }
   // The file keeps its permissions (less the umask); a new one gets a fresh file's.
-  writeFileAtomically(path, kept, exists ? unsigned(st.st_mode & 07777) : 0644u);
+  writeFileAtomically(
+      path,
+      [&](const ByteSink& sink) {
+        sink(header() + '\n');
+        if (keep_rows) copyRowsBefore(path, resume_round, sink);
+      },
+      exists ? unsigned(st.st_mode & 07777) : 0644u);
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd_ < 0) failOpening(path, "cannot open metrics CSV for writing");
   regular_ = true;

@@ -27,6 +27,12 @@ struct Fd {
 }  // namespace
 
 void writeFileAtomically(const std::string& path, const std::string& bytes, unsigned mode) {
+  writeFileAtomically(
+      path, [&bytes](const ByteSink& sink) { sink(bytes); }, mode);
+}
+
+void writeFileAtomically(const std::string& path,
+                         const std::function<void(const ByteSink&)>& produce, unsigned mode) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -42,14 +48,22 @@ void writeFileAtomically(const std::string& path, const std::string& bytes, unsi
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))};
     if (f.fd < 0) fail("cannot create", tmp);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        failRemoving("write failed", tmp);
+    const ByteSink sink = [&](std::string_view bytes) {
+      size_t done = 0;
+      while (done < bytes.size()) {
+        ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          failRemoving("write failed", tmp);
+        }
+        done += size_t(n);
       }
-      done += size_t(n);
+    };
+    try {
+      produce(sink);
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
     }
     if (::fsync(f.fd) != 0) failRemoving("fsync failed", tmp);
     int fd = f.fd;

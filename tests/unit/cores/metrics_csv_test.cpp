@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +87,38 @@ TEST_CASE("a resumed coordinator drops a torn last line even of a round it keeps
   std::string expected = server::MetricsCsv::header() + "\n";
   for (uint64_t r = 0; r < 2; ++r) expected += server::MetricsCsv::row(record(r)) + "\n";
   CHECK(slurp(path) == expected);
+}
+
+// Peak resident memory of this process so far, in MiB.
+long peakRssMiB() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
+
+TEST_CASE("resuming a 64 MiB metrics CSV takes constant memory, not the file's size") {
+  // A long run's file (rows of many workers) outgrows a small board's memory; it is streamed.
+  const std::string path = scratch("long.csv");
+  const std::string padding(4000, 'x');
+  constexpr uint64_t kRows = 16384;  // 16,384 rows of about 4 kB: 64 MiB
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << server::MetricsCsv::header() << '\n';
+    for (uint64_t r = 0; r < kRows; ++r) out << r << ",0," << padding << '\n';
+  }
+  const long before = peakRssMiB();
+  { server::MetricsCsv csv(path, kRows - 10); }
+  const long growth = peakRssMiB() - before;
+  CHECK(growth < 16);  // reading the file whole and copying the rows kept took over 128 MiB
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  uint64_t rows = 0, last = 0;
+  std::getline(in, line);
+  CHECK(line == server::MetricsCsv::header());
+  while (std::getline(in, line)) last = std::stoull(line), ++rows;
+  CHECK(rows == kRows - 10);
+  CHECK(last == kRows - 11);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a resumed metrics CSV that cannot be rewritten is left whole, and the start fails") {
