@@ -108,6 +108,10 @@ void putWorker(const Worker& w, wire::CheckpointWorker* cw) {
   cw->set_upload_bytes(w.rec.upload_bytes);
   cw->set_download_bytes(w.rec.download_bytes);
   cw->set_instance(w.instance);
+  cw->set_missed_in_row(w.rec.missed_in_row);
+  cw->set_benched(w.rec.benched);
+  cw->set_probe_round(w.rec.probe_round);
+  cw->set_pushes_clipped(w.rec.pushes_clipped);
   if (w.push_price) putPrice(*w.push_price, cw->mutable_push_price());
 }
 
@@ -128,6 +132,10 @@ Worker takeWorker(const wire::CheckpointWorker& cw, size_t max_message_bytes) {
   w.rec.download_bytes = cw.download_bytes();
   w.samples = cw.samples();
   w.instance = cw.instance();
+  w.rec.missed_in_row = cw.missed_in_row();
+  w.rec.benched = cw.benched();
+  w.rec.probe_round = cw.probe_round();
+  w.rec.pushes_clipped = cw.pushes_clipped();
   if (cw.has_push_price()) w.push_price = takePrice(cw.push_price(), "worker " + cw.name());
   return w;
 }
@@ -140,6 +148,9 @@ void putCounters(const Counters& n, wire::Checkpoint& c) {
   c.set_pushes_asked_again(n.pushes_asked_again);
   c.set_push_reports_unusable(n.push_reports_unusable);
   c.set_steps_refused(n.steps_refused);
+  c.set_pushes_clipped(n.pushes_clipped);
+  c.set_workers_benched(n.benched);
+  c.set_evaluations_unusable(n.evaluations_unusable);
   for (const auto& [reason, count] : n.rejections) {
     auto* r = c.add_rejections();
     r->set_reason(reason);
@@ -156,6 +167,9 @@ Counters takeCounters(const wire::Checkpoint& c) {
   n.pushes_asked_again = c.pushes_asked_again();
   n.push_reports_unusable = c.push_reports_unusable();
   n.steps_refused = c.steps_refused();
+  n.pushes_clipped = c.pushes_clipped();
+  n.benched = c.workers_benched();
+  n.evaluations_unusable = c.evaluations_unusable();
   for (const auto& r : c.rejections()) n.rejections[r.reason()] = r.count();
   return n;
 }

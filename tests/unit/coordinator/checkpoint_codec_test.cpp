@@ -39,11 +39,18 @@ CheckpointState state(const CoordinatorOptions& s) {
   w.samples = 100;
   w.instance = 77;
   w.push_price = allocation::PushPrice{60.0, 8.0};
+  w.rec.missed_in_row = 4;
+  w.rec.benched = true;
+  w.rec.probe_round = 3;
+  w.rec.pushes_clipped = 2;
   c.mean_price = allocation::PushPrice{50.0, 6.0};
   c.allocation_method = "uniform";
   c.rounds_since_plan = 2;
   c.counters.upload_bytes = 5000;
   c.counters.steps_refused = 1;
+  c.counters.pushes_clipped = 6;
+  c.counters.benched = 2;
+  c.counters.evaluations_unusable = 5;
   c.counters.rejections["late_or_future_round"] = 3;
   c.last_accuracy = 0.75;
   c.accuracy_known = true;
@@ -90,6 +97,14 @@ TEST_CASE("a checkpoint decodes to the state it was encoded from") {
   CHECK(out.rounds_since_plan == 2);
   CHECK(out.counters.upload_bytes == 5000);
   CHECK(out.counters.steps_refused == 1);
+  // A straggler stays benched over a restart, and the robustness counters go on.
+  CHECK(w.rec.missed_in_row == 4);
+  CHECK(w.rec.benched);
+  CHECK(w.rec.probe_round == 3);
+  CHECK(w.rec.pushes_clipped == 2);
+  CHECK(out.counters.pushes_clipped == 6);
+  CHECK(out.counters.benched == 2);
+  CHECK(out.counters.evaluations_unusable == 5);
   CHECK(out.counters.rejections.at("late_or_future_round") == 3);
   CHECK(out.counters.rejectedTotal() == 3);
   CHECK(out.accuracy_known);
