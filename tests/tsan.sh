@@ -3,7 +3,7 @@
 # -DTERN_TSAN=ON and runs the integration tests that exercise their threads (the compute thread,
 # the HTTP endpoint's thread). Any report fails the run, whether or
 # not the test around it noticed the daemon's exit status. The daemon kit's unit suite (its
-# background jobs) runs under it too.
+# background jobs) runs under it too, and so do the frame guard's tests (its relay thread).
 # Usage: tests/tsan.sh [BUILD_DIR [JOBS [WERROR]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +23,12 @@ if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=c
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DTERN_TSAN=ON -DTERN_BUILD_BENCH=OFF \
   -DTERN_BUILD_DAEMONS=ON -DTERN_BUILD_TESTS=ON -DTERN_WERROR="$werror" >/dev/null
-cmake --build "$dir" -j"$jobs" --target tern-coordinator tern-worker tern-sim unit_daemon
+cmake --build "$dir" -j"$jobs" --target tern-coordinator tern-worker tern-sim unit_daemon unit_transport
 
 reports="$PWD/$dir/tsan-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
-filter="^(unit/daemon/.*|integration/($(IFS='|'; echo "${tests[*]}")))\$"
+filter="^(unit/daemon/.*|unit/transport/.*guard.*|integration/($(IFS='|'; echo "${tests[*]}")))\$"
 rc=0
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$reports/report \
 suppressions=$PWD/tests/tsan.supp" \

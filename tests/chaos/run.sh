@@ -230,6 +230,7 @@ frame_flood() {
   "${C[@]}" "$BIN/tern-frame-flood" --endpoint "$(local_endpoint)" --frames 200000 --timeout 20 \
     >> "$WORK/flood.out" 2>&1 || rc=$?
   [ "$rc" = 0 ] || log "the frame flood got no answer (status $rc)"
+  log "$(tail -n 1 "$WORK/flood.out")"
 }
 join_flood() {
   local p
