@@ -15,7 +15,6 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
-#include <vector>
 
 namespace tern::transport {
 
@@ -48,8 +47,9 @@ class Link : public std::enable_shared_from_this<Link> {
         outside_(std::move(outside)),
         inside_(st.io),
         scanner_(st.opts.limits),
-        up_(st.opts.buffer_bytes),
-        down_(st.opts.buffer_bytes) {}
+        size_(st.opts.buffer_bytes),
+        up_(new uint8_t[size_]),
+        down_(new uint8_t[size_]) {}
 
   void start() {
     auto self = shared_from_this();
@@ -64,12 +64,12 @@ class Link : public std::enable_shared_from_this<Link> {
   // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
   void pumpUp() {
     auto self = shared_from_this();
-    outside_.async_read_some(asio::buffer(up_), [self](error_code ec, size_t n) {
+    outside_.async_read_some(asio::buffer(up_.get(), size_), [self](error_code ec, size_t n) {
       if (ec) return self->close();
-      if (!self->scanner_.feed(std::span<const uint8_t>(self->up_.data(), n))) {
+      if (!self->scanner_.feed(std::span<const uint8_t>(self->up_.get(), n))) {
         return self->refuse();
       }
-      asio::async_write(self->inside_, asio::buffer(self->up_.data(), n),
+      asio::async_write(self->inside_, asio::buffer(self->up_.get(), n),
                         [self](error_code wec, size_t) {
                           if (wec) return self->close();
                           self->pumpUp();
@@ -80,9 +80,9 @@ class Link : public std::enable_shared_from_this<Link> {
   // ROUTER -> peer, as it comes.
   void pumpDown() {
     auto self = shared_from_this();
-    inside_.async_read_some(asio::buffer(down_), [self](error_code ec, size_t n) {
+    inside_.async_read_some(asio::buffer(down_.get(), size_), [self](error_code ec, size_t n) {
       if (ec) return self->close();
-      asio::async_write(self->outside_, asio::buffer(self->down_.data(), n),
+      asio::async_write(self->outside_, asio::buffer(self->down_.get(), n),
                         [self](error_code wec, size_t) {
                           if (wec) return self->close();
                           self->pumpDown();
@@ -114,8 +114,10 @@ class Link : public std::enable_shared_from_this<Link> {
   tcp::socket outside_;
   unix_stream::socket inside_;
   ZmtpScanner scanner_;
-  std::vector<uint8_t> up_;
-  std::vector<uint8_t> down_;
+  // Left uninitialized: a page costs memory only once a read reaches it (small messages: one).
+  size_t size_;
+  std::unique_ptr<uint8_t[]> up_;
+  std::unique_ptr<uint8_t[]> down_;
 };
 
 // The socket options libzmq gives its own TCP connections (channel.cpp): no Nagle delay, and
