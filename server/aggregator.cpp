@@ -49,23 +49,21 @@ uint64_t Aggregator::largestFrameBytes() {
   return largest_frame_bytes_;
 }
 
-std::vector<float> Aggregator::deltaOf(const std::vector<float>& aggregate, uint64_t round,
-                                       bool& refused) {
+void Aggregator::deltaOf(uint64_t round, bool& refused) {
   // A step of huge finite pushes can overflow: not taken, the model and momentum kept.
-  std::vector<float> delta(params_.size(), 0.0f);
-  std::vector<float> velocity_before = optimizer_.velocity();
-  optimizer_.step(aggregate, round, delta);
-  for (size_t j = 0; j < download_residual_.size(); ++j) delta[j] += download_residual_[j];
+  delta_.assign(params_.size(), 0.0f);
+  velocity_before_.assign(optimizer_.velocity().begin(), optimizer_.velocity().end());
+  optimizer_.step(aggregate_, round, delta_);
+  for (size_t j = 0; j < download_residual_.size(); ++j) delta_[j] += download_residual_[j];
   bool finite_step = true;
-  for (size_t j = 0; j < delta.size() && finite_step; ++j)
-    finite_step = std::isfinite(delta[j]) && std::isfinite(params_[j] + delta[j]);
+  for (size_t j = 0; j < delta_.size() && finite_step; ++j)
+    finite_step = std::isfinite(delta_[j]) && std::isfinite(params_[j] + delta_[j]);
   refused = !finite_step;
   if (refused) {
     spdlog::warn("round {}: the aggregated step overflows the model; not taken", round);
-    optimizer_.setVelocity(std::move(velocity_before));
-    std::fill(delta.begin(), delta.end(), 0.0f);
+    optimizer_.setVelocity(velocity_before_);
+    std::fill(delta_.begin(), delta_.end(), 0.0f);
   }
-  return delta;
 }
 
 namespace {
@@ -74,13 +72,15 @@ size_t nonZeros(const std::vector<float>& v) {
   return size_t(std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; }));
 }
 
-// The update as sparse coordinates when fewer than half are non-zero, else dense.
-compression::SparseGradient updateOf(const std::vector<float>& delta) {
-  compression::SparseGradient update;
+// `update` = `delta` as sparse coordinates when fewer than half are non-zero, else dense (its
+// buffers reused).
+void updateOf(const std::vector<float>& delta, compression::SparseGradient& update) {
   update.dim = uint32_t(delta.size());
+  update.indices.clear();
+  update.values.clear();
   if (nonZeros(delta) * 2 >= delta.size()) {
-    update.values = delta;
-    return update;
+    update.values.assign(delta.begin(), delta.end());
+    return;
   }
   for (uint32_t j = 0; j < delta.size(); ++j) {
     if (delta[j] != 0.0f) {
@@ -88,7 +88,6 @@ compression::SparseGradient updateOf(const std::vector<float>& delta) {
       update.values.push_back(delta[j]);
     }
   }
-  return update;
 }
 
 }  // namespace
@@ -98,24 +97,24 @@ size_t Aggregator::downloadCount(size_t pushed) const {
   return size_t(std::ceil(robustness_.download_ratio * double(params_.size())));
 }
 
-compression::SparseGradient Aggregator::broadcastOf(const std::vector<float>& pending,
-                                                    size_t count) {
+void Aggregator::broadcastOf(size_t count) {
+  const std::vector<float>& pending = delta_;
   if (count >= nonZeros(pending)) {
     download_residual_.clear();
-    return updateOf(pending);
+    updateOf(pending, update_);
+    return;
   }
-  compression::SparseGradient update;
-  update.dim = uint32_t(pending.size());
-  selector_.select(pending, uint32_t(count), update.indices, update.values);
-  download_residual_ = pending;
-  for (uint32_t j : update.indices) download_residual_[j] = 0.0f;
-  if (update.indices.size() * 2 >= pending.size()) {
-    std::vector<float> dense(pending.size(), 0.0f);
-    for (size_t i = 0; i < update.indices.size(); ++i) dense[update.indices[i]] = update.values[i];
-    update.indices.clear();
-    update.values = std::move(dense);
+  update_.dim = uint32_t(pending.size());
+  selector_.select(pending, uint32_t(count), update_.indices, update_.values);
+  download_residual_.assign(pending.begin(), pending.end());
+  for (uint32_t j : update_.indices) download_residual_[j] = 0.0f;
+  if (update_.indices.size() * 2 >= pending.size()) {
+    dense_.assign(pending.size(), 0.0f);
+    for (size_t i = 0; i < update_.indices.size(); ++i)
+      dense_[update_.indices[i]] = update_.values[i];
+    update_.indices.clear();
+    update_.values.swap(dense_);  // dense_ keeps the other buffer for a later round
   }
-  return update;
 }
 
 uint32_t Aggregator::clipPushes(const std::vector<Worker*>& pushers) {
@@ -136,7 +135,7 @@ uint32_t Aggregator::clipPushes(const std::vector<Worker*>& pushers) {
   return clipped;
 }
 
-std::vector<float> Aggregator::combine(const std::vector<Worker*>& pushers, double& loss) const {
+void Aggregator::combine(const std::vector<Worker*>& pushers, double& loss) {
   std::vector<uint64_t> samples;
   for (const Worker* w : pushers) samples.push_back(w->samples);
   const PushWeights pw =
@@ -147,12 +146,13 @@ std::vector<float> Aggregator::combine(const std::vector<Worker*>& pushers, doub
   if (robustness_.robust != config::RobustRule::kNone) {
     std::vector<const compression::SparseGradient*> pushes;
     for (const Worker* w : pushers) pushes.push_back(&*w->pending);
-    return robustAggregate(pushes, params_.size(), robustness_.robust, robustness_.trim_fraction);
+    aggregate_ =
+        robustAggregate(pushes, params_.size(), robustness_.robust, robustness_.trim_fraction);
+    return;
   }
-  std::vector<float> aggregate(params_.size(), 0.0f);
+  aggregate_.assign(params_.size(), 0.0f);
   for (size_t i = 0; i < pushers.size(); ++i)
-    compression::addScaled(*pushers[i]->pending, float(pw.weights[i] / pw.normaliser), aggregate);
-  return aggregate;
+    compression::addScaled(*pushers[i]->pending, float(pw.weights[i] / pw.normaliser), aggregate_);
 }
 
 StepResult Aggregator::step(Membership& members, uint64_t round) {
@@ -164,19 +164,23 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   }
   r.participants = uint32_t(pushers.size());
   r.clipped = clipPushes(pushers);
-  const std::vector<float> aggregate = combine(pushers, r.train_loss);
-  const size_t pushed = nonZeros(aggregate);
+  combine(pushers, r.train_loss);
+  const size_t pushed = nonZeros(aggregate_);
   for (Worker* w : pushers) w->pending.reset();
-  const std::vector<float> delta = deltaOf(aggregate, round, r.refused);
+  deltaOf(round, r.refused);
   // A worker may re-join one round behind: the previous model's checksum tells it.
   previous_checksum_ = modelChecksum();
-  compression::SparseGradient update;
-  update.dim = uint32_t(params_.size());
-  // A refused step sends nothing and keeps the residual.
-  if (!r.refused) update = broadcastOf(delta, downloadCount(pushed));
-  compression::addScaled(update, 1.0f, params_);  // as every replica adds it
+  if (r.refused) {
+    // A refused step sends nothing and keeps the residual.
+    update_.dim = uint32_t(params_.size());
+    update_.indices.clear();
+    update_.values.clear();
+  } else {
+    broadcastOf(downloadCount(pushed));
+  }
+  compression::addScaled(update_, 1.0f, params_);  // as every replica adds it
   model_checksum_.reset();
-  last_update_ = compression::encodeUpdate(update);
+  last_update_ = compression::encodeUpdate(update_);
   return r;
 }
 

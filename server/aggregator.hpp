@@ -57,17 +57,18 @@ class Aggregator {
                std::vector<float> download_residual = {});
 
  private:
-  // The optimizer's step plus the download residual; zero (momentum kept) when not finite.
-  std::vector<float> deltaOf(const std::vector<float>& aggregate, uint64_t round, bool& refused);
+  // delta_ = the optimizer's step on aggregate_ plus the download residual; zero (momentum kept)
+  // when not finite.
+  void deltaOf(uint64_t round, bool& refused);
   // How many coordinates a broadcast carries when the round's pushes carried `pushed`.
   size_t downloadCount(size_t pushed) const;
-  // The `count` largest entries of `pending` as the broadcast (all when they fit); the rest
-  // becomes the download residual.
-  compression::SparseGradient broadcastOf(const std::vector<float>& pending, size_t count);
+  // update_ = the `count` largest entries of delta_ (all when they fit); the rest becomes the
+  // download residual.
+  void broadcastOf(size_t count);
   // Clips the pushes' norms to clip_multiple times the round's median; returns how many.
   uint32_t clipPushes(const std::vector<Worker*>& pushers);
-  // The round's aggregate of the (clipped) pushes, and their losses' weighted mean.
-  std::vector<float> combine(const std::vector<Worker*>& pushers, double& loss) const;
+  // aggregate_ = the round's aggregate of the (clipped) pushes; their losses' weighted mean.
+  void combine(const std::vector<Worker*>& pushers, double& loss);
   size_t max_message_bytes_;
   config::AggregationSettings robustness_;
   std::optional<double> reference_norm_;  // the last median of two or more non-zero pushes
@@ -79,6 +80,12 @@ class Aggregator {
   std::optional<uint64_t> previous_checksum_;
   std::optional<uint64_t> model_checksum_;
   uint64_t largest_frame_bytes_ = 0;
+  // A round's model-sized work buffers, kept across rounds (no allocation in a steady round).
+  std::vector<float> aggregate_;
+  std::vector<float> delta_;
+  std::vector<float> velocity_before_;
+  std::vector<float> dense_;
+  compression::SparseGradient update_;
 };
 
 }  // namespace tern::server
