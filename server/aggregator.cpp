@@ -180,7 +180,9 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   }
   compression::addScaled(update_, 1.0f, params_);  // as every replica adds it
   model_checksum_.reset();
-  last_update_ = compression::encodeUpdate(update_);
+  std::vector<uint8_t> bytes = encoded_->take();
+  compression::encodeUpdateInto(update_, bytes);
+  last_update_ = Payload::shared(encoded_->share(std::move(bytes)));
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "common/compression/top_k_selection.hpp"
 #include "common/config/settings.hpp"
 #include "common/ml/optimizer.hpp"
+#include "common/util/buffer_pool.hpp"
 #include "proto/payload.hpp"
 #include "server/membership.hpp"
 
@@ -86,6 +87,8 @@ class Aggregator {
   std::vector<float> velocity_before_;
   std::vector<float> dense_;
   compression::SparseGradient update_;
+  // The encoded updates' buffers: one comes back once every send of its round is on the wire.
+  std::shared_ptr<BufferPool> encoded_ = BufferPool::make();
 };
 
 }  // namespace tern::server

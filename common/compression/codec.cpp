@@ -244,18 +244,27 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
 }
 
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
+  std::vector<uint8_t> out;
+  encodeUpdateInto(update, out);
+  return out;
+}
+
+void encodeUpdateInto(const SparseGradient& update, std::vector<uint8_t>& out) {
   if (update.dim == 0) throw std::invalid_argument("encodeUpdate: zero dimension");
   // No receiver accepts a non-finite value, dense or sparse.
   for (float x : update.values)
     if (!std::isfinite(x)) throw std::invalid_argument("encodeUpdate: non-finite value");
-  if (update.isDense()) return encodeFp32(Scheme::kUpdate, update.dim, {}, update.values);
+  if (update.isDense()) {
+    wire::encodeFp32Into(out, Scheme::kUpdate, update.dim, {}, update.values);
+    return;
+  }
   if (update.indices.size() != update.values.size())
     throw std::invalid_argument("encodeUpdate: indices and values differ in length");
   for (size_t i = 0; i < update.indices.size(); ++i) {
     if (update.indices[i] >= update.dim || (i > 0 && update.indices[i] <= update.indices[i - 1]))
       throw std::invalid_argument("encodeUpdate: indices must be strictly increasing and < dim");
   }
-  return encodeFp32(Scheme::kUpdate, update.dim, update.indices, update.values);
+  wire::encodeFp32Into(out, Scheme::kUpdate, update.dim, update.indices, update.values);
 }
 
 }  // namespace tern::compression

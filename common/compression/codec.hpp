@@ -30,5 +30,7 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 
 // Encode a plain update (sparse or dense, fp32 values) for the coordinator's broadcast.
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update);
+// The same into `out` (cleared first; its capacity reused).
+void encodeUpdateInto(const SparseGradient& update, std::vector<uint8_t>& out);
 
 }  // namespace tern::compression

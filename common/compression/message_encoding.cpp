@@ -31,6 +31,13 @@ void finishMessage(std::vector<uint8_t>& out) {
 
 std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uint32_t> indices,
                                 std::span<const float> values) {
+  std::vector<uint8_t> out;
+  encodeFp32Into(out, scheme, dim, indices, values);
+  return out;
+}
+
+void encodeFp32Into(std::vector<uint8_t>& out, Scheme scheme, uint32_t dim,
+                    std::span<const uint32_t> indices, std::span<const float> values) {
   const bool dense = indices.empty() && values.size() == dim;
   IndexPlan plan = dense ? IndexPlan{IndexCoding::kDense, 0, 0} : planIndices(dim, indices);
   Header h;
@@ -38,7 +45,7 @@ std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uin
   h.coding = plan.coding;
   h.dim = dim;
   h.count = uint32_t(values.size());
-  std::vector<uint8_t> out;
+  out.clear();
   // Only the index section goes through a zeroed buffer (the Rice writer needs its slack);
   // the values, most of a message, are appended once.
   out.reserve(headerBytes(h) + plan.bytes + values.size() * 4 + kBitWriterSlack);
@@ -49,7 +56,6 @@ std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uin
   finishMessage(out);
   const auto* v = reinterpret_cast<const uint8_t*>(values.data());
   out.insert(out.end(), v, v + values.size() * 4);  // little-endian host
-  return out;
 }
 
 std::vector<uint8_t> encodeSigns(uint32_t dim, std::span<const uint32_t> indices,

@@ -18,6 +18,9 @@ SparseGradient canonicalGradient(uint32_t dim, std::vector<uint32_t> indices,
 // fp32 values at strictly increasing indices; indices empty with values.size() == dim means dense.
 std::vector<uint8_t> encodeFp32(Scheme scheme, uint32_t dim, std::span<const uint32_t> indices,
                                 std::span<const float> values);
+// The same into `out` (cleared first; its capacity reused).
+void encodeFp32Into(std::vector<uint8_t>& out, Scheme scheme, uint32_t dim,
+                    std::span<const uint32_t> indices, std::span<const float> values);
 
 // S+Q: indices, one sign bit per index (set when negative) and the common magnitude.
 std::vector<uint8_t> encodeSigns(uint32_t dim, std::span<const uint32_t> indices,

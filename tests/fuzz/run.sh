@@ -36,6 +36,7 @@ LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,c
           "$ROOT"/server/{link_checks,membership,robust_aggregation,round_phase,straggler_bench}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"
           "$ROOT/common/transport/curve_keys.cpp" "$ROOT/common/transport/zmtp_scanner.cpp"
+          "$ROOT/common/util/buffer_pool.cpp"
           "$ROOT"/common/compression/*.cpp "$ROOT"/common/allocation/*.cpp "$ROOT"/common/ml/*.cpp
           "$ROOT"/common/telemetry/{http_request,http_client,json,status_table}.cpp)
 objects=()
