@@ -19,7 +19,7 @@ namespace tern::transport {
 
 struct FrameGuardOptions {
   ZmtpLimits limits;
-  size_t buffer_bytes = 32 << 10;  // per direction and connection
+  size_t buffer_bytes = 16 << 10;  // per direction and connection
 };
 
 // An unused abstract unix socket endpoint for the ROUTER behind the guard ("ipc://@...").
