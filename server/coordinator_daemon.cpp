@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/transport/framing.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/durable_file.hpp"
 #include "common/util/steady_clock.hpp"
@@ -86,6 +87,7 @@ void CoordinatorDaemon::listen() {
 std::string CoordinatorDaemon::listenBehindGuard() {
   transport::FrameGuardOptions opts;
   opts.limits.max_frame_bytes = s_.max_message_bytes;
+  opts.limits.max_message_bytes = s_.max_message_bytes + transport::kMaxEnvelopeBytes;
   guard_ = std::make_unique<transport::FrameGuard>(opts);
   const std::string inside = transport::privateEndpoint();
   channel_.bind(inside);

@@ -103,9 +103,18 @@ bool ZmtpScanner::sizeDone() {
            std::to_string(limits_.max_frame_bytes) + ")");
     return false;
   }
+  if (!command_) {
+    message_bytes_ += size_;
+    if (message_bytes_ > limits_.max_message_bytes) {
+      refuse("message_too_large: over " + std::to_string(limits_.max_message_bytes) +
+             " bytes in one message");
+      return false;
+    }
+  }
   if (!command_ && !more_) {
     ++messages_;
     frames_in_message_ = 0;
+    message_bytes_ = 0;
   }
   body_left_ = size_;
   state_ = size_ == 0 ? State::kFlags : State::kBody;

@@ -16,6 +16,8 @@ namespace tern::transport {
 struct ZmtpLimits {
   size_t max_frames_per_message = 16;  // message frames up to and including the last
   uint64_t max_frame_bytes = 64u << 20;
+  // All frames of one message together (a tern message: an envelope and a payload).
+  uint64_t max_message_bytes = (64u << 20) + (1u << 20);
 };
 
 class ZmtpScanner {
@@ -24,8 +26,8 @@ class ZmtpScanner {
   // Takes the next bytes of the stream; false once it is refused (then for good: see reason()).
   bool feed(std::span<const uint8_t> bytes);
   bool refused() const { return !reason_.empty(); }
-  // Why the stream was refused: "too_many_frames", "frame_too_large" or "not_zmtp3_null",
-  // with detail after a colon; empty while it is fine.
+  // Why the stream was refused: "too_many_frames", "frame_too_large", "message_too_large" or
+  // "not_zmtp3_null", with detail after a colon; empty while it is fine.
   const std::string& reason() const { return reason_; }
   uint64_t messages() const { return messages_; }  // whole messages seen so far
 
@@ -47,6 +49,7 @@ class ZmtpScanner {
   bool more_ = false;  // the current frame is not a message's last
   bool command_ = false;
   size_t frames_in_message_ = 0;
+  uint64_t message_bytes_ = 0;  // of the frames of the current message so far
   uint64_t messages_ = 0;
   std::string reason_;
 };

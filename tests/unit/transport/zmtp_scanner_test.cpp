@@ -110,6 +110,20 @@ TEST_CASE("a frame over the size limit is refused at its size, before its body")
   CHECK_FALSE(command.feed(greeting() + frame(0x04, 1001)));
 }
 
+TEST_CASE("a message whose frames together pass the message limit is refused at that frame") {
+  ZmtpLimits limits;
+  limits.max_frame_bytes = 1000;
+  limits.max_message_bytes = 2500;
+  ZmtpScanner ok(limits);
+  // Messages of 2,500, 2,000 and 500 bytes: the count starts again with every message.
+  CHECK(ok.feed(greeting() + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x00, 500) +
+                frame(0x01, 1000) + frame(0x00, 1000) + frame(0x00, 500)));
+  CHECK(ok.messages() == 3);
+  ZmtpScanner s(limits);
+  CHECK_FALSE(s.feed(greeting() + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x01, 501)));
+  CHECK(s.reason().rfind("message_too_large", 0) == 0);
+}
+
 TEST_CASE("anything but ZMTP 3 with the NULL mechanism is refused") {
   const ZmtpLimits limits;
   auto refusedWith = [&](const Bytes& b) {
