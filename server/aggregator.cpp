@@ -25,12 +25,19 @@ void Aggregator::restore(std::vector<float> params, std::vector<float> velocity,
   download_residual_ = std::move(download_residual);
 }
 
-compression::DecodeResult Aggregator::decode(std::span<const uint8_t> payload) const {
+compression::DecodeResult Aggregator::decode(std::span<const uint8_t> payload) {
   compression::DecodeLimits limits;
   limits.expected_dim = uint32_t(params_.size());
   limits.max_dim = uint32_t(params_.size());
   limits.max_bytes = max_message_bytes_;
-  return compression::decode(payload, limits);
+  compression::SparseGradient scratch;
+  if (!spare_pushes_.empty()) {
+    scratch = std::move(spare_pushes_.back());
+    spare_pushes_.pop_back();
+  }
+  auto res = compression::decode(payload, limits, scratch);
+  if (!res.value) spare_pushes_.push_back(std::move(scratch));
+  return res;
 }
 
 uint64_t Aggregator::modelChecksum() {
@@ -166,7 +173,10 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   r.clipped = clipPushes(pushers);
   combine(pushers, r.train_loss);
   const size_t pushed = nonZeros(aggregate_);
-  for (Worker* w : pushers) w->pending.reset();
+  for (Worker* w : pushers) {
+    spare_pushes_.push_back(std::move(*w->pending));
+    w->pending.reset();
+  }
   deltaOf(round, r.refused);
   // A worker may re-join one round behind: the previous model's checksum tells it.
   previous_checksum_ = modelChecksum();

@@ -32,8 +32,9 @@ class Aggregator {
   Aggregator(const ml::OptimizerSpec& optimizer, std::vector<float> initial,
              size_t max_message_bytes, const config::AggregationSettings& robustness = {});
 
-  // Decodes a push's gradient for this model (dimension and size limits).
-  compression::DecodeResult decode(std::span<const uint8_t> payload) const;
+  // Decodes a push's gradient for this model (dimension and size limits), into the buffers of a
+  // push the last step let go of when there is one.
+  compression::DecodeResult decode(std::span<const uint8_t> payload);
   // Combines the workers' pending gradients (in id order, clearing them; clipped pushes counted
   // in their records) and steps the model.
   StepResult step(Membership& members, uint64_t round);
@@ -87,6 +88,8 @@ class Aggregator {
   std::vector<float> velocity_before_;
   std::vector<float> dense_;
   compression::SparseGradient update_;
+  // Buffers of pushes a step let go of, refilled by the next decodes (as many as pushed at once).
+  std::vector<compression::SparseGradient> spare_pushes_;
   // The encoded updates' buffers: one comes back once every send of its round is on the wire.
   std::shared_ptr<BufferPool> encoded_ = BufferPool::make();
 };

@@ -218,6 +218,12 @@ const char* readValues(const uint8_t* v, uint64_t vbytes, const Header& h,
 }  // namespace
 
 DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  SparseGradient fresh;
+  return decode(bytes, limits, fresh);
+}
+
+DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                    SparseGradient& scratch) {
   if (bytes.size() > limits.max_bytes) return fail("message larger than the configured limit");
   const uint8_t* p = bytes.data();
   const uint8_t* const end = p + bytes.size();
@@ -230,8 +236,10 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
   if (uint64_t(end - p) < vbytes) return fail("message shorter than its value section");
   const uint8_t* const index_end = end - vbytes;
 
-  SparseGradient g;
+  SparseGradient& g = scratch;
   g.dim = h.dim;
+  g.indices.clear();
+  g.values.clear();
   if (const char* err = readIndices(p, index_end, h, g.indices)) return fail(err);
   g.values.resize(h.count);
   if (const char* err = readValues(index_end, vbytes, h, g.values)) return fail(err);

@@ -27,6 +27,10 @@ struct DecodeResult {
 };
 
 DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+// The same, decoded into `scratch`'s buffers (their capacity reused: no allocation when they hold
+// enough); on failure the buffers are handed back in `scratch`.
+DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
+                    SparseGradient& scratch);
 
 // Encode a plain update (sparse or dense, fp32 values) for the coordinator's broadcast.
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update);

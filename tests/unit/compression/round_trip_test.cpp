@@ -194,3 +194,29 @@ TEST_CASE("decode reports the header's length: magic, version, scheme, coding, d
     }
   }
 }
+
+TEST_CASE("decoding into a scratch gradient reuses its buffers and yields the fresh decode") {
+  const std::vector<float> g = gaussianGradient(5000, 3);
+  DecodeLimits limits;
+  limits.expected_dim = uint32_t(g.size());
+  SparseGradient scratch;
+  scratch.indices.reserve(g.size());
+  scratch.values.reserve(g.size());
+  const uint32_t* indices_at = scratch.indices.data();
+  const float* values_at = scratch.values.data();
+  for (const std::string name : {"identity", "topk", "qsgd", "identity"}) {
+    auto c = makeCompressor(specFor(name));
+    tern::Rng rng(5);
+    const Compressed out = c->compress(g, 50, rng);
+    DecodeResult into = decode(out.bytes, limits, scratch);
+    REQUIRE_MESSAGE(into.value.has_value(), into.error);
+    CHECK(sameGradient(*into.value, *decode(out.bytes, limits).value));
+    CHECK(into.value->values.data() == values_at);
+    if (!into.value->isDense()) CHECK(into.value->indices.data() == indices_at);
+    scratch = std::move(*into.value);
+  }
+  // A refused message leaves the buffers with the caller.
+  std::vector<uint8_t> bad = {0, 1, 2, 3, 4, 5};
+  CHECK_FALSE(decode(bad, limits, scratch).value.has_value());
+  CHECK(scratch.values.data() == values_at);
+}
