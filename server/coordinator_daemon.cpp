@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/daemon/heap_policy.hpp"
 #include "common/transport/framing.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/durable_file.hpp"
@@ -75,6 +76,8 @@ void CoordinatorDaemon::listen() {
   } catch (const zmq::error_t& e) {
     throw std::runtime_error("cannot listen on " + s_.bind + ": " + e.what());
   }
+  // A dense update, a dense push: the largest buffers a round allocates.
+  daemon::keepBuffersOf(core_.parameters().size() * sizeof(float));
   spdlog::info("coordinator listening on {} (session {:x}, {} parameters, waiting for {} workers)",
                endpoint, core_.session(), core_.parameters().size(), s_.min_workers);
   if (!s_.endpoint_file.empty()) writeFileAtomically(s_.endpoint_file, endpoint + '\n');

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/daemon/heap_policy.hpp"
 #include "common/util/checksum.hpp"
 #include "common/util/steady_clock.hpp"
 #include "worker/worker_status.hpp"
@@ -148,6 +149,8 @@ daemon::Phase WorkerDaemon::training() {
   })};
   p.on_message = [this](daemon::Incoming& in) {
     dispatch(core_.onMessage(in.message, in.bytes, now()));
+    // Once the welcome has given the model: its gradients and updates reuse heap pages.
+    daemon::keepBuffersOf(core_.parameters().size() * sizeof(float));
   };
   p.on_turn = [this] { onTurn(); };
   return p;

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -39,6 +40,29 @@ struct FrameGuard::State {
 
 namespace {
 
+// One direction's buffer: starts small, doubles while reads keep filling it (a large message).
+class RelayBuffer {
+ public:
+  RelayBuffer(size_t size, size_t max)
+      : size_(size), max_(std::max(size, max)), bytes_(new uint8_t[size]) {}
+  uint8_t* data() { return bytes_.get(); }
+  size_t size() const { return size_; }
+  // After a read of n bytes (before the next read): grows after kFullReads full reads in a row.
+  void noteRead(size_t n) {
+    full_reads_ = n == size_ ? full_reads_ + 1 : 0;
+    if (full_reads_ < kFullReads || size_ >= max_) return;
+    size_ = std::min(max_, size_ * 2);
+    bytes_.reset(new uint8_t[size_]);  // left uninitialized, like the first
+    full_reads_ = 0;
+  }
+
+ private:
+  static constexpr int kFullReads = 4;
+  size_t size_, max_;
+  int full_reads_ = 0;
+  std::unique_ptr<uint8_t[]> bytes_;
+};
+
 // One relayed connection: outside (the peer, scanned) <-> inside (the ROUTER's private socket).
 class Link : public std::enable_shared_from_this<Link> {
  public:
@@ -47,9 +71,8 @@ class Link : public std::enable_shared_from_this<Link> {
         outside_(std::move(outside)),
         inside_(st.io),
         scanner_(st.opts.limits),
-        size_(st.opts.buffer_bytes),
-        up_(new uint8_t[size_]),
-        down_(new uint8_t[size_]) {}
+        up_(st.opts.buffer_bytes, st.opts.max_buffer_bytes),
+        down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes) {}
 
   void start() {
     auto self = shared_from_this();
@@ -64,14 +87,15 @@ class Link : public std::enable_shared_from_this<Link> {
   // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
   void pumpUp() {
     auto self = shared_from_this();
-    outside_.async_read_some(asio::buffer(up_.get(), size_), [self](error_code ec, size_t n) {
+    outside_.async_read_some(asio::buffer(up_.data(), up_.size()), [self](error_code ec, size_t n) {
       if (ec) return self->close();
-      if (!self->scanner_.feed(std::span<const uint8_t>(self->up_.get(), n))) {
+      if (!self->scanner_.feed(std::span<const uint8_t>(self->up_.data(), n))) {
         return self->refuse();
       }
-      asio::async_write(self->inside_, asio::buffer(self->up_.get(), n),
-                        [self](error_code wec, size_t) {
+      asio::async_write(self->inside_, asio::buffer(self->up_.data(), n),
+                        [self, n](error_code wec, size_t) {
                           if (wec) return self->close();
+                          self->up_.noteRead(n);
                           self->pumpUp();
                         });
     });
@@ -80,14 +104,16 @@ class Link : public std::enable_shared_from_this<Link> {
   // ROUTER -> peer, as it comes.
   void pumpDown() {
     auto self = shared_from_this();
-    inside_.async_read_some(asio::buffer(down_.get(), size_), [self](error_code ec, size_t n) {
-      if (ec) return self->close();
-      asio::async_write(self->outside_, asio::buffer(self->down_.get(), n),
-                        [self](error_code wec, size_t) {
-                          if (wec) return self->close();
-                          self->pumpDown();
-                        });
-    });
+    inside_.async_read_some(asio::buffer(down_.data(), down_.size()),
+                            [self](error_code ec, size_t n) {
+                              if (ec) return self->close();
+                              asio::async_write(self->outside_, asio::buffer(self->down_.data(), n),
+                                                [self, n](error_code wec, size_t) {
+                                                  if (wec) return self->close();
+                                                  self->down_.noteRead(n);
+                                                  self->pumpDown();
+                                                });
+                            });
   }
 
   void refuse() {
@@ -115,9 +141,8 @@ class Link : public std::enable_shared_from_this<Link> {
   unix_stream::socket inside_;
   ZmtpScanner scanner_;
   // Left uninitialized: a page costs memory only once a read reaches it (small messages: one).
-  size_t size_;
-  std::unique_ptr<uint8_t[]> up_;
-  std::unique_ptr<uint8_t[]> down_;
+  RelayBuffer up_;
+  RelayBuffer down_;
 };
 
 // The socket options libzmq gives its own TCP connections (channel.cpp): no Nagle delay, and

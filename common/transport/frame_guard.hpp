@@ -19,7 +19,10 @@ namespace tern::transport {
 
 struct FrameGuardOptions {
   ZmtpLimits limits;
-  size_t buffer_bytes = 16 << 10;  // per direction and connection
+  size_t buffer_bytes = 16 << 10;  // per direction and connection, to start with
+  // A direction that streams (kGrowAfterFullReads reads in a row filled its buffer) doubles its
+  // buffer, up to this: fewer system calls for large messages, small ones keep the small buffer.
+  size_t max_buffer_bytes = 256 << 10;
 };
 
 // An unused abstract unix socket endpoint for the ROUTER behind the guard ("ipc://@...").

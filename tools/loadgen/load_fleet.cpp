@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/daemon/heap_policy.hpp"
 #include "common/daemon/signals.hpp"
 #include "common/transport/framing.hpp"
 #include "common/util/steady_clock.hpp"
@@ -98,6 +99,7 @@ void LoadFleet::takeMessages(Member& m) {
     }
     dispatch(m, m.core.onMessage(*parsed.message, frames->bytes, steadySeconds()));
     if (m.core.joined()) noteRound(m.core.replicaRound());
+    daemon::keepBuffersOf(m.core.parameters().size() * sizeof(float));
   }
 }
 

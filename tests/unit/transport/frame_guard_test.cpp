@@ -75,6 +75,29 @@ TEST_CASE("messages pass the guard both ways, large frames included") {
   CHECK(rig.guard.counts().refused == 0);
 }
 
+TEST_CASE("large messages stream through the guard intact while its buffers grow") {
+  // From 4 KiB buffers, each direction doubles up to 256 KiB over the first megabytes: every
+  // byte must still arrive in order, both ways, message after message.
+  Rig rig(4);
+  auto d = rig.dealer();
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char((i * 7 + i / 4093) % 251);
+  for (int round = 0; round < 3; ++round) {
+    const std::string up = big + std::to_string(round);
+    d.send(zmq::buffer(up), zmq::send_flags::none);
+    auto got = receiveMessage(rig.router);
+    REQUIRE(got.size() == 2);
+    CHECK(got[1] == up);
+    const std::string down = std::to_string(round) + big;
+    rig.router.send(zmq::buffer(got[0]), zmq::send_flags::sndmore);
+    rig.router.send(zmq::buffer(down), zmq::send_flags::none);
+    auto back = receiveMessage(d);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0] == down);
+  }
+  CHECK(rig.guard.counts().refused == 0);
+}
+
 TEST_CASE("a message over the frame limit closes its connection before the ROUTER sees it") {
   Rig rig(4);
   auto flooder = rig.dealer();
