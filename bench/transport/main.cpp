@@ -20,7 +20,7 @@ using namespace tern::bench;
 namespace {
 
 constexpr const char* kMillion = "{kind: mlp, hidden: 1270, classes: 10}";  // 1,008,970 params
-constexpr const char* kQuickstart = "{kind: softmax, classes: 10}";          // 7,850 params
+constexpr const char* kQuickstart = "{kind: softmax, classes: 10}";         // 7,850 params
 
 std::vector<TernCase> allCases(size_t workers) {
   return {{"identity-1e6", kMillion, "identity", 1.0, workers},
@@ -79,11 +79,14 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csv_path, "write one row per case and pair here")->required();
   app.add_option("--pairs", pairs, "interleaved tern/raw pairs per case (default 5)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--rounds", s.rounds, "timed rounds per run (default 30)")->check(CLI::Range(1, 100000));
-  app.add_option("--warmup", s.warmup, "untimed rounds first (default 10)")->check(CLI::Range(1, 100000));
+  app.add_option("--rounds", s.rounds, "timed rounds per run (default 30)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", s.warmup, "untimed rounds first (default 10)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--workers", workers, "workers (default 4)")->check(CLI::Range(1, 1000));
-  app.add_option("--case", only, "run only these cases (identity-1e6, topk1-1e6, "
-                                 "identity-quickstart, topk1-quickstart)");
+  app.add_option("--case", only,
+                 "run only these cases (identity-1e6, topk1-1e6, "
+                 "identity-quickstart, topk1-quickstart)");
   app.add_option("--bin", s.bin_dir, "directory of tern-coordinator and tern-loadgen");
   app.add_option("--data", s.data_dir, "Fashion-MNIST's directory");
   app.add_flag("--quick", quick, "one pair of 3 + 5 rounds per case (a smoke run)");

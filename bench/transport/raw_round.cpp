@@ -41,7 +41,8 @@ void dealers(zmq::context_t& ctx, const std::string& endpoint, const RawPattern&
 }
 
 // One round: the update to every DEALER, then one answer from each.
-void round(zmq::socket_t& router, const std::vector<std::string>& ids, const std::vector<char>& down) {
+void round(zmq::socket_t& router, const std::vector<std::string>& ids,
+           const std::vector<char>& down) {
   for (const auto& id : ids) {
     router.send(zmq::buffer(id), zmq::send_flags::sndmore);
     router.send(zmq::buffer(down), zmq::send_flags::none);

@@ -93,8 +93,9 @@ std::string coordinatorYaml(const fs::path& dir, const TernSetup& s, const TernC
     << "worker_patience_seconds: 60\neval_every: 1000000\nmodel: " << c.model
     << "\noptimizer: {lr: 0.1, momentum: 0.9}\ntraining: {batch_size: 32, seed: 3}\n"
     << "allocation: {method: uniform, mean_ratio: " << c.mean_ratio << "}\n"
-    << "test_data: {format: idx, images: " << s.data_dir << "/t10k-images-idx3-ubyte.gz, labels: "
-    << s.data_dir << "/t10k-labels-idx1-ubyte.gz}\nlogging: {level: warn}\nsecurity: none\n";
+    << "test_data: {format: idx, images: " << s.data_dir
+    << "/t10k-images-idx3-ubyte.gz, labels: " << s.data_dir
+    << "/t10k-labels-idx1-ubyte.gz}\nlogging: {level: warn}\nsecurity: none\n";
   return y.str();
 }
 

@@ -23,11 +23,11 @@ struct TernSetup {
 };
 
 struct TernResult {
-  double round_ms = 0;            // mean wall ms per timed round
-  double faults_per_round = 0;    // the coordinator's minor faults per timed round
-  size_t params = 0;              // the model's parameter count
-  size_t down_bytes = 0;          // per worker per timed round (round starts, probes)
-  size_t up_bytes = 0;            // per worker per timed round (pushes, probe answers)
+  double round_ms = 0;          // mean wall ms per timed round
+  double faults_per_round = 0;  // the coordinator's minor faults per timed round
+  size_t params = 0;            // the model's parameter count
+  size_t down_bytes = 0;        // per worker per timed round (round starts, probes)
+  size_t up_bytes = 0;          // per worker per timed round (pushes, probe answers)
 };
 
 // Runs one case to warmup + rounds closed rounds; throws std::runtime_error with the reason (and
