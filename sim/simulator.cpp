@@ -87,6 +87,8 @@ struct Simulator::Impl {
         server::coordinatorOptions(cset), ml::makeModel(cset.model), test != nullptr,
         deriveSeed(cset.training.seed, 0x73657373ULL), now);
     auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
+    // One event at a time: the workers' trainers never compute together and share their storage.
+    auto scratch = std::make_shared<worker::TrainerScratch>();
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
       wset.name = "sim-worker-" + std::to_string(i);
@@ -95,7 +97,7 @@ struct Simulator::Impl {
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
       workers.push_back(
           std::make_unique<worker::WorkerCore>(worker::workerOptions(wset), shard, i + 1));
-      trainers.push_back(std::make_unique<worker::ShardTrainer>(shard));
+      trainers.push_back(std::make_unique<worker::ShardTrainer>(shard, nullptr, nullptr, scratch));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
     }
     up_free.assign(s.workers, 0.0);

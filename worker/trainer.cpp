@@ -8,8 +8,12 @@
 namespace tern::worker {
 
 ShardTrainer::ShardTrainer(std::shared_ptr<const ml::Dataset> shard,
-                           std::function<bool()> cancelled, std::shared_ptr<const ml::Dataset> eval)
-    : shard_(std::move(shard)), cancelled_(std::move(cancelled)), eval_(std::move(eval)) {}
+                           std::function<bool()> cancelled, std::shared_ptr<const ml::Dataset> eval,
+                           std::shared_ptr<TrainerScratch> scratch)
+    : shard_(std::move(shard)),
+      cancelled_(std::move(cancelled)),
+      eval_(std::move(eval)),
+      scratch_(scratch ? std::move(scratch) : std::make_shared<TrainerScratch>()) {}
 
 std::optional<Evaluation> ShardTrainer::evaluate(const ml::Model& model,
                                                  std::span<const float> at) {
@@ -25,15 +29,15 @@ std::optional<Evaluation> ShardTrainer::evaluate(const ml::Model& model,
     loss_sum += model.loss(at, *eval_, rows) * double(rows.size());
   }
   if (cancelled()) return std::nullopt;
-  const double accuracy = ml::chunkedAccuracy(model, at, *eval_, chunk, batch_);
+  const double accuracy = ml::chunkedAccuracy(model, at, *eval_, chunk, scratch_->batch);
   return Evaluation{loss_sum / double(n), accuracy, n};
 }
 
 std::optional<double> ShardTrainer::batchGradient(const ml::Model& model, std::span<const float> at,
                                                   std::span<const size_t> rows,
                                                   std::vector<float>& grad) {
-  return ml::chunkedLossAndGradient(model, at, *shard_, rows, ml::chunkRows(at.size()), batch_,
-                                    chunk_grad_, grad, cancelled_);
+  return ml::chunkedLossAndGradient(model, at, *shard_, rows, ml::chunkRows(at.size()),
+                                    scratch_->batch, scratch_->chunk_grad, grad, cancelled_);
 }
 
 std::optional<GradientResult> ShardTrainer::gradient(const GradientRequest& request) {

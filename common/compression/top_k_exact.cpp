@@ -67,14 +67,14 @@ KthBracket bracketKth(const uint32_t* bits, size_t count, uint32_t k, uint32_t l
 void TopKSelector::pickExact(uint32_t k, uint32_t low, uint32_t high,
                              std::vector<uint32_t>& indices, std::vector<float>& values) {
   // All of the top k are candidates, and every candidate's key is at least `low`.
-  const KthBracket bracket = bracketKth(cand_bits_.get(), count_, k, low, high);
+  const KthBracket bracket = bracketKth(s_->bits.get(), count_, k, low, high);
   const size_t rank = bracket.rank;
   // The selection set (the keys in the bracket) with candidate positions, in candidate order,
   // and a copy of its keys for kthLargestKey to reorder; each area has room for the slots
   // packing may write past its end.
   const size_t area = count_ + kPackSlack;
-  scratch_.resize(3 * area);
-  uint32_t* set_keys = scratch_.data();
+  s_->keys.resize(3 * area);
+  uint32_t* set_keys = s_->keys.data();
   uint32_t* set_pos = set_keys + area;
   const size_t m = keysInRange(bracket.set_low, bracket.set_high, set_keys, set_pos);
   uint32_t* work = set_pos + area;
@@ -199,20 +199,20 @@ __attribute__((target("avx2,popcnt"))) size_t keysInRangeAvx2(const uint32_t* bi
 size_t TopKSelector::keysInRange(uint32_t low, uint32_t high, uint32_t* out_keys,
                                  uint32_t* out_pos) const {
 #if defined(TERN_TOPK_AVX2)
-  if (use_avx2_) return keysInRangeAvx2(cand_bits_.get(), count_, low, high, out_keys, out_pos);
+  if (use_avx2_) return keysInRangeAvx2(s_->bits.get(), count_, low, high, out_keys, out_pos);
 #endif
-  return keysInRangeScalar(cand_bits_.get(), 0, count_, low, high, out_keys, out_pos, 0);
+  return keysInRangeScalar(s_->bits.get(), 0, count_, low, high, out_keys, out_pos, 0);
 }
 
 size_t TopKSelector::keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index,
                                  float* out_values, size_t n) const {
 #if defined(TERN_TOPK_AVX2)
   if (use_avx2_)
-    return keepAtLeastAvx2(cand_index_.get(), cand_bits_.get(), from, to, key, out_index,
-                           out_values, n);
+    return keepAtLeastAvx2(s_->index.get(), s_->bits.get(), from, to, key, out_index, out_values,
+                           n);
 #endif
-  return keepAtLeastScalar(cand_index_.get(), cand_bits_.get(), from, to, key, out_index,
-                           out_values, n);
+  return keepAtLeastScalar(s_->index.get(), s_->bits.get(), from, to, key, out_index, out_values,
+                           n);
 }
 
 }  // namespace tern::compression

@@ -159,18 +159,23 @@ constexpr size_t kDenseHitsPerGroup = 3;
 
 TopKSelector::TopKSelector(bool allow_avx2) : use_avx2_(allow_avx2 && detail::haveAvx2()) {}
 
+TopKSelector::Scratch& TopKSelector::threadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 void TopKSelector::reserve(size_t n) {
-  if (n <= capacity_) return;
-  n = std::max(n, 2 * capacity_);
+  if (n <= s_->capacity) return;
+  n = std::max(n, 2 * s_->capacity);
   auto idx = std::make_unique_for_overwrite<uint32_t[]>(n);
   auto bits = std::make_unique_for_overwrite<uint32_t[]>(n);
   if (count_ > 0) {
-    std::memcpy(idx.get(), cand_index_.get(), count_ * 4);
-    std::memcpy(bits.get(), cand_bits_.get(), count_ * 4);
+    std::memcpy(idx.get(), s_->index.get(), count_ * 4);
+    std::memcpy(bits.get(), s_->bits.get(), count_ * 4);
   }
-  cand_index_ = std::move(idx);
-  cand_bits_ = std::move(bits);
-  capacity_ = n;
+  s_->index = std::move(idx);
+  s_->bits = std::move(bits);
+  s_->capacity = n;
 }
 
 namespace {
@@ -215,35 +220,35 @@ TopKSelector::Bracket TopKSelector::estimateBracket(std::span<const float> g, ui
   Bracket b;
   if (rank_low >= double(m)) return b;
   const size_t r = size_t(rank_low);
-  scratch_.resize(m);
+  s_->keys.resize(m);
   const size_t stride = (d - kChunk) / (chunks - 1);
   for (size_t c = 0; c < chunks; ++c) {
     const float* p = g.data() + c * stride;
-    for (size_t j = 0; j < kChunk; ++j) scratch_[c * kChunk + j] = magnitudeKey(p[j]);
+    for (size_t j = 0; j < kChunk; ++j) s_->keys[c * kChunk + j] = magnitudeKey(p[j]);
   }
   if (r < m / 32) {
     // A heap of the r + 1 largest is cheaper than a full selection while r is a small part
     // of the sample (measured: 2-3x at r = m / 64); its root is the key of rank r.
-    keepLargest(scratch_.data(), m, r);
+    keepLargest(s_->keys.data(), m, r);
     if (rank_high >= 0.0) {
       const size_t h = size_t(rank_high);
-      std::nth_element(scratch_.begin(), scratch_.begin() + ptrdiff_t(h),
-                       scratch_.begin() + ptrdiff_t(r + 1), std::greater<uint32_t>());
-      b.high = scratch_[h];
+      std::nth_element(s_->keys.begin(), s_->keys.begin() + ptrdiff_t(h),
+                       s_->keys.begin() + ptrdiff_t(r + 1), std::greater<uint32_t>());
+      b.high = s_->keys[h];
     }
-    b.low = *std::min_element(scratch_.begin(), scratch_.begin() + ptrdiff_t(r + 1));
+    b.low = *std::min_element(s_->keys.begin(), s_->keys.begin() + ptrdiff_t(r + 1));
     return b;
   } else {
-    std::nth_element(scratch_.begin(), scratch_.begin() + ptrdiff_t(r), scratch_.end(),
+    std::nth_element(s_->keys.begin(), s_->keys.begin() + ptrdiff_t(r), s_->keys.end(),
                      std::greater<uint32_t>());
     if (rank_high >= 0.0) {
       const size_t h = size_t(rank_high);
-      std::nth_element(scratch_.begin(), scratch_.begin() + ptrdiff_t(h),
-                       scratch_.begin() + ptrdiff_t(r), std::greater<uint32_t>());
-      b.high = scratch_[h];
+      std::nth_element(s_->keys.begin(), s_->keys.begin() + ptrdiff_t(h),
+                       s_->keys.begin() + ptrdiff_t(r), std::greater<uint32_t>());
+      b.high = s_->keys[h];
     }
   }
-  b.low = scratch_[r];
+  b.low = s_->keys[r];
   return b;
 }
 
@@ -354,25 +359,26 @@ void TopKSelector::collect(std::span<const float> g, uint32_t threshold, bool de
     const size_t before = count_;
 #if defined(TERN_TOPK_AVX2)
     if (use_avx2_)
-      count_ = collectSpanAvx2(dense, p, i, groups, threshold, masks, group_of, cand_index_.get(),
-                               cand_bits_.get(), count_);
+      count_ = collectSpanAvx2(dense, p, i, groups, threshold, masks, group_of, s_->index.get(),
+                               s_->bits.get(), count_);
     else
 #endif
-      count_ = collectSpan(dense, p, i, groups, threshold, masks, group_of, cand_index_.get(),
-                           cand_bits_.get(), count_);
+      count_ = collectSpan(dense, p, i, groups, threshold, masks, group_of, s_->index.get(),
+                           s_->bits.get(), count_);
     dense = (count_ - before) * kDenseHitsPerGroup >= groups;
     i += groups * kGroup;
   }
   reserve(count_ + kGroup);
   for (; i < d; ++i) {
-    cand_index_[count_] = uint32_t(i);
-    cand_bits_[count_] = std::bit_cast<uint32_t>(p[i]);
+    s_->index[count_] = uint32_t(i);
+    s_->bits[count_] = std::bit_cast<uint32_t>(p[i]);
     count_ += magnitudeKey(p[i]) >= threshold;
   }
 }
 
 void TopKSelector::select(std::span<const float> g, uint32_t k, std::vector<uint32_t>& indices,
                           std::vector<float>& values) {
+  s_ = &threadScratch();
   const size_t d = g.size();
   k = uint32_t(std::min<size_t>(k, d));
   if (k == 0) {
@@ -400,10 +406,11 @@ void TopKSelector::select(std::span<const float> g, uint32_t k, std::vector<uint
 
 void TopKSelector::selectAtLeast(std::span<const float> g, uint32_t key,
                                  std::vector<uint32_t>& indices, std::vector<float>& values) {
+  s_ = &threadScratch();
   collect(g, key, true);
-  indices.assign(cand_index_.get(), cand_index_.get() + count_);
+  indices.assign(s_->index.get(), s_->index.get() + count_);
   values.resize(count_);
-  if (count_ > 0) std::memcpy(values.data(), cand_bits_.get(), count_ * 4);
+  if (count_ > 0) std::memcpy(values.data(), s_->bits.get(), count_ * 4);
 }
 
 }  // namespace tern::compression

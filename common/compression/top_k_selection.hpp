@@ -75,14 +75,21 @@ class TopKSelector {
   size_t keepAtLeast(size_t from, size_t to, uint32_t key, uint32_t* out_index, float* out_values,
                      size_t n) const;
 
-  // Candidates in increasing index order with their float bits, kept so that neither the
-  // exact selection nor the caller has to gather from g again. Sized without zero-filling.
-  std::unique_ptr<uint32_t[]> cand_index_;
-  std::unique_ptr<uint32_t[]> cand_bits_;
+  // Work storage of one selection, not kept between calls: one per thread, shared by the
+  // thread's selectors (a simulator's thousands of workers select one at a time).
+  struct Scratch {
+    // Candidates in increasing index order with their float bits, kept so that neither the
+    // exact selection nor the caller has to gather from g again. Sized without zero-filling.
+    std::unique_ptr<uint32_t[]> index;
+    std::unique_ptr<uint32_t[]> bits;
+    size_t capacity = 0;
+    std::vector<uint32_t> keys;  // the sample's keys, then the exact selection's set
+  };
+  static Scratch& threadScratch();
+
   bool use_avx2_;
-  size_t capacity_ = 0;
+  Scratch* s_ = nullptr;  // this thread's, set by select and selectAtLeast
   size_t count_ = 0;
-  std::vector<uint32_t> scratch_;
 };
 
 }  // namespace tern::compression

@@ -20,9 +20,16 @@ void ByteRows::reserve(size_t rows) {
   starts_.reserve(rows);
 }
 
+size_t ByteRows::valueCapacity() const {
+  size_t held = 0;
+  for (const auto& b : blocks_) held += b.capacity();
+  return held;
+}
+
 uint8_t* ByteRows::place(size_t n) {
   if (blocks_.empty() || blocks_.back().capacity() - blocks_.back().size() < n) {
-    blocks_.emplace_back().reserve(std::max(kBlockBytes, n));
+    const size_t room = std::clamp(valueCapacity(), kFirstBlockBytes, kBlockBytes);
+    blocks_.emplace_back().reserve(std::max(n, room));
   }
   auto& block = blocks_.back();
   starts_.push_back(uint64_t(blocks_.size() - 1) << 32 | block.size());

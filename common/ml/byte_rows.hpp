@@ -1,7 +1,7 @@
 #pragma once
 // Rows of byte features with their zero bytes left out: images are mostly background (half of
 // Fashion-MNIST's pixels are 0), so a row keeps a bit mask of its non-zero bytes and only those.
-// Rows are appended once and read back whole; storage grows in fixed blocks, never by copying.
+// Rows are appended once and read back whole; storage grows in blocks, never by copying.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -18,6 +18,8 @@ class ByteRows {
 
   size_t rows() const { return starts_.size(); }
   size_t cols() const { return cols_; }
+  // Bytes the value blocks hold room for (the non-zero bytes and the room left in the blocks).
+  size_t valueCapacity() const;
   // Appends a row of cols() bytes.
   void append(std::span<const uint8_t> row);
   // Appends row r of `other` (of the same cols()).
@@ -30,6 +32,9 @@ class ByteRows {
   uint8_t at(size_t r, size_t c) const;
 
  private:
+  // Blocks grow with what is held, from kFirstBlockBytes to kBlockBytes: a shard of a few
+  // hundred rows holds little more than its rows, a large one few blocks; rows never move.
+  static constexpr size_t kFirstBlockBytes = size_t{1} << 12;
   static constexpr size_t kBlockBytes = size_t{1} << 18;
   // Room for `n` more bytes in one block (a new one when the last is full); where they start.
   uint8_t* place(size_t n);

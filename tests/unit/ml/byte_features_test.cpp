@@ -109,6 +109,25 @@ TEST_CASE("ByteRows gives back every row it was given, zeros and all") {
   CHECK_THROWS_AS(rows.append(std::vector<uint8_t>(19)), std::invalid_argument);
 }
 
+TEST_CASE("ByteRows holds little more than its non-zero bytes, for a few rows as for many") {
+  // A simulated fleet of thousands of workers holds thousands of small shards: each must not
+  // cost a whole large block.
+  tern::Rng rng(5);
+  for (size_t n : {1, 3, 50, 700, 20000}) {
+    CAPTURE(n);
+    ByteRows rows(784);
+    size_t non_zero = 0;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<uint8_t> row(784);
+      for (auto& v : row) v = rng() % 2 ? uint8_t(1 + rng() % 255) : 0;
+      for (uint8_t v : row) non_zero += v != 0;
+      rows.append(row);
+    }
+    CHECK(rows.valueCapacity() >= non_zero);
+    CHECK(rows.valueCapacity() <= 2 * non_zero + 4096);
+  }
+}
+
 TEST_CASE("subset of byte features keeps bytes, the same rows") {
   const Dataset bytes = randomBytes(50, 7, 3, 5);
   const std::vector<size_t> rows{9, 0, 9, 49};
