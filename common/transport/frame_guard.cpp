@@ -26,7 +26,10 @@ using boost::system::error_code;
 
 struct FrameGuard::State {
   explicit State(const FrameGuardOptions& o) : opts(o) {}
-  asio::io_context io;  // first: destroyed last, after everything that runs on it
+  // Relay buffers' bytes above their first size (the guard's thread only); before io, so that
+  // links destroyed with io's handlers still find it.
+  size_t grown = 0;
+  asio::io_context io;  // destroyed after everything that runs on it
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
   unix_stream::endpoint inside;
@@ -40,25 +43,41 @@ struct FrameGuard::State {
 
 namespace {
 
-// One direction's buffer: starts small, doubles while reads keep filling it (a large message).
+// One direction's buffer: starts small, doubles while reads keep filling it (a large message)
+// as long as the guard's growth budget allows; it keeps its size (no churn of large blocks).
 class RelayBuffer {
  public:
-  RelayBuffer(size_t size, size_t max)
-      : size_(size), max_(std::max(size, max)), bytes_(new uint8_t[size]) {}
+  RelayBuffer(size_t size, size_t max, size_t& grown, size_t budget)
+      : first_(size),
+        size_(size),
+        max_(std::max(size, max)),
+        grown_(grown),
+        budget_(budget),
+        bytes_(new uint8_t[size]) {}
+  ~RelayBuffer() { grown_ -= size_ - first_; }
+  RelayBuffer(const RelayBuffer&) = delete;
+  RelayBuffer& operator=(const RelayBuffer&) = delete;
   uint8_t* data() { return bytes_.get(); }
   size_t size() const { return size_; }
-  // After a read of n bytes (before the next read): grows after kFullReads full reads in a row.
+  // After a read of n bytes (before the next read).
   void noteRead(size_t n) {
     full_reads_ = n == size_ ? full_reads_ + 1 : 0;
     if (full_reads_ < kFullReads || size_ >= max_) return;
-    size_ = std::min(max_, size_ * 2);
-    bytes_.reset(new uint8_t[size_]);  // left uninitialized, like the first
+    const size_t next = std::min(max_, size_ * 2);
+    if (grown_ + (next - size_) <= budget_) resize(next);
     full_reads_ = 0;
   }
 
  private:
   static constexpr int kFullReads = 4;
-  size_t size_, max_;
+  void resize(size_t size) {
+    grown_ = grown_ + size - size_;
+    size_ = size;
+    bytes_.reset(new uint8_t[size_]);  // left uninitialized, like the first
+  }
+  size_t first_, size_, max_;
+  size_t& grown_;  // the guard's bytes above its buffers' first sizes
+  size_t budget_;
   int full_reads_ = 0;
   std::unique_ptr<uint8_t[]> bytes_;
 };
@@ -71,8 +90,9 @@ class Link : public std::enable_shared_from_this<Link> {
         outside_(std::move(outside)),
         inside_(st.io),
         scanner_(st.opts.limits),
-        up_(st.opts.buffer_bytes, st.opts.max_buffer_bytes),
-        down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes) {}
+        up_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown, st.opts.growth_budget_bytes),
+        down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown,
+              st.opts.growth_budget_bytes) {}
 
   void start() {
     auto self = shared_from_this();

@@ -23,6 +23,10 @@ struct FrameGuardOptions {
   // A direction that streams (kGrowAfterFullReads reads in a row filled its buffer) doubles its
   // buffer, up to this: fewer system calls for large messages, small ones keep the small buffer.
   size_t max_buffer_bytes = 256 << 10;
+  // What all connections' grown buffers may add together, so that a fleet's bursts (every
+  // worker's calibration probes at once) do not grow every connection; a closed connection gives
+  // its growth back.
+  size_t growth_budget_bytes = 8 << 20;
 };
 
 // An unused abstract unix socket endpoint for the ROUTER behind the guard ("ipc://@...").
