@@ -10,32 +10,34 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled)
 }
 
 std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
-  corrected_.assign(g.begin(), g.end());
   have_corrected_ = true;
-  if (!enabled_) return corrected_;
+  if (!enabled_) return view_ = g;  // nothing to add: the caller's gradient itself, no copy
   // A different dimension means a different model (a re-join): the old residual is void.
   if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
+  corrected_.resize(g.size());
   for (size_t j = 0; j < g.size(); ++j) corrected_[j] = residual_[j] + g[j];
-  return corrected_;
+  return view_ = corrected_;
 }
 
 Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
   if (!have_corrected_) throw std::logic_error("ErrorFeedback: compressCorrected before corrected");
-  Compressed c = inner_->compress(corrected_, level, rng);
+  Compressed c = inner_->compress(view_, level, rng);
   if (enabled_) {
-    // e <- v - C(v), coordinate by coordinate in float, exactly as a receiver would subtract.
-    residual_ = corrected_;
+    // e <- v - C(v), coordinate by coordinate in float, exactly as a receiver would subtract:
+    // v becomes the residual (its buffer, no copy), then the sent coordinates lose what was sent.
+    residual_.swap(corrected_);
     const SparseGradient& dec = c.decoded;
     if (dec.isDense()) {
-      for (size_t j = 0; j < residual_.size(); ++j) residual_[j] = corrected_[j] - dec.values[j];
+      for (size_t j = 0; j < residual_.size(); ++j) residual_[j] = residual_[j] - dec.values[j];
     } else {
       for (size_t i = 0; i < dec.indices.size(); ++i) {
         const uint32_t j = dec.indices[i];
-        residual_[j] = corrected_[j] - dec.values[i];
+        residual_[j] = residual_[j] - dec.values[i];
       }
     }
   }
   have_corrected_ = false;
+  view_ = {};
   return c;
 }
 
@@ -56,7 +58,7 @@ std::span<const float> ErrorFeedback::resendResidual(size_t d) {
   if (!enabled_ || residual_.size() != d) return {};
   corrected_ = residual_;
   have_corrected_ = true;
-  return corrected_;
+  return view_ = corrected_;
 }
 
 Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng& rng) {
@@ -67,6 +69,7 @@ Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng
 void ErrorFeedback::reset() {
   residual_.clear();
   corrected_.clear();
+  view_ = {};
   have_corrected_ = false;
 }
 

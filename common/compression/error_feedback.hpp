@@ -12,7 +12,8 @@ namespace tern::compression {
 class ErrorFeedback {
  public:
   ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled);
-  // v = e + g is what the tuner should look at before choosing the level.
+  // v = e + g is what the tuner should look at before choosing the level. With feedback off, v
+  // is g itself: g must then stay valid until compressCorrected.
   std::span<const float> corrected(std::span<const float> g);
   // Compress the last corrected vector at `level` and update the residual.
   Compressed compressCorrected(uint32_t level, Rng& rng);
@@ -34,7 +35,9 @@ class ErrorFeedback {
   std::unique_ptr<Compressor> inner_;
   bool enabled_;
   std::vector<float> residual_;
-  std::vector<float> corrected_;
+  std::vector<float>
+      corrected_;  // v with feedback on (after compressing: the old residual's buffer)
+  std::span<const float> view_;  // v: corrected_, or the caller's g with feedback off
   bool have_corrected_ = false;  // corrected() called since the last compressCorrected()
 };
 
