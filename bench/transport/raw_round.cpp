@@ -10,7 +10,12 @@ namespace tern::bench {
 
 namespace {
 
-std::string idOf(size_t i) { return "w" + std::to_string(i); }
+// A DEALER's routing id: "w" and its number.
+std::string idOf(size_t i) {
+  std::string id = std::to_string(i);
+  id.insert(id.begin(), 'w');
+  return id;
+}
 
 // The workers' side: N DEALERs on one thread (as tern-loadgen runs its members), each answering
 // every message with `up_bytes`, until each has answered `rounds` messages.
