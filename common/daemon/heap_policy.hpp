@@ -3,7 +3,7 @@
 // defaults a buffer the size of a model of millions of parameters is a fresh mapping each time it
 // is allocated (above the mmap threshold), and freed memory beyond the trim threshold goes back to
 // the kernel: every round then touches fresh pages (a page fault each, 4 KiB at a time).
-// docs/performance.md ("The heap") has the measurements.
+// docs/performance.md ("A round against the wire") has the measurements.
 #include <cstddef>
 
 namespace tern::daemon {
