@@ -73,6 +73,7 @@ void CoordinatorCore::reject(const std::string& peer, wire::Error::Code code,
 
 void CoordinatorCore::send(Worker& w, Message m) {
   w.last_sent = now_;
+  wakeMoved(w.rec.id);
   const size_t bytes = m.envelope.ByteSizeLong() + m.payload.size();
   w.rec.download_bytes += bytes;
   counters_.download_bytes += bytes;
@@ -123,6 +124,7 @@ Effects CoordinatorCore::handleMessage(const std::string& peer, const Message& m
     reject(peer, wire::Error::UNKNOWN_SESSION, "unknown_session", "unknown session");
   } else if (env.has_heartbeat()) {
     w->last_seen = now_;
+    wakeMoved(w->rec.id);
   } else {
     handleLeave(*w, env.leave());
   }
@@ -290,6 +292,7 @@ Message CoordinatorCore::roundStartFor(const Worker& w) const {
 
 void CoordinatorCore::startRound() {
   round_deadline_ = now_ + options_.round_deadline_seconds;
+  wakesStale();  // seats and pushes of everyone change
   // A round restarted after every worker went keeps its acknowledged pushes: the caps handed
   // out now get what the budget leaves after those.
   bool carried = false;
@@ -332,6 +335,7 @@ void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, si
     return;
   }
   w->last_seen = now_;
+  wakeMoved(w->rec.id);  // seen now; its link, push and patience may change below
   if (push.has_link()) takeLink(*w, push.link(), true);
   Effects notice = take();  // out_ held nothing else: handlePush starts an event
   const auto ack = [&](bool probe) {
@@ -441,6 +445,7 @@ void CoordinatorCore::closeRound() {
   counters_.pushes_clipped += step.clipped;
   const bool bench_moved = bench_.closeRound(membership_, round_, counters_.benched);
   tallyStale();
+  wakesStale();  // the step let go of every push; prices may move
   RoundRecord rec;
   rec.round = round_;
   rec.time_s = now_ - start_time_.value_or(now_);
@@ -537,6 +542,7 @@ void CoordinatorCore::markSilentGone() {
       spdlog::warn("worker {} ({}) silent for {:.1f} s: marked gone", id, w.rec.name,
                    now_ - w.last_seen);
       w.rec.alive = false;  // an acknowledged push stays in its round
+      wakeMoved(id);
       membership_changed = true;
       continue;
     }
@@ -592,21 +598,6 @@ Effects CoordinatorCore::handleTimeout(double now) {
     roundTimers();
   }
   return take();
-}
-
-double CoordinatorCore::nextTimeout(double now) const {
-  double t = now + options_.heartbeat_seconds;
-  if (phase_.is(Phase::kRunning)) t = std::min(t, round_deadline_);
-  // The resume grace matters only while a worker is back (else: a wake-up in the past).
-  if (phase_.is(Phase::kResuming) && phase_.resume_deadline && membership_.alive() > 0)
-    t = std::min(t, *phase_.resume_deadline);
-  const PatienceContext context = patience();
-  for (const auto& [id, w] : membership_.all()) {
-    if (!w.rec.alive) continue;
-    t = std::min(t, w.last_seen + patienceFor(w, context));
-    t = std::min(t, w.last_sent + options_.heartbeat_seconds);
-  }
-  return t;
 }
 
 }  // namespace tern::server

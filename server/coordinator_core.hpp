@@ -25,6 +25,7 @@
 #include "server/round_phase.hpp"
 #include "server/round_record.hpp"
 #include "server/straggler_bench.hpp"
+#include "server/wake_queue.hpp"
 
 namespace tern::server {
 
@@ -79,8 +80,11 @@ class CoordinatorCore {
   Effects handleEvaluated(double accuracy, double now);
   // Ends training now (a signal): every worker is told to finish.
   Effects handleStop(double now);
-  // The next time handleTimeout has work to do.
+  // The next time handleTimeout has work to do; O(log N) per worker changed since the last call
+  // (each worker's wake-up is kept in a heap), O(N) after a round starts or closes.
   double nextTimeout(double now) const;
+  // The same, by visiting every worker: the reference nextTimeout is held to in the tests.
+  double nextTimeoutByWalk(double now) const;
   // The state at the start of the round being collected (its pushes are redone on resume).
   std::string checkpoint(double now) const;
 
@@ -162,6 +166,16 @@ class CoordinatorCore {
   bool allAnswered() const;
   double pushedShare() const;
   PatienceContext patience() const;
+  // nextTimeout's part that is not any one worker's: heartbeats, the round's deadline, resuming.
+  double sharedTimeout(double now) const;
+  // When `w` (alive) is next due: marked gone, or sent a heartbeat.
+  double wakeupOf(const Worker& w, const PatienceContext& context) const;
+  // `id`'s wake-up may have moved: it is recomputed at the next nextTimeout.
+  void wakeMoved(uint32_t id) { wake_moved_.push_back(id); }
+  // Every wake-up may have moved (a round started or closed).
+  void wakesStale() { wakes_stale_ = true; }
+  // Brings wakes_ up to date with the table.
+  void refreshWakes() const;
 
   CoordinatorOptions options_;
   std::unique_ptr<ml::Model> model_;
@@ -186,6 +200,10 @@ class CoordinatorCore {
   double now_ = 0.0;                          // the time of the event being handled
   Effects out_;                               // what the event being handled returns
   mutable std::optional<QuorumTally> tally_;  // kept by pushes and refusals, else recounted
+  mutable WakeQueue wakes_;                   // alive workers' wake-ups (wakeupOf)
+  mutable std::vector<uint32_t> wake_moved_;  // workers whose wake-up may have moved since
+  mutable bool wakes_stale_ = true;           // wakes_ is rebuilt from the table at next use
+  mutable std::optional<PatienceContext> wakes_context_;  // what wakes_ was computed under
 };
 
 }  // namespace tern::server

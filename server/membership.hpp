@@ -76,6 +76,7 @@ struct PatienceContext {
   bool collecting = false;                          // a round is open
   std::optional<allocation::PushPrice> mean_price;  // everyone's measured push price
   size_t model_floats = 0;
+  bool operator==(const PatienceContext&) const = default;
 };
 
 // How long `w` may stay silent before it is marked gone: the patience, or longer while its push

@@ -14,6 +14,7 @@ namespace tern::allocation {
 struct PushPrice {
   double per_push = 0.0;
   double per_coordinate = 0.0;
+  bool operator==(const PushPrice&) const = default;
 };
 
 struct WorkerLoad {

@@ -31,7 +31,8 @@ fi
 # The library code under test, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 LIB_SRCS=("$OUT/gen/tern.pb.cc" "$ROOT"/proto/*.cpp "$ROOT"/server/{aggregator,cap_planner}.cpp
           "$ROOT"/server/{checkpoint_codec,coordinator_checkpoint,coordinator_core,coordinator_options}.cpp
-          "$ROOT/server/coordinator_quorum.cpp" "$ROOT/server/federated_evaluation.cpp"
+          "$ROOT"/server/{coordinator_quorum,coordinator_wakeups,wake_queue}.cpp
+          "$ROOT/server/federated_evaluation.cpp"
           "$ROOT/server/inline_evaluation.cpp" "$ROOT/server/join_limiter.cpp"
           "$ROOT"/server/{link_checks,membership,robust_aggregation,round_phase,straggler_bench}.cpp
           "$ROOT/common/transport/framing.cpp" "$ROOT/common/transport/channel.cpp"

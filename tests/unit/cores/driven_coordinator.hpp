@@ -4,6 +4,7 @@
 // checkpoint is remembered until checkpointWritten(). Tests keep the event-in, messages-out view.
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,21 @@ class DrivenCoordinator : public server::CoordinatorCore {
   std::vector<Outgoing> drive(server::Effects effects) {
     effects = server::evaluateInline(*this, std::move(effects), test_.get(), clock_, between_,
                                      chunk_rows_);
+    checkWakeup();
     checkpoint_due_ = checkpoint_due_ || effects.checkpoint_due;
     if (on_round) {
       for (const auto& r : effects.closed_rounds) on_round(r);
     }
     return std::move(effects.messages);
+  }
+
+  // After every event the kept wake-ups agree with a walk over every worker.
+  void checkWakeup() const {
+    const double now = clock_();
+    const double kept = nextTimeout(now), walked = nextTimeoutByWalk(now);
+    if (kept != walked)
+      throw std::logic_error("nextTimeout " + std::to_string(kept) +
+                             " but a walk over the workers says " + std::to_string(walked));
   }
 
   std::shared_ptr<const ml::Dataset> test_;
