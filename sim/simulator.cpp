@@ -88,15 +88,18 @@ struct Simulator::Impl {
         deriveSeed(cset.training.seed, 0x73657373ULL), now);
     auto parts = ml::partitionOf(s.train_data, full, s.workers, s.worker.partition);
     // One event at a time: the workers' trainers never compute together and share their storage.
+    // Nor do they build pushes together: one buffer for error feedback's corrected gradient.
     auto scratch = std::make_shared<worker::TrainerScratch>();
+    auto corrected = std::make_shared<std::vector<float>>();
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
       wset.name = "sim-worker-" + std::to_string(i);
       wset.shard_index = i;
       wset.shard_total = s.workers;
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
-      workers.push_back(
-          std::make_unique<worker::WorkerCore>(worker::workerOptions(wset), shard, i + 1));
+      auto options = worker::workerOptions(wset);
+      options.push.corrected_scratch = corrected;
+      workers.push_back(std::make_unique<worker::WorkerCore>(options, shard, i + 1));
       trainers.push_back(std::make_unique<worker::ShardTrainer>(shard, nullptr, nullptr, scratch));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
     }

@@ -51,8 +51,8 @@ namespace {
 std::unique_ptr<compression::ErrorFeedback> makeFeedback(const PushOptions& o, double threshold) {
   compression::CompressorSpec cspec = o.compressor;
   if (threshold > 0.0) cspec.threshold = threshold;
-  return std::make_unique<compression::ErrorFeedback>(compression::makeCompressor(cspec),
-                                                      o.strategy.error_feedback);
+  return std::make_unique<compression::ErrorFeedback>(
+      compression::makeCompressor(cspec), o.strategy.error_feedback, o.corrected_scratch);
 }
 
 }  // namespace

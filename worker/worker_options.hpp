@@ -4,7 +4,9 @@
 // the data files, keys and logging stay with the daemon.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/config/settings.hpp"
 
@@ -33,6 +35,9 @@ struct PushOptions {
   PushStrategy strategy;
   config::TuningSettings tuning;
   uint32_t packet_bytes = 1448;  // the link's packet size, for the packet cost model
+  // Where error feedback builds the corrected gradient: shared by workers that never build
+  // pushes at the same time (the simulator's); null = each worker its own.
+  std::shared_ptr<std::vector<float>> corrected_scratch;
 };
 
 struct WorkerOptions {

@@ -4,8 +4,12 @@
 
 namespace tern::compression {
 
-ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled)
-    : inner_(std::move(inner)), enabled_(enabled) {
+ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled,
+                             std::shared_ptr<std::vector<float>> shared_corrected)
+    : inner_(std::move(inner)),
+      enabled_(enabled),
+      shared_(shared_corrected != nullptr),
+      corrected_(shared_ ? std::move(shared_corrected) : std::make_shared<std::vector<float>>()) {
   if (!inner_) throw std::invalid_argument("ErrorFeedback: no compressor");
 }
 
@@ -14,9 +18,10 @@ std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
   if (!enabled_) return view_ = g;  // nothing to add: the caller's gradient itself, no copy
   // A different dimension means a different model (a re-join): the old residual is void.
   if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
-  corrected_.resize(g.size());
-  for (size_t j = 0; j < g.size(); ++j) corrected_[j] = residual_[j] + g[j];
-  return view_ = corrected_;
+  std::vector<float>& v = *corrected_;
+  v.resize(g.size());
+  for (size_t j = 0; j < g.size(); ++j) v[j] = residual_[j] + g[j];
+  return view_ = v;
 }
 
 Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
@@ -24,8 +29,13 @@ Compressed ErrorFeedback::compressCorrected(uint32_t level, Rng& rng) {
   Compressed c = inner_->compress(view_, level, rng);
   if (enabled_) {
     // e <- v - C(v), coordinate by coordinate in float, exactly as a receiver would subtract:
-    // v becomes the residual (its buffer, no copy), then the sent coordinates lose what was sent.
-    residual_.swap(corrected_);
+    // v becomes the residual (its own buffer, no copy; a shared one is copied), then the sent
+    // coordinates lose what was sent.
+    if (shared_) {
+      residual_.assign(view_.begin(), view_.end());
+    } else {
+      residual_.swap(*corrected_);
+    }
     const SparseGradient& dec = c.decoded;
     if (dec.isDense()) {
       for (size_t j = 0; j < residual_.size(); ++j) residual_[j] = residual_[j] - dec.values[j];
@@ -56,9 +66,9 @@ bool ErrorFeedback::takeBack(const SparseGradient& unsent) {
 
 std::span<const float> ErrorFeedback::resendResidual(size_t d) {
   if (!enabled_ || residual_.size() != d) return {};
-  corrected_ = residual_;
+  *corrected_ = residual_;
   have_corrected_ = true;
-  return view_ = corrected_;
+  return view_ = *corrected_;
 }
 
 Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng& rng) {
@@ -68,7 +78,7 @@ Compressed ErrorFeedback::compress(std::span<const float> g, uint32_t level, Rng
 
 void ErrorFeedback::reset() {
   residual_.clear();
-  corrected_.clear();
+  if (!shared_) corrected_->clear();
   view_ = {};
   have_corrected_ = false;
 }

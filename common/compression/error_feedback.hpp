@@ -11,7 +11,11 @@ namespace tern::compression {
 
 class ErrorFeedback {
  public:
-  ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled);
+  // shared_corrected: where v is built, shared by feedbacks that never compress at the same
+  // time (the simulator's workers); null = a buffer of its own, which becomes the residual after
+  // each compression (no copy).
+  ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled,
+                std::shared_ptr<std::vector<float>> shared_corrected = nullptr);
   // v = e + g is what the tuner should look at before choosing the level. With feedback off, v
   // is g itself: g must then stay valid until compressCorrected.
   std::span<const float> corrected(std::span<const float> g);
@@ -35,8 +39,9 @@ class ErrorFeedback {
   std::unique_ptr<Compressor> inner_;
   bool enabled_;
   std::vector<float> residual_;
-  std::vector<float>
-      corrected_;  // v with feedback on (after compressing: the old residual's buffer)
+  bool shared_;  // corrected_ is shared: copied into the residual, not swapped
+  // v with feedback on (its own: after compressing, the old residual's buffer); never null.
+  std::shared_ptr<std::vector<float>> corrected_;
   std::span<const float> view_;  // v: corrected_, or the caller's g with feedback off
   bool have_corrected_ = false;  // corrected() called since the last compressCorrected()
 };

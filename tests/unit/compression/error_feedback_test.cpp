@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "test_support.hpp"
 
@@ -89,4 +90,35 @@ TEST_CASE("error feedback resets its residual on reset and on a dimension change
   ef.reset();
   CHECK(ef.residual().empty());
   CHECK_THROWS_AS(ef.compressCorrected(5, rng), std::logic_error);
+}
+
+TEST_CASE("feedbacks sharing one corrected buffer, taking turns, match feedbacks with their own") {
+  for (const std::string& name : compressorNames()) {
+    CAPTURE(name);
+    CompressorSpec spec;
+    spec.name = name;
+    spec.threshold = 1.0;
+    auto shared = std::make_shared<std::vector<float>>();
+    ErrorFeedback own_a(makeCompressor(spec), true), own_b(makeCompressor(spec), true);
+    ErrorFeedback sh_a(makeCompressor(spec), true, shared),
+        sh_b(makeCompressor(spec), true, shared);
+    tern::Rng r1(4), r2(4), r3(4), r4(4);
+    for (int round = 0; round < 4; ++round) {
+      const auto ga = gaussianGradient(2000, 10 + round), gb = gaussianGradient(2000, 60 + round);
+      const Compressed oa = own_a.compress(ga, 50, r1), sa = sh_a.compress(ga, 50, r2);
+      const Compressed ob = own_b.compress(gb, 50, r3), sb = sh_b.compress(gb, 50, r4);
+      CHECK(oa.bytes == sa.bytes);
+      CHECK(ob.bytes == sb.bytes);
+      CHECK(own_a.residual() == sh_a.residual());
+      CHECK(own_b.residual() == sh_b.residual());
+      // A refused push taken back and sent again, by one of the sharers.
+      CHECK(sh_a.takeBack(sa.decoded) == own_a.takeBack(oa.decoded));
+      const auto va = sh_a.resendResidual(2000);
+      const auto vo = own_a.resendResidual(2000);
+      CHECK(std::equal(va.begin(), va.end(), vo.begin(), vo.end()));
+      CHECK(sh_a.compressCorrected(30, r2).bytes == own_a.compressCorrected(30, r1).bytes);
+      CHECK(own_a.residual() == sh_a.residual());
+    }
+    CHECK(shared->size() == 2000);  // the one buffer they built v in
+  }
 }

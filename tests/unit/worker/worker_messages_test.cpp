@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace tern;
 
 TEST_CASE("a join parses back to the fields it was built from") {
@@ -75,4 +77,25 @@ TEST_CASE("heartbeat, push, probe and leave parse back, another envelope is not 
   CHECK_FALSE(proto::parseLeave(proto::pushMessage(from, 1)).has_value());
   CHECK_FALSE(proto::parseJoin(proto::heartbeatMessage(from, 1)).has_value());
   CHECK_FALSE(proto::parsePush(proto::leaveMessage(from, "")).has_value());
+}
+
+TEST_CASE("probes share one filler buffer, and writing one probe's bytes leaves the others") {
+  const proto::WorkerAddress from{77, 5};
+  Message small = proto::probeMessage(from, 1, 1, 300);
+  const Message large = proto::probeMessage(from, 1, 2, 5000);
+  const Message again = proto::probeMessage(from, 1, 3, 300);
+  CHECK(large.payload.size() == 5000);
+  CHECK(again.payload.size() == 300);
+  CHECK(again.payload.data() == large.payload.data());  // the larger buffer, no new bytes
+  const auto all_filler = [](const Payload& p) {
+    return std::all_of(p.begin(), p.end(), [&](uint8_t b) { return b == p[0]; });
+  };
+  CHECK(all_filler(small.payload));
+  CHECK(all_filler(large.payload));
+  CHECK(small.payload[0] == large.payload[0]);
+  const uint8_t filler = large.payload[0];
+  small.payload.mutableData()[0] = uint8_t(filler + 1);  // copied first: shared bytes
+  CHECK(small.payload[0] == uint8_t(filler + 1));
+  CHECK(large.payload[0] == filler);
+  CHECK(again.payload[0] == filler);
 }
