@@ -49,7 +49,7 @@ struct TrainingSettings {
 };
 
 struct AllocationSettings {
-  allocation::Method method = allocation::Method::kUniform;  // methodName() spells it
+  allocation::Method method = allocation::Method::kCostAware;  // methodName() spells it
   allocation::Budget budget;
   // Re-plan every this many rounds (0 = never on a schedule). Membership changes re-plan at
   // once; changed plan inputs (a link model or the measured push bytes) at the round's close.

@@ -202,7 +202,11 @@ TEST_CASE("every strategy the configuration names is parsed into its kind") {
   const auto coordinator = loadCoordinatorSettings(
       writeTemp("kinds-coordinator.yaml", "allocation: {method: cost-aware}\nsecurity: none\n"));
   CHECK(coordinator.allocation.method == tern::allocation::Method::kCostAware);
-  const auto uniform = loadCoordinatorSettings(writeTemp("kinds-uniform.yaml", "security: none\n"));
+  // Unsaid, the allocation is the data- and link-aware one.
+  const auto unsaid = loadCoordinatorSettings(writeTemp("kinds-unsaid.yaml", "security: none\n"));
+  CHECK(unsaid.allocation.method == tern::allocation::Method::kCostAware);
+  const auto uniform = loadCoordinatorSettings(
+      writeTemp("kinds-uniform.yaml", "allocation: {method: uniform}\nsecurity: none\n"));
   CHECK(uniform.allocation.method == tern::allocation::Method::kUniform);
 }
 
@@ -620,9 +624,12 @@ TEST_CASE("link-seconds allocation keys under a method other than cost-aware are
                         "security: none\nallocation:\n  method: cost-aware\n  " + key + "\n");
     CHECK_NOTHROW(loadCoordinatorSettings(ok));
   }
-  // The method's default is uniform.
+  // The method's default is cost-aware, which reads them.
   auto f = writeTemp("alloc-default.yaml", "security: none\nallocation: {deadline_seconds: 2}\n");
-  CHECK(errorOf([&] { loadCoordinatorSettings(f); }).find("not by uniform") != std::string::npos);
+  CHECK_NOTHROW(loadCoordinatorSettings(f));
+  auto u = writeTemp("alloc-uniform.yaml",
+                     "security: none\nallocation: {method: uniform, deadline_seconds: 2}\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(u); }).find("not by uniform") != std::string::npos);
 }
 
 TEST_CASE("a data-source key the chosen format does not read is refused at its line") {

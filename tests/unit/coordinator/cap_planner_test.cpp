@@ -100,6 +100,7 @@ TEST_CASE("under cost-aware, a first fitted link re-plans at the round's close")
   CHECK_FALSE(planner.closeRound(m));
 
   config::AllocationSettings uniform;
+  uniform.method = allocation::Method::kUniform;
   uniform.budget.mean_ratio = 0.5;
   CapPlanner volume(uniform, 100);
   volume.plan(m);
