@@ -12,6 +12,12 @@ start_coordinator
 write_worker "$WORK/worker.yaml" "$EP" 10
 "$BIN/tern-loadgen" --config "$WORK/worker.yaml" --workers $N --rounds $ROUNDS --seed 5 \
   > "$WORK/load.out" 2> "$WORK/load.err" || { cat "$WORK/load.err"; fail "tern-loadgen exited with $?"; }
+# The load generator stops once it has sent its last pushes; the coordinator closes that round
+# when it has read them all (a stop ends training at once, with what is unread left unread).
+for _ in $(seq 1 150); do
+  [ -f "$WORK/metrics.csv" ] && [ "$(($(wc -l < "$WORK/metrics.csv") - 1))" -ge $ROUNDS ] && break
+  sleep 0.1
+done
 kill -TERM "$CPID"; wait "$CPID" || true
 cat "$WORK/load.out"
 line=$(grep '^loadgen: ' "$WORK/load.out") || fail "no summary line"
