@@ -170,10 +170,18 @@ class CoordinatorCore {
   double sharedTimeout(double now) const;
   // When `w` (alive) is next due: marked gone, or sent a heartbeat.
   double wakeupOf(const Worker& w, const PatienceContext& context) const;
-  // `id`'s wake-up may have moved: it is recomputed at the next nextTimeout.
-  void wakeMoved(uint32_t id) { wake_moved_.push_back(id); }
+  // `id`'s wake-up may have moved: it is recomputed at the next nextTimeout (a driver that asks
+  // seldom gets one rebuild instead of an ever longer list).
+  void wakeMoved(uint32_t id) {
+    if (wakes_stale_) return;
+    wake_moved_.push_back(id);
+    if (wake_moved_.size() > 2 * membership_.all().size() + 64) wakesStale();
+  }
   // Every wake-up may have moved (a round started or closed).
-  void wakesStale() { wakes_stale_ = true; }
+  void wakesStale() {
+    wakes_stale_ = true;
+    wake_moved_.clear();
+  }
   // Brings wakes_ up to date with the table.
   void refreshWakes() const;
 
