@@ -150,7 +150,8 @@ struct Simulator::Impl {
       size_t bytes = wireBytes(*msg);
       sent_to_worker[i] += bytes;
       double start = std::max(now, down_free[i]);
-      double done = start + double(bytes) * 8.0 / (settings.download_rate_mbps * 1e6);
+      const double rate = links[i].download_rate_mbps.value_or(settings.download_rate_mbps);
+      double done = start + double(bytes) * 8.0 / (rate * 1e6);
       down_free[i] = done;
       push(done + links[i].latency_ms / 1000.0, EventKind::kToWorker, i, msg, bytes);
     }

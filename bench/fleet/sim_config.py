@@ -7,8 +7,7 @@ Environment: DATA, TARGET, MAX_ROUNDS (as run.sh), LATENCY_MS (0.1), COMPUTE_SEC
 METRICS_CSV (the simulator's metrics CSV), WORKERS (8; more stretch the fleet: worker i of n has
 link i x 8 / n, so each of the 8 links is held by n / 8 workers).
 
-The simulator has one downlink rate for all workers: the fleet's slowest downlink is used (A: 4
-Mbit/s, where the daemons' fleet has 4-400; B: 8, where one worker has 100).
+Each simulated link has the fleet's uplink and downlink rates of its worker.
 """
 import os
 import sys
@@ -58,10 +57,10 @@ def main(argv):
                        "labels": f"{data}/train-labels-idx1-ubyte.gz"},
         "coordinator": coordinator,
         "worker": worker,
-        "links": [{"rate_mbps": str(up), "latency_ms": env.get("LATENCY_MS", "0.1"),
+        "links": [{"rate_mbps": str(up), "download_rate_mbps": str(down),
+                   "latency_ms": env.get("LATENCY_MS", "0.1"),
                    "compute_seconds": env.get("COMPUTE_SECONDS", "0.005")}
-                  for up, _ in links],
-        "download_rate_mbps": str(min(down for _, down in links)),
+                  for up, down in links],
         "metrics_csv": env.get("METRICS_CSV", "sim-metrics.csv"),
     }
     with open(out, "w") as f:

@@ -580,6 +580,10 @@ SimSettings loadSimSettings(const std::string& file) {
         l.inRange("latency_ms", l.get<double>("latency_ms", link.latency_ms), 0.0, 1e6);
     link.compute_seconds = l.inRange(
         "compute_seconds", l.get<double>("compute_seconds", link.compute_seconds), 0.0, 1e6);
+    if (l.has("download_rate_mbps")) {
+      link.download_rate_mbps =
+          l.inRange("download_rate_mbps", l.require<double>("download_rate_mbps"), 1e-6, 1e6);
+    }
     l.done();
     s.links.push_back(link);
   }

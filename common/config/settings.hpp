@@ -3,6 +3,7 @@
 // YAML and passed by const& from then on. Parsing errors name file:line:column.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -224,9 +225,10 @@ struct WorkerSettings {
 };
 
 struct SimLink {
-  double rate_mbps = 100.0;
+  double rate_mbps = 100.0;  // the worker's uplink
   double latency_ms = 1.0;
   double compute_seconds = 0.01;
+  std::optional<double> download_rate_mbps;  // the worker's downlink; none: SimSettings'
 };
 
 // Sim only: the first `workers` members poison their pushes (values times `scale`) and claim
@@ -243,7 +245,7 @@ struct SimSettings {
   ml::DataSource train_data;
   uint32_t workers = 4;
   std::vector<SimLink> links;  // per worker; the last one repeats when shorter than `workers`
-  double download_rate_mbps = 100.0;
+  double download_rate_mbps = 100.0;  // every link's downlink that does not set its own
   std::string metrics_csv;
   SimByzantine byzantine;
 };

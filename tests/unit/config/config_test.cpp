@@ -546,6 +546,24 @@ TEST_CASE("a simulator file refuses the keys only a daemon uses, at their line")
         }).rfind(w + ":2:16: 'worker.coordinator' is for tern-worker's own file", 0) == 0);
 }
 
+TEST_CASE("a simulated link may set its own downlink rate, else the file's is used") {
+  auto f = writeTemp("sim-downlinks.yaml",
+                     "train_data: {format: synthetic, rows: 100, features: 4}\ndownload_rate_mbps: "
+                     "8\nlinks:\n  - {rate_mbps: 1, download_rate_mbps: 4}\n"
+                     "  - {rate_mbps: 100}\n");
+  const auto s = loadSimSettings(f);
+  REQUIRE(s.links.size() == 2);
+  REQUIRE(s.links[0].download_rate_mbps.has_value());
+  CHECK(*s.links[0].download_rate_mbps == 4.0);
+  CHECK_FALSE(s.links[1].download_rate_mbps.has_value());
+  CHECK(s.download_rate_mbps == 8.0);
+  auto bad = writeTemp("sim-downlink-0.yaml",
+                       "train_data: {format: synthetic, rows: 100, features: 4}\nlinks:\n  - "
+                       "{download_rate_mbps: 0}\n");
+  CHECK(errorOf([&] { loadSimSettings(bad); }).find("'download_rate_mbps' must be") !=
+        std::string::npos);
+}
+
 TEST_CASE("allocation.bytes_per_coordinate is read and checked, and measured when absent") {
   auto f = writeTemp("bpc.yaml", "security: none\nallocation: {bytes_per_coordinate: 1.1}\n");
   const auto given = loadCoordinatorSettings(f).allocation;

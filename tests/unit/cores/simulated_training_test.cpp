@@ -36,7 +36,7 @@ config::SimSettings smallRun(const std::string& compressor, uint64_t rounds) {
   s.worker.error_feedback = true;
   s.worker.tuning.method = tuning::TunerKind::kFixed;  // pushes at the cap: these runs test the cap
   s.worker.partition.dirichlet_alpha = 0.5;
-  s.links = {config::SimLink{10.0, 5.0, 0.01}, config::SimLink{2.0, 20.0, 0.02}};
+  s.links = {config::SimLink{10.0, 5.0, 0.01, {}}, config::SimLink{2.0, 20.0, 0.02, {}}};
   return s;
 }
 
@@ -108,13 +108,30 @@ TEST_CASE("the same seed gives the same run and a different seed a different one
 
 TEST_CASE("rounds take longer on slower simulated links") {
   auto fast = smallRun("identity", 10);
-  fast.links = {config::SimLink{100.0, 1.0, 0.0}};
+  fast.links = {config::SimLink{100.0, 1.0, 0.0, {}}};
   auto slow = smallRun("identity", 10);
-  slow.links = {config::SimLink{0.5, 1.0, 0.0}};
+  slow.links = {config::SimLink{0.5, 1.0, 0.0, {}}};
   auto f = runSim(fast);
   auto s = runSim(slow);
   // An identity push of 84 floats is ~400 bytes: at 0.5 Mbit/s that is >= 6 ms per round more.
   CHECK(s.rows.back().time_s > f.rows.back().time_s + 10 * 0.006);
+}
+
+TEST_CASE("a link's own downlink rate replaces the shared one for its worker alone") {
+  auto shared = smallRun("identity", 10);
+  shared.links = {config::SimLink{100.0, 1.0, 0.0, {}}};
+  shared.download_rate_mbps = 100.0;
+  auto own = shared;
+  own.links = {config::SimLink{100.0, 1.0, 0.0, {}}, config::SimLink{100.0, 1.0, 0.0, {}}};
+  own.links[1].download_rate_mbps = 0.5;  // the second worker's downlink only
+  auto f = runSim(shared);
+  auto s = runSim(own);
+  // Each round waits for the update of 84 floats (~400 bytes) on the 0.5 Mbit/s downlink.
+  CHECK(s.rows.back().time_s > f.rows.back().time_s + 10 * 0.006);
+  auto slow_all = shared;
+  slow_all.download_rate_mbps = 0.5;
+  // With every downlink slow the rounds take as long: the slowest link sets a round's pace.
+  CHECK(runSim(slow_all).rows.back().time_s == doctest::Approx(s.rows.back().time_s).epsilon(0.2));
 }
 
 TEST_CASE("each worker counts the bytes it received and knows its data share") {
@@ -149,7 +166,7 @@ TEST_CASE("cost-aware with whole packets gives measured workers whole packets wi
   budget.whole_packets = true;
   // Links of 2 and 20 Mbit/s: a packet takes 5.8 and 0.58 ms. The budget pays for about six
   // packets of the slow link's, shared by four workers.
-  s.links = {config::SimLink{2.0, 5.0, 0.01}, config::SimLink{20.0, 5.0, 0.01}};
+  s.links = {config::SimLink{2.0, 5.0, 0.01, {}}, config::SimLink{20.0, 5.0, 0.01, {}}};
   budget.seconds_per_round = 0.035;
   // Priced at a configured 8 bytes a coordinate (181 to a packet); measured push bytes have a
   // test of their own below.
@@ -227,7 +244,7 @@ TEST_CASE("cost-aware re-plans once the links are measured, without a re-plannin
   s.coordinator.allocation.reallocate_every = 0;
   s.coordinator.allocation.budget.seconds_per_round = 0.01;
   s.worker.partition.dirichlet_alpha = 0.0;  // equal shares: only the links tell workers apart
-  s.links = {config::SimLink{2.0, 5.0, 0.01}, config::SimLink{20.0, 5.0, 0.01}};
+  s.links = {config::SimLink{2.0, 5.0, 0.01, {}}, config::SimLink{20.0, 5.0, 0.01, {}}};
   s.worker.link.measure = true;
   const auto t = runSim(s);
   REQUIRE(t.rows.size() == 20);
