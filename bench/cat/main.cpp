@@ -1,10 +1,10 @@
 // tern-bench-cat: reproduces CAT (docs/cat.md) in process. L2 logistic regression on
 // Fashion-MNIST (binary), an RCV1-like synthetic problem and any LIBSVM file; 1 and 4 workers;
 // full GD, a fixed-T grid, dynamic S+Q and CAT with top-T, S+Q and stochastic sparsification
-// under the payload and the packet cost models, without memory (the paper's setting), with a
-// residual (the daemons'), with EF21's state and with EF21's state under the sum's block step.
-// Prints tables, writes CSV and a PNG. The default grid finishes in minutes; --full runs the
-// complete one.
+// under the payload and the packet cost models, without memory (the paper's setting) and with a
+// residual (the daemons'), where CAT runs both the paper's criterion on g + e and the daemons' on
+// the fresh gradient. Prints tables, writes CSV and a PNG. The default grid finishes in minutes;
+// --full runs the complete one.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -40,7 +40,7 @@ std::vector<uint32_t> geometricGrid(uint32_t first, uint32_t factor, uint32_t di
 }
 
 // The --error-feedback settings, in the order a run takes them.
-const std::vector<std::string> kSettings = {"off", "on", "ef21", "ef21-block"};
+const std::vector<std::string> kSettings = {"off", "on"};
 
 struct Options {
   std::string csv = "cat.csv";
@@ -56,21 +56,18 @@ struct Options {
   bool full = false;
   // own: each worker's vector is applied with the step its tuner reported, the one its
   // improvement assumes; min: all with the smallest reported step (equal for top-T and S+Q:
-  // 1/L); sum: one block step for the sum (with --block-step).
+  // 1/L).
   std::string step_rule = "own";
   double dirichlet_alpha = 0.0;
   double volume_ratio = 1.0;
   size_t batch = 0;
-  double ef21_momentum = 0.0;
-  bool block_step = false;
   std::vector<uint32_t> grid;
   uint32_t grid_first = 8, grid_factor = 8;
   std::vector<std::string> fixed_compressors = {"topk", "sq", "stochastic"};
   uint32_t hybrid_every = 200;
   double hybrid_drift = 1.25;
   // off: the paper's setting (compressed GD without memory); on: every biased compressor (top-T,
-  // S+Q) keeps a residual, fixed, dynamic and CAT alike; ef21: EF21's state in its place;
-  // ef21-block: EF21's state with the sum's block step (for its runs alone).
+  // S+Q) keeps a residual, fixed, dynamic and CAT alike (CAT with both criteria).
   std::vector<std::string> error_feedback = kSettings;
   size_t threads = 2;
   uint64_t seed = 1;
@@ -114,7 +111,7 @@ void addRunOptions(CLI::App& app, Options& o) {
                  "relative targets: f - f* <= target * (f0 - f*); a run stops at the smallest");
 }
 
-// The methods, the memories and the steps.
+// The methods, the memory and the step.
 void addMethodOptions(CLI::App& app, Options& o) {
   app.add_option("--grid", o.grid,
                  "fixed-T grid (default: powers of --grid-factor from --grid-first)");
@@ -125,27 +122,16 @@ void addMethodOptions(CLI::App& app, Options& o) {
   app.add_option("--hybrid-drift", o.hybrid_drift,
                  "hybrid: recompute early when ||v||_1^2/||v||_2^2 moves by this factor (0 = off)");
   app.add_option("--error-feedback", o.error_feedback,
-                 "settings to run: off (the paper's), on (a residual on top-T and S+Q), ef21 "
-                 "(EF21's state on top-T and S+Q), ef21-block (EF21's state with one block step "
-                 "for the sum, as --block-step --step-rule sum give; full GD with the block step "
-                 "as its reference), or several; see docs/cat.md")
+                 "settings to run: off (the paper's), on (a residual on top-T and S+Q, as the "
+                 "daemons keep; CAT also runs the daemons' criterion on the fresh gradient, "
+                 "labelled -fresh), or both; see docs/cat.md")
       ->check(CLI::IsMember(kSettings));
   app.add_option("--step-rule", o.step_rule,
-                 "own: each worker's vector scaled by its own step; min: all by the smallest; "
-                 "sum: with --block-step, one step for the sum of what the workers send, from "
-                 "two scalars each worker sends after it (on several workers, or on one with "
-                 "EF21's state)")
-      ->check(CLI::IsMember({"own", "min", "sum"}));
-  app.add_flag("--block-step", o.block_step,
-               "top-T, S+Q and full GD: step and improvement from the data's curvature bound on "
-               "the block each level sends, for every method; see docs/cat.md");
+                 "own: each worker's vector scaled by its own step; min: all by the smallest")
+      ->check(CLI::IsMember({"own", "min"}));
   app.add_option("--batch", o.batch,
                  "each worker's gradient from this many of its rows, drawn afresh every round "
                  "(0 = all; f and the targets stay the whole objective's)");
-  app.add_option("--ef21-momentum", o.ef21_momentum,
-                 "with EF21's state: each worker compresses m_i - h_i for the running mean "
-                 "m_i <- (1 - eta) m_i + eta g_i of its gradients (EF21-SGDM; 0 = off)")
-      ->check(CLI::Range(0.0, 1.0));
 }
 
 // Applies --full's defaults and checks what CLI11 cannot; an error message, or none.
@@ -157,8 +143,6 @@ std::optional<std::string> settle(const CLI::App& app, Options& o) {
   }
   std::sort(o.targets.begin(), o.targets.end(), std::greater<>());
   if (o.targets.empty() || o.targets.back() <= 0.0) return "--targets must be positive";
-  if (o.step_rule == "sum" && !o.block_step)
-    return "--step-rule sum needs --block-step (its step comes from the block bound)";
   if (!std::isfinite(o.dirichlet_alpha) || !std::isfinite(o.volume_ratio))
     return "--dirichlet-alpha and --volume-ratio must be finite";
   if (o.grid_factor < 2 || o.grid_first < 1)
@@ -216,22 +200,18 @@ void writeTrace(const std::string& dir, const RunResult& r) {
 
 bool biased(const std::string& compressor) { return compressor == "topk" || compressor == "sq"; }
 
-// The methods of one (problem, workers) cell under one --error-feedback setting (off, on, ef21,
-// ef21-block). With memory only the biased compressors run (stochastic sparsification is unbiased
-// and full GD sends everything: their runs without memory serve every setting but ef21-block,
-// which has its own full GD under the block step), each labelled with the memory's suffix ("+ef":
-// a residual; "+ef21": EF21's state; "+ef21-block": EF21's state with the sum's block step).
+// The methods of one (problem, workers) cell under one --error-feedback setting (off, on). With a
+// residual only the biased compressors run (stochastic sparsification is unbiased and full GD
+// sends everything: their runs without memory serve both settings), labelled "+ef", and CAT runs
+// the paper's criterion on g + e (cat-C+ef) and the daemons' on the fresh gradient
+// (cat-C-fresh+ef).
 std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::string& setting,
                                    const Options& o) {
-  const bool ef = setting != "off";
-  const bool block_sum = setting == "ef21-block";
-  const bool ef21 = setting == "ef21" || block_sum;
-  const std::string suffix = !ef ? "" : "+" + (ef21 ? setting : std::string("ef"));
+  const bool ef = setting == "on";
+  const std::string suffix = ef ? "+ef" : "";
   auto use = [&](const std::string& compressor) { return !ef || biased(compressor); };
   std::vector<MethodSpec> m;
   if (!ef) m.push_back({"full", "full", "identity", 0, 1, "payload", false});
-  // Full GD with the block step: the reference of the setting's full GD / CAT column.
-  if (block_sum) m.push_back({"full" + suffix, "full", "identity", 0, 1, "payload", false});
   const auto grid = o.grid.empty() ? geometricGrid(o.grid_first, o.grid_factor, p.dim) : o.grid;
   for (const auto& c : o.fixed_compressors)
     for (uint32_t t : grid)
@@ -240,17 +220,20 @@ std::vector<MethodSpec> methodsFor(const Problem& p, size_t workers, const std::
             {"fixed-" + c + "-T" + std::to_string(t) + suffix, "fixed", c, t, 1, "payload", ef});
   m.push_back({"dynamic-sq" + suffix, "dynamic", "sq", 0, 1, "payload", ef});
   for (const std::string model : {"payload", "packet"}) {
-    for (const std::string c : {"topk", "sq", "stochastic"})
-      if (use(c)) m.push_back({"cat-" + c + suffix, "cat", c, 0, 1, model, ef});
+    for (const std::string c : {"topk", "sq", "stochastic"}) {
+      if (!use(c)) continue;
+      MethodSpec cat{"cat-" + c + suffix, "cat", c, 0, 1, model, ef};
+      m.push_back(cat);
+      if (!ef) continue;
+      cat.label = "cat-" + c + "-fresh" + suffix;
+      cat.fresh = true;
+      m.push_back(cat);
+    }
     if (o.hybrid_every > 1 && workers == 1 && !ef) {
       for (const std::string c : {"topk", "sq"})
         m.push_back({"cat-" + c + "-S" + std::to_string(o.hybrid_every), "cat", c, 0,
                      o.hybrid_every, model, ef, o.hybrid_drift});
     }
-  }
-  for (auto& spec : m) {
-    spec.ef21 = ef21 && spec.error_feedback;
-    spec.block_sum = block_sum;
   }
   return m;
 }
@@ -300,9 +283,6 @@ RunLimits limitsFor(const Options& o, const Cell& c) {
   limits.stop_gap = o.targets.back() * (p.f0 - p.fstar);
   limits.per_worker_step = o.step_rule == "own";
   limits.batch = o.batch;
-  limits.ef21_momentum = o.ef21_momentum;
-  limits.block_step = o.block_step || c.method.block_sum;
-  limits.sum_block_step = o.step_rule == "sum" || c.method.block_sum;
   return limits;
 }
 

@@ -37,9 +37,8 @@ std::string cell(const std::optional<double>& v, int precision = 3) {
   return v ? fmt(*v, precision) : "-";
 }
 
-// A comparison group: one problem, one worker count, one memory (none, a residual, EF21's
-// state, EF21's state with the sum's block step; memoryOf). Methods are compared only inside a
-// group.
+// A comparison group: one problem, one worker count, one memory (none or a residual; memoryOf).
+// Methods are compared only inside a group.
 struct Group {
   std::string problem;
   size_t workers = 1;
@@ -49,7 +48,7 @@ struct Group {
     return r.problem == problem && r.workers == workers && memoryOf(r.method) == memory;
   }
   // As --error-feedback names it.
-  std::string setting() const { return memory.empty() ? "off" : memory == "ef" ? "on" : memory; }
+  std::string setting() const { return memory.empty() ? "off" : "on"; }
   std::string name() const {
     return problem + ", " + std::to_string(workers) + " worker(s), error feedback " + setting();
   }
@@ -66,8 +65,7 @@ std::vector<Group> groups(const std::vector<RunResult>& runs) {
 }
 
 // The run labelled `label` (without the memory's suffix) in group g under `model`. Full GD sends
-// everything and has no memory: its one run serves every setting that has no full GD of its own
-// (ef21-block has one, with the block step).
+// everything and has no memory: its one run serves both settings.
 const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
                          const std::string& label, const std::string& model) {
   auto find = [&](const std::string& memory) -> const RunResult* {
@@ -82,8 +80,7 @@ const RunResult* findRun(const std::vector<RunResult>& runs, const Group& g,
     return nullptr;
   };
   const RunResult* own = find(g.memory);
-  // ef21-block's reference is its own full GD, never the one at step 1/L.
-  return own || label != "full" || g.memory == "ef21-block" ? own : find("");
+  return own || label != "full" ? own : find("");
 }
 
 std::optional<double> costOf(const RunResult* r, double target, const std::string& model) {
@@ -136,15 +133,19 @@ std::vector<std::string> unfinishedCheaper(const std::vector<RunResult>& runs, c
 
 const std::vector<std::string> kCatCompressors = {"topk", "sq", "stochastic"};
 
-std::string catLabel(const std::string& compressor) { return "cat-" + compressor; }
+// CAT's label: the paper's criterion, or (fresh) the daemons' on the fresh gradient.
+std::string catLabel(const std::string& compressor, bool fresh = false) {
+  return "cat-" + compressor + (fresh ? "-fresh" : "");
+}
 
-// CAT with its best compressor in group g: the cost and the compressor.
+// CAT with its best compressor in group g under one criterion: the cost and the compressor.
 std::optional<std::pair<double, std::string>> bestCat(const std::vector<RunResult>& runs,
                                                       const Group& g, double target,
-                                                      const std::string& model) {
+                                                      const std::string& model,
+                                                      bool fresh = false) {
   std::optional<std::pair<double, std::string>> best;
   for (const auto& c : kCatCompressors) {
-    const auto v = costOf(findRun(runs, g, catLabel(c), model), target, model);
+    const auto v = costOf(findRun(runs, g, catLabel(c, fresh), model), target, model);
     if (v && (!best || *v < best->first)) best = std::make_pair(*v, c);
   }
   return best;
@@ -161,6 +162,27 @@ void forEachHybridHit(const std::vector<RunResult>& runs, const std::vector<doub
     if (!base) continue;
     for (double t : targets) f(h, t, firstHit(*base, t), firstHit(h, t));
   }
+}
+
+// CAT's (one criterion) cost over the best fixed T's in group g, "*" when an unfinished fixed T
+// had spent less; "" when either did not reach the target.
+std::string catOverBest(const std::vector<RunResult>& runs, const Group& g, double target,
+                        const std::string& model, bool fresh) {
+  const auto cat = bestCat(runs, g, target, model, fresh);
+  const Best b = bestFixed(runs, g, target, model);
+  if (!cat || !b.run) return "";
+  const bool open = !unfinishedCheaper(runs, g, target, model, cat->first).empty();
+  return fmt(cat->first / b.cost) + (open ? "*" : "");
+}
+
+// The labels of the CAT columns of group g: the paper's criterion per compressor and, with a
+// residual, the daemons' on the fresh gradient (top-T and S+Q: the compressors that keep one).
+std::vector<std::string> catColumns(const Group& g) {
+  std::vector<std::string> out;
+  for (const auto& c : kCatCompressors) out.push_back(catLabel(c));
+  if (!g.memory.empty())
+    for (const std::string c : {"topk", "sq"}) out.push_back(catLabel(c, true));
+  return out;
 }
 
 }  // namespace
@@ -226,18 +248,19 @@ bool anyHybrid(const std::vector<RunResult>& runs) {
 
 void printCostTables(std::ostream& out, const std::vector<RunResult>& runs,
                      const std::vector<double>& targets) {
-  // 1. Cost to target per method, and CAT (its best compressor) against the best fixed T.
+  // 1. Cost to target per method, and CAT (its best compressor) against the best fixed T: the
+  // paper's criterion, and with a residual the daemons' on the fresh gradient.
   out << "\n== Cost to reach f - f* <= target * (f0 - f*)   (payload: bits; packet: seconds on "
          "the modelled link; '-' = not reached; '*' = a fixed T stopped by the iteration limit "
          "had spent less than CAT) ==\n";
   for (const auto& g : groups(runs)) {
+    const auto cats = catColumns(g);
     for (const std::string model : {"payload", "packet"}) {
       out << "\n" << g.name() << ", " << model << " model\n";
       out << std::left << std::setw(8) << "target" << std::setw(11) << "full" << std::setw(34)
           << "best fixed T (hindsight)" << std::setw(11) << "dyn-sq";
-      for (const auto& c : kCatCompressors) out << std::setw(16) << catLabel(c);
-      out << std::setw(10) << "CAT/best"
-          << "\n";
+      for (const auto& c : cats) out << std::setw(22) << c;
+      out << std::setw(10) << "CAT/best" << (g.memory.empty() ? "" : "fresh/best") << "\n";
       for (double t : targets) {
         out << std::setw(8) << fmtTarget(t);
         out << std::setw(11) << cell(costOf(findRun(runs, g, "full", model), t, model));
@@ -245,14 +268,13 @@ void printCostTables(std::ostream& out, const std::vector<RunResult>& runs,
         out << std::setw(34)
             << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("-"));
         out << std::setw(11) << cell(costOf(findRun(runs, g, "dynamic-sq", model), t, model));
-        for (const auto& c : kCatCompressors)
-          out << std::setw(16) << cell(costOf(findRun(runs, g, catLabel(c), model), t, model));
-        const auto cat = bestCat(runs, g, t, model);
-        if (cat && b.run) {
-          const bool open = !unfinishedCheaper(runs, g, t, model, cat->first).empty();
-          out << std::setw(10) << fmt(cat->first / b.cost) + (open ? "*" : "");
-        } else {
-          out << std::setw(10) << "-";
+        for (const auto& c : cats)
+          out << std::setw(22) << cell(costOf(findRun(runs, g, c, model), t, model));
+        const std::string paper = catOverBest(runs, g, t, model, false);
+        out << std::setw(10) << (paper.empty() ? "-" : paper);
+        if (!g.memory.empty()) {
+          const std::string fresh = catOverBest(runs, g, t, model, true);
+          out << (fresh.empty() ? "-" : fresh);
         }
         out << "\n";
       }
@@ -262,18 +284,21 @@ void printCostTables(std::ostream& out, const std::vector<RunResult>& runs,
 
 void printPacketTable(std::ostream& out, const std::vector<RunResult>& runs,
                       const std::vector<double>& targets) {
-  // 2. Packet model: CAT S+Q against the dynamic S+Q rule, in packets.
+  // 2. Packet model: CAT S+Q (both criteria with a residual) against the dynamic S+Q rule.
   out << "\n== Packet model: packets to target, CAT S+Q vs dynamic S+Q (Alistarh et al.) ==\n";
-  out << std::left << std::setw(40) << "group" << std::setw(8) << "target" << std::setw(12)
-      << "dyn-sq" << std::setw(12) << "cat-sq"
-      << "dyn/cat\n";
+  out << std::left << std::setw(48) << "group" << std::setw(8) << "target" << std::setw(12)
+      << "dyn-sq" << std::setw(12) << "cat-sq" << std::setw(10) << "dyn/cat" << std::setw(14)
+      << "cat-sq-fresh"
+      << "dyn/fresh\n";
   for (const auto& g : groups(runs)) {
     for (double t : targets) {
       const auto dyn = packetsOf(findRun(runs, g, "dynamic-sq", "packet"), t);
-      const auto cat = packetsOf(findRun(runs, g, "cat-sq", "packet"), t);
-      out << std::setw(40) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
-          << cell(dyn, 6) << std::setw(12) << cell(cat, 6) << (dyn && cat ? fmt(*dyn / *cat) : "-")
-          << "\n";
+      const auto cat = packetsOf(findRun(runs, g, catLabel("sq"), "packet"), t);
+      const auto fresh = packetsOf(findRun(runs, g, catLabel("sq", true), "packet"), t);
+      out << std::setw(48) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
+          << cell(dyn, 6) << std::setw(12) << cell(cat, 6) << std::setw(10)
+          << (dyn && cat ? fmt(*dyn / *cat) : "-") << std::setw(14) << cell(fresh, 6)
+          << (dyn && fresh ? fmt(*dyn / *fresh) : "-") << "\n";
     }
   }
 }
@@ -283,14 +308,14 @@ void printFullTable(std::ostream& out, const std::vector<RunResult>& runs,
   // 3. Full gradient descent's bits against CAT's (its best compressor, payload model).
   out << "\n== Bits to target: full GD / CAT (best compressor, payload model); paper: up to 1e5 on "
          "RCV1 ==\n";
-  out << std::left << std::setw(40) << "group" << std::setw(8) << "target" << std::setw(12)
+  out << std::left << std::setw(48) << "group" << std::setw(8) << "target" << std::setw(12)
       << "full bits" << std::setw(22) << "CAT bits"
       << "full/CAT\n";
   for (const auto& g : groups(runs)) {
     for (double t : targets) {
       const auto full = costOf(findRun(runs, g, "full", "payload"), t, "payload");
       const auto cat = bestCat(runs, g, t, "payload");
-      out << std::setw(40) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
+      out << std::setw(48) << g.name() << std::setw(8) << fmtTarget(t) << std::setw(12)
           << cell(full) << std::setw(22)
           << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("-"))
           << (full && cat ? fmt(*full / cat->first) : "-") << "\n";
@@ -325,43 +350,41 @@ void printHybridTable(std::ostream& out, const std::vector<RunResult>& runs,
   }
 }
 
+// One row of the summary: group g, one cost model and target.
+void summaryRow(std::ostream& out, const std::vector<RunResult>& runs, const Group& g,
+                const std::string& model, double t) {
+  const auto cat = bestCat(runs, g, t, model);
+  const Best b = bestFixed(runs, g, t, model);
+  out << "| " << g.problem << " | " << g.workers << " | " << g.setting() << " | " << model << " | "
+      << fmtTarget(t) << " | "
+      << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("not reached")) << " | "
+      << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("none")) << " | "
+      << catOverBest(runs, g, t, model, false) << " | " << catOverBest(runs, g, t, model, true)
+      << " | ";
+  if (model == "packet") {
+    const auto dyn = packetsOf(findRun(runs, g, "dynamic-sq", "packet"), t);
+    const auto csq = packetsOf(findRun(runs, g, catLabel("sq"), "packet"), t);
+    if (dyn && csq) out << fmt(*dyn / *csq);
+  }
+  out << " | ";
+  if (model == "payload") {
+    const auto full = costOf(findRun(runs, g, "full", "payload"), t, "payload");
+    if (full && cat) out << fmt(*full / cat->first);
+  }
+  out << " |\n";
+}
+
 void printSummary(std::ostream& out, const std::vector<RunResult>& runs,
                   const std::vector<double>& targets) {
-  // 5. The summary, as a Markdown table.
+  // 5. The summary, as a Markdown table; "CAT fresh": the daemons' criterion (with a residual).
   out << "\n== Summary (Markdown) ==\n\n"
       << "| problem | workers | error feedback | cost model | target | CAT (best compressor) | "
-         "best fixed T | CAT / best fixed | dyn-sq / CAT-sq packets | full / CAT bits |\n"
-      << "|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& g : groups(runs)) {
-    for (const std::string model : {"payload", "packet"}) {
-      for (double t : targets) {
-        const auto cat = bestCat(runs, g, t, model);
-        const Best b = bestFixed(runs, g, t, model);
-        out << "| " << g.problem << " | " << g.workers << " | " << g.setting() << " | " << model
-            << " | " << fmtTarget(t) << " | "
-            << (cat ? fmt(cat->first) + " (" + cat->second + ")" : std::string("not reached"))
-            << " | "
-            << (b.run ? fmt(b.cost) + " (" + b.run->method.label + ")" : std::string("none"))
-            << " | ";
-        if (cat && b.run) {
-          const bool open = !unfinishedCheaper(runs, g, t, model, cat->first).empty();
-          out << fmt(cat->first / b.cost) << (open ? "*" : "");
-        }
-        out << " | ";
-        if (model == "packet") {
-          const auto dyn = packetsOf(findRun(runs, g, "dynamic-sq", "packet"), t);
-          const auto csq = packetsOf(findRun(runs, g, "cat-sq", "packet"), t);
-          if (dyn && csq) out << fmt(*dyn / *csq);
-        }
-        out << " | ";
-        if (model == "payload") {
-          const auto full = costOf(findRun(runs, g, "full", "payload"), t, "payload");
-          if (full && cat) out << fmt(*full / cat->first);
-        }
-        out << " |\n";
-      }
-    }
-  }
+         "best fixed T | CAT / best fixed | CAT fresh / best fixed | dyn-sq / CAT-sq packets | "
+         "full / CAT bits |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& g : groups(runs))
+    for (const std::string model : {"payload", "packet"})
+      for (double t : targets) summaryRow(out, runs, g, model, t);
   if (anyHybrid(runs)) {
     out << "\n| problem | cost model | method | target | selection time S=1 / S | bits S / S=1 "
            "|\n|---|---|---|---|---|---|\n";
@@ -408,8 +431,7 @@ bool writePlot(const std::string& png_path, const std::vector<RunResult>& runs,
   }
   // Curves: every method except the hybrid runs and the fixed grid, of which only the best in
   // hindsight (fewest bits to the smallest target) is drawn. Full GD (step 1/L) is drawn
-  // in every panel of its problem and worker count; ef21-block's panel also has its own full GD
-  // under the block step.
+  // in every panel of its problem and worker count.
   size_t block = 0;
   const size_t cols = 2;
   const size_t rows = (gs.size() + cols - 1) / cols;

@@ -77,8 +77,8 @@ class Tuner {
   // cat maximises (base_improvement + improvement(T)) / C(T) and reports the sum. With learned
   // shifts h (DIANA: the worker compresses v = g - h, the receiver applies h with step 1/L and
   // the unbiased estimate of v with the step omega/L), the descent lemma gives exactly
-  // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base (bench/cat's
-  // EF21 settings pass one). Other tuners ignore it.
+  // (||g||^2 - ||v||^2)/(2L) + omega ||v||^2/(2L): the first term is the base (no caller passes
+  // one now: the memories that did are in docs/research/cat.md). Other tuners ignore it.
   // step: the step the receiver applies to the decoded vector (kBestStep = 0: each compressor's
   // best step, the paper's CAT; else finite and > 0). cat recomputes T* when it changes.
   // fresh: the gradient alone when v carries an error-feedback residual (empty = v is all
