@@ -122,6 +122,7 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
   const double seconds = done - *mine.sent_at;
   if (!(seconds > 0.0)) return std::nullopt;
   estimator_.addSample(mine.bytes, seconds);
+  if (key & (1ull << 63)) probe_times_.record(mine.bytes, seconds);  // a probe's key
   spdlog::debug("link sample: {} bytes in {:.6f} s", mine.bytes, seconds);
   return seconds;
 }
@@ -150,7 +151,22 @@ void LinkMonitor::queueExploration(double now) {
 std::optional<size_t> LinkMonitor::peekProbe(double now) {
   expire(now);
   if (queue_.empty() || !pending_.empty()) return std::nullopt;
+  skipLongCalibration();
+  if (queue_.empty()) return std::nullopt;
   return queue_.front();
+}
+
+void LinkMonitor::skipLongCalibration() {
+  // The train's probes only (queued ahead of any exploration probe, which its budget sizes).
+  while (train_queued_ > 0 &&
+         probe_times_.tooLong(queue_.front(), settings_.calibration_max_seconds)) {
+    spdlog::info("link: calibration probe of {} bytes skipped: the smaller probes put it past {} s",
+                 queue_.front(), settings_.calibration_max_seconds);
+    queue_.pop_front();
+    --train_queued_;
+    ++train_next_;
+    ++skipped_calibration_;
+  }
 }
 
 std::optional<size_t> LinkMonitor::nextProbe(double now) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/config/settings.hpp"
+#include "common/costmodel/calibration_times.hpp"
 #include "common/costmodel/link_estimator.hpp"
 #include "tern.pb.h"
 
@@ -57,6 +58,8 @@ class LinkMonitor {
   // Queues an exploration probe if the estimator asks for one now (charged to its budget).
   void queueExploration(double now);
   // The next queued probe size (bytes on the wire) when nothing is unacknowledged; pops it.
+  // Calibration probes the train's smaller ones say would take longer than
+  // link.calibration_max_seconds are passed over (counted in skippedCalibrationProbes()).
   std::optional<size_t> nextProbe(double now);
   // The size nextProbe would pop now, without popping it.
   std::optional<size_t> peekProbe(double now);
@@ -64,6 +67,7 @@ class LinkMonitor {
   size_t queuedProbes() const { return queue_.size(); }
   // Sends given up without an ack (timed out or passed over by a later ack).
   uint64_t unacknowledged() const { return unacknowledged_; }
+  uint64_t skippedCalibrationProbes() const { return skipped_calibration_; }
 
   uint64_t nextProbeId() { return ++probe_id_; }
   void reset();
@@ -89,16 +93,19 @@ class LinkMonitor {
   };
   void drop(std::map<uint64_t, Pending>::iterator it);
   void expire(double now);
+  void skipLongCalibration();
 
   config::LinkSettings settings_;
   double ack_timeout_;
   costmodel::LinkEstimator estimator_;
-  std::map<uint64_t, Pending> pending_;  // key -> unacknowledged push or probe
-  std::deque<size_t> queue_;             // probe sizes waiting for a quiet link
-  std::optional<double> last_done_;      // latest (ack received - hold) seen
+  costmodel::CalibrationTimes probe_times_;  // timed probes: the fastest time per size
+  std::map<uint64_t, Pending> pending_;      // key -> unacknowledged push or probe
+  std::deque<size_t> queue_;                 // probe sizes waiting for a quiet link
+  std::optional<double> last_done_;          // latest (ack received - hold) seen
   uint64_t order_ = 0;
   uint64_t probe_id_ = 0;
   uint64_t unacknowledged_ = 0;
+  uint64_t skipped_calibration_ = 0;
   bool calibrated_ = false;
   size_t train_next_ = 0;    // the train's probes handed out since the first join
   size_t train_queued_ = 0;  // of them, still at the front of queue_

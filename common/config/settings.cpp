@@ -350,6 +350,9 @@ void readLink(MapReader m, LinkSettings& s) {
   }
   s.probe_repeats = m.inRange<uint32_t>("probe_repeats",
                                         m.get<uint32_t>("probe_repeats", s.probe_repeats), 0, 100);
+  s.calibration_max_seconds =
+      m.inRange("calibration_max_seconds",
+                m.get<double>("calibration_max_seconds", s.calibration_max_seconds), 0.0, 3600.0);
   s.probe_bytes_per_minute = m.get<size_t>("probe_bytes_per_minute", s.probe_bytes_per_minute);
   s.probe_link_share = m.inRangeAbove(
       "probe_link_share", m.get<double>("probe_link_share", s.probe_link_share), 0.0, 1.0);

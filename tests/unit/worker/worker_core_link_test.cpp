@@ -55,6 +55,48 @@ TEST_CASE("the calibration train goes one probe ahead of each push, never behind
   CHECK(std::abs(fit.b / rig.b - 1.0) < 0.05);
 }
 
+namespace {
+
+// The packets of every probe a worker sent over `rounds` rounds on a link of latency a and b a
+// packet, with calibration_max_seconds at 0.25; `skipped`: the calibration probes it passed over.
+std::vector<size_t> probesOn(double a, double b, uint64_t rounds, uint64_t& skipped) {
+  Rig rig(0, 2, 3, [](config::WorkerSettings& s) { s.link.calibration_max_seconds = 0.25; });
+  rig.a = a;
+  rig.b = b;
+  rig.welcome();
+  for (uint64_t r = 0; r < rounds; ++r) rig.round(r);
+  CHECK(rig.probes_sent_while_unacked == 0);
+  skipped = rig.core->link().skippedCalibrationProbes();
+  std::vector<size_t> sent;
+  for (const auto& p : rig.probes_sent) sent.push_back(packets(onWire(p)));
+  return sent;
+}
+
+}  // namespace
+
+TEST_CASE("on a slow link the calibration probes that would take too long are skipped") {
+  // 1 Mbit/s: a packet in 11.6 ms, so 64 packets would hold the link 0.75 s; the 1-, 4- and
+  // 16-packet probes (at most 0.19 s) go out, and the line through the two largest timed puts
+  // the 64-packet ones past calibration_max_seconds.
+  uint64_t skipped = 0;
+  const auto sent = probesOn(0.010, 0.0116, 20, skipped);
+  REQUIRE(sent.size() >= 6);
+  CHECK(std::vector<size_t>(sent.begin(), sent.begin() + 6) ==
+        std::vector<size_t>{1, 4, 16, 1, 4, 16});
+  CHECK(std::count(sent.begin(), sent.end(), size_t{64}) == 0);
+  CHECK(skipped == 2);
+}
+
+TEST_CASE("on a fast link the whole calibration train goes out") {
+  // 0.5 ms a packet: 64 packets in 34 ms, well within calibration_max_seconds.
+  uint64_t skipped = 0;
+  const auto sent = probesOn(0.002, 0.0005, 12, skipped);
+  REQUIRE(sent.size() >= 8);
+  const std::vector<size_t> expected = {1, 4, 16, 64, 1, 4, 16, 64};
+  CHECK(std::vector<size_t>(sent.begin(), sent.begin() + 8) == expected);
+  CHECK(skipped == 0);
+}
+
 TEST_CASE("a push sent behind a probe does not pull the fitted latency towards zero") {
   // A 10 ms path at 11.6 ms a packet: a push that waits behind the probe ahead of it arrives
   // b * its packets after the probe, without a second latency. Timed from the probe's ack it

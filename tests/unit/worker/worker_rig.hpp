@@ -78,6 +78,7 @@ struct Rig {
     settings.tuning.method = tuning::TunerKind::kFixed;  // the cap; tests of the tuners set theirs
     settings.coordinator_patience_seconds = 30.0;
     settings.link.packet_bytes = kPacket;
+    settings.link.calibration_max_seconds = 0.0;  // the whole train; the skip's tests set theirs
     if (configure) configure(settings);
     core = std::make_unique<testing::DrivenWorker>(settings, shard, [this] { return now; });
     core->start();
