@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <queue>
 
@@ -9,6 +10,7 @@
 #include "common/ml/data_source.hpp"
 #include "common/util/checksum.hpp"
 #include "server/inline_evaluation.hpp"
+#include "sim/link_transmitter.hpp"
 #include "worker/worker_core.hpp"
 
 namespace tern::sim {
@@ -66,7 +68,9 @@ struct Simulator::Impl {
   std::vector<std::unique_ptr<worker::WorkerCore>> workers;
   std::vector<std::unique_ptr<worker::ShardTrainer>> trainers;
   std::vector<config::SimLink> links;
-  std::vector<double> up_free, down_free;
+  std::vector<LinkTransmitter> up, down;  // each worker's uplink and downlink
+  // The coordinator's thread is busy (an evaluation) until then: what reaches it waits.
+  double coordinator_busy_until = 0.0;
   std::vector<uint64_t> sent_to_worker;
   std::vector<uint64_t> worker_tick_gen;
   uint64_t coord_tick_gen = 0;
@@ -102,9 +106,10 @@ struct Simulator::Impl {
       workers.push_back(std::make_unique<worker::WorkerCore>(options, shard, i + 1));
       trainers.push_back(std::make_unique<worker::ShardTrainer>(shard, nullptr, nullptr, scratch));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);
+      const auto& l = links.back();
+      up.emplace_back(l.rate_mbps, l.burst_bytes);
+      down.emplace_back(l.download_rate_mbps.value_or(s.download_rate_mbps), l.burst_bytes);
     }
-    up_free.assign(s.workers, 0.0);
-    down_free.assign(s.workers, 0.0);
     sent_to_worker.assign(s.workers, 0);
     worker_tick_gen.assign(s.workers, 0);
   }
@@ -136,11 +141,15 @@ struct Simulator::Impl {
     scheduleWorkerTick(i);
   }
 
-  // The core's effects at `now`: an evaluation is answered at once (at the same virtual time),
-  // closed rounds are reported, messages enter the downlinks.
+  // The core's effects at `now`: an evaluation is answered after evaluation_seconds, the
+  // coordinator busy meanwhile; closed rounds are reported, messages enter the downlinks.
   void coordinatorOut(server::Effects effects) {
-    effects = server::evaluateInline(*coordinator, std::move(effects), test.get(),
-                                     [this] { return now; });
+    double t = now;
+    effects = server::evaluateInline(*coordinator, std::move(effects), test.get(), [this, &t] {
+      t += settings.evaluation_seconds;
+      return t;
+    });
+    coordinator_busy_until = std::max(coordinator_busy_until, t);
     if (on_round) {
       for (const auto& r : effects.closed_rounds) on_round(r);
     }
@@ -149,10 +158,7 @@ struct Simulator::Impl {
       auto msg = std::make_shared<Message>(std::move(o.message));
       size_t bytes = wireBytes(*msg);
       sent_to_worker[i] += bytes;
-      double start = std::max(now, down_free[i]);
-      const double rate = links[i].download_rate_mbps.value_or(settings.download_rate_mbps);
-      double done = start + double(bytes) * 8.0 / (rate * 1e6);
-      down_free[i] = done;
+      const double done = down[i].send(t, bytes);
       push(done + links[i].latency_ms / 1000.0, EventKind::kToWorker, i, msg, bytes);
     }
     scheduleCoordinatorTick();
@@ -165,8 +171,8 @@ struct Simulator::Impl {
   }
   void scheduleCoordinatorTick() {
     if (coordinator->finished()) return;
-    push(std::max(now, coordinator->nextTimeout(now)), EventKind::kCoordinatorTick, 0, nullptr, 0,
-         ++coord_tick_gen);
+    push(std::max({now, coordinator_busy_until, coordinator->nextTimeout(now)}),
+         EventKind::kCoordinatorTick, 0, nullptr, 0, ++coord_tick_gen);
   }
 
   // A worker's message onto its uplink, to arrive after its transfer and latency (a Byzantine
@@ -174,9 +180,7 @@ struct Simulator::Impl {
   void uplink(const Event& e) {
     size_t i = e.worker;
     workers[i]->onSent(*e.message, e.bytes, now);
-    double start = std::max(now, up_free[i]);
-    double done = start + double(e.bytes) * 8.0 / (links[i].rate_mbps * 1e6);
-    up_free[i] = done;
+    const double done = up[i].send(now, e.bytes);
     const bool byzantine = i < settings.byzantine.workers;
     push(done + links[i].latency_ms / 1000.0, EventKind::kToCoordinator, i,
          byzantine ? poisoned(e.message, settings.byzantine, coordinator->parameters().size())
@@ -199,6 +203,10 @@ struct Simulator::Impl {
           uplink(e);
           break;
         case EventKind::kToCoordinator:
+          if (now < coordinator_busy_until) {  // read once the evaluation is done
+            push(coordinator_busy_until, e.kind, e.worker, e.message, e.bytes);
+            break;
+          }
           coordinatorOut(
               coordinator->handleMessage(std::to_string(e.worker), *e.message, e.bytes, now, now));
           break;

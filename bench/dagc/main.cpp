@@ -69,7 +69,7 @@ bool wanted(const std::vector<std::string>& list, const std::string& name) {
 }
 
 // Equal links everywhere: the volume-skew grid and the motivation setup count rounds only.
-std::vector<config::SimLink> equalLinks() { return {config::SimLink{100.0, 1.0, 0.01, {}}}; }
+std::vector<config::SimLink> equalLinks() { return {config::SimLink{100.0, 1.0, 0.01, {}, 0.0}}; }
 
 // Half the workers at 1 Mbit/s, half at 20 Mbit/s, alternating by worker index so that slow and
 // fast links each hold large and small shares; worker 0, the largest, is on a slow link.
@@ -77,7 +77,7 @@ std::vector<config::SimLink> equalLinks() { return {config::SimLink{100.0, 1.0, 
 std::vector<config::SimLink> mixedLinks(uint32_t workers) {
   std::vector<config::SimLink> links;
   for (uint32_t i = 0; i < workers; ++i) {
-    links.push_back(config::SimLink{i % 2 == 0 ? 1.0 : 20.0, 5.0, 0.01, {}});
+    links.push_back(config::SimLink{i % 2 == 0 ? 1.0 : 20.0, 5.0, 0.01, {}, 0.0});
   }
   return links;
 }

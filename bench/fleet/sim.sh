@@ -7,8 +7,8 @@
 # Usage: bench/fleet/sim.sh [--quick] --csv FILE [--real REAL_CSV] [--workers N]
 #   --workers N  simulate N workers (8): the fleet stretched, each of its 8 links held by N / 8
 #                workers (sim_config.py); only 8 compares with run.sh
-# Environment: BIN, DATA, FLEETS, METHODS, SEEDS, TARGET, MAX_ROUNDS as run.sh; LATENCY_MS (0.1)
-#   and COMPUTE_SECONDS (0.005) of every simulated link.
+# Environment: BIN, DATA, FLEETS, METHODS, SEEDS, TARGET, MAX_ROUNDS as run.sh; LATENCY_MS (0.1),
+#   COMPUTE_SECONDS (0.003), BURST_BYTES (2896) of every simulated link, EVAL_SECONDS (0.02).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRC="$(cd "$HERE/../.." && pwd)"

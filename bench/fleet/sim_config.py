@@ -3,7 +3,9 @@
 run settings as run.sh gives the daemons, the fleet's links as the simulator's.
 
 Usage: sim_config.py SRC METHOD_FILE FLEET SEED OUT
-Environment: DATA, TARGET, MAX_ROUNDS (as run.sh), LATENCY_MS (0.1), COMPUTE_SECONDS (0.005),
+Environment: DATA, TARGET, MAX_ROUNDS (as run.sh), LATENCY_MS (0.1), COMPUTE_SECONDS (0.003),
+BURST_BYTES (2896: the two 1514-byte frames of the fleet's tbf buckets, as TCP payload),
+EVAL_SECONDS (0.02: the coordinator's evaluation of the test set; docs/fleet.md),
 METRICS_CSV (the simulator's metrics CSV), WORKERS (8; more stretch the fleet: worker i of n has
 link i x 8 / n, so each of the 8 links is held by n / 8 workers).
 
@@ -58,9 +60,11 @@ def main(argv):
         "coordinator": coordinator,
         "worker": worker,
         "links": [{"rate_mbps": str(up), "download_rate_mbps": str(down),
+                   "burst_bytes": env.get("BURST_BYTES", "2896"),
                    "latency_ms": env.get("LATENCY_MS", "0.1"),
-                   "compute_seconds": env.get("COMPUTE_SECONDS", "0.005")}
+                   "compute_seconds": env.get("COMPUTE_SECONDS", "0.003")}
                   for up, down in links],
+        "evaluation_seconds": env.get("EVAL_SECONDS", "0.02"),
         "metrics_csv": env.get("METRICS_CSV", "sim-metrics.csv"),
     }
     with open(out, "w") as f:

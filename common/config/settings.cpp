@@ -587,12 +587,16 @@ SimSettings loadSimSettings(const std::string& file) {
       link.download_rate_mbps =
           l.inRange("download_rate_mbps", l.require<double>("download_rate_mbps"), 1e-6, 1e6);
     }
+    link.burst_bytes =
+        l.inRange("burst_bytes", l.get<double>("burst_bytes", link.burst_bytes), 0.0, 1e9);
     l.done();
     s.links.push_back(link);
   }
   if (s.links.empty()) s.links.push_back(SimLink{});
   s.download_rate_mbps = m.inRange(
       "download_rate_mbps", m.get<double>("download_rate_mbps", s.download_rate_mbps), 1e-6, 1e6);
+  s.evaluation_seconds = m.inRange(
+      "evaluation_seconds", m.get<double>("evaluation_seconds", s.evaluation_seconds), 0.0, 3600.0);
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
   MapReader byz = m.child("byzantine");
   s.byzantine.workers =

@@ -231,6 +231,9 @@ struct SimLink {
   double latency_ms = 1.0;
   double compute_seconds = 0.01;
   std::optional<double> download_rate_mbps;  // the worker's downlink; none: SimSettings'
+  // Each direction's token bucket (bytes sent at once after an idle spell, as tbf's burst); 0:
+  // rate only.
+  double burst_bytes = 0.0;
 };
 
 // Sim only: the first `workers` members poison their pushes (values times `scale`) and claim
@@ -248,6 +251,8 @@ struct SimSettings {
   uint32_t workers = 4;
   std::vector<SimLink> links;  // per worker; the last one repeats when shorter than `workers`
   double download_rate_mbps = 100.0;  // every link's downlink that does not set its own
+  // Virtual seconds the coordinator is busy evaluating the test set (0: evaluations take none).
+  double evaluation_seconds = 0.0;
   std::string metrics_csv;
   SimByzantine byzantine;
 };

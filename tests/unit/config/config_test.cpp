@@ -546,17 +546,20 @@ TEST_CASE("a simulator file refuses the keys only a daemon uses, at their line")
         }).rfind(w + ":2:16: 'worker.coordinator' is for tern-worker's own file", 0) == 0);
 }
 
-TEST_CASE("a simulated link may set its own downlink rate, else the file's is used") {
+TEST_CASE("a simulated link may set its own downlink rate and burst, and evaluations a time") {
   auto f = writeTemp("sim-downlinks.yaml",
                      "train_data: {format: synthetic, rows: 100, features: 4}\ndownload_rate_mbps: "
                      "8\nlinks:\n  - {rate_mbps: 1, download_rate_mbps: 4}\n"
-                     "  - {rate_mbps: 100}\n");
+                     "  - {rate_mbps: 100, burst_bytes: 2896}\nevaluation_seconds: 0.02\n");
   const auto s = loadSimSettings(f);
   REQUIRE(s.links.size() == 2);
   REQUIRE(s.links[0].download_rate_mbps.has_value());
   CHECK(*s.links[0].download_rate_mbps == 4.0);
   CHECK_FALSE(s.links[1].download_rate_mbps.has_value());
   CHECK(s.download_rate_mbps == 8.0);
+  CHECK(s.links[0].burst_bytes == 0.0);
+  CHECK(s.links[1].burst_bytes == 2896.0);
+  CHECK(s.evaluation_seconds == 0.02);
   auto bad = writeTemp("sim-downlink-0.yaml",
                        "train_data: {format: synthetic, rows: 100, features: 4}\nlinks:\n  - "
                        "{download_rate_mbps: 0}\n");

@@ -36,7 +36,7 @@ config::SimSettings smallRun(const std::string& compressor, uint64_t rounds) {
   s.worker.error_feedback = true;
   s.worker.tuning.method = tuning::TunerKind::kFixed;  // pushes at the cap: these runs test the cap
   s.worker.partition.dirichlet_alpha = 0.5;
-  s.links = {config::SimLink{10.0, 5.0, 0.01, {}}, config::SimLink{2.0, 20.0, 0.02, {}}};
+  s.links = {config::SimLink{10.0, 5.0, 0.01, {}, 0.0}, config::SimLink{2.0, 20.0, 0.02, {}, 0.0}};
   return s;
 }
 
@@ -108,9 +108,9 @@ TEST_CASE("the same seed gives the same run and a different seed a different one
 
 TEST_CASE("rounds take longer on slower simulated links") {
   auto fast = smallRun("identity", 10);
-  fast.links = {config::SimLink{100.0, 1.0, 0.0, {}}};
+  fast.links = {config::SimLink{100.0, 1.0, 0.0, {}, 0.0}};
   auto slow = smallRun("identity", 10);
-  slow.links = {config::SimLink{0.5, 1.0, 0.0, {}}};
+  slow.links = {config::SimLink{0.5, 1.0, 0.0, {}, 0.0}};
   auto f = runSim(fast);
   auto s = runSim(slow);
   // An identity push of 84 floats is ~400 bytes: at 0.5 Mbit/s that is >= 6 ms per round more.
@@ -119,10 +119,11 @@ TEST_CASE("rounds take longer on slower simulated links") {
 
 TEST_CASE("a link's own downlink rate replaces the shared one for its worker alone") {
   auto shared = smallRun("identity", 10);
-  shared.links = {config::SimLink{100.0, 1.0, 0.0, {}}};
+  shared.links = {config::SimLink{100.0, 1.0, 0.0, {}, 0.0}};
   shared.download_rate_mbps = 100.0;
   auto own = shared;
-  own.links = {config::SimLink{100.0, 1.0, 0.0, {}}, config::SimLink{100.0, 1.0, 0.0, {}}};
+  own.links = {config::SimLink{100.0, 1.0, 0.0, {}, 0.0},
+               config::SimLink{100.0, 1.0, 0.0, {}, 0.0}};
   own.links[1].download_rate_mbps = 0.5;  // the second worker's downlink only
   auto f = runSim(shared);
   auto s = runSim(own);
@@ -132,6 +133,27 @@ TEST_CASE("a link's own downlink rate replaces the shared one for its worker alo
   slow_all.download_rate_mbps = 0.5;
   // With every downlink slow the rounds take as long: the slowest link sets a round's pace.
   CHECK(runSim(slow_all).rows.back().time_s == doctest::Approx(s.rows.back().time_s).epsilon(0.2));
+}
+
+TEST_CASE("a link's burst shortens the rounds of small messages, evaluation time lengthens them") {
+  auto plain = smallRun("identity", 10);
+  // Uniform caps: the measured links, which evaluation time moves, then decide nothing.
+  plain.coordinator.allocation.method = allocation::Method::kUniform;
+  plain.links = {config::SimLink{0.5, 1.0, 0.0, {}, 0.0}};
+  plain.download_rate_mbps = 0.5;
+  auto burst = plain;
+  burst.links[0].burst_bytes = 3028.0;  // tbf's two frames: a ~400-byte push goes at once
+  const auto p = runSim(plain);
+  const auto b = runSim(burst);
+  // Each round's push and update (~400 bytes each, >= 6 ms apiece at 0.5 Mbit/s) pass in the burst.
+  CHECK(b.rows.back().time_s < p.rows.back().time_s - 10 * 0.006);
+  CHECK(b.result.replica_mismatches == 0);
+  auto evaluating = plain;
+  evaluating.evaluation_seconds = 0.5;
+  const auto e = runSim(evaluating);
+  // eval_every 5 over 10 rounds: evaluations after rounds 5 and 10 (or 0 and 5), each 0.5 s.
+  CHECK(e.rows.back().time_s >= p.rows.back().time_s + 0.5);
+  CHECK(e.rows.back().train_loss == p.rows.back().train_loss);
 }
 
 TEST_CASE("each worker counts the bytes it received and knows its data share") {
@@ -166,7 +188,7 @@ TEST_CASE("cost-aware with whole packets gives measured workers whole packets wi
   budget.whole_packets = true;
   // Links of 2 and 20 Mbit/s: a packet takes 5.8 and 0.58 ms. The budget pays for about six
   // packets of the slow link's, shared by four workers.
-  s.links = {config::SimLink{2.0, 5.0, 0.01, {}}, config::SimLink{20.0, 5.0, 0.01, {}}};
+  s.links = {config::SimLink{2.0, 5.0, 0.01, {}, 0.0}, config::SimLink{20.0, 5.0, 0.01, {}, 0.0}};
   budget.seconds_per_round = 0.035;
   // Priced at a configured 8 bytes a coordinate (181 to a packet); measured push bytes have a
   // test of their own below.
@@ -244,7 +266,7 @@ TEST_CASE("cost-aware re-plans once the links are measured, without a re-plannin
   s.coordinator.allocation.reallocate_every = 0;
   s.coordinator.allocation.budget.seconds_per_round = 0.01;
   s.worker.partition.dirichlet_alpha = 0.0;  // equal shares: only the links tell workers apart
-  s.links = {config::SimLink{2.0, 5.0, 0.01, {}}, config::SimLink{20.0, 5.0, 0.01, {}}};
+  s.links = {config::SimLink{2.0, 5.0, 0.01, {}, 0.0}, config::SimLink{20.0, 5.0, 0.01, {}, 0.0}};
   s.worker.link.measure = true;
   const auto t = runSim(s);
   REQUIRE(t.rows.size() == 20);
