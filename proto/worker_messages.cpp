@@ -1,26 +1,20 @@
 #include "worker_messages.hpp"
 
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace tern::proto {
 
 namespace {
 constexpr uint8_t kProbeFiller = 0x5a;
-
-// `n` filler bytes, a view of one immutable buffer every probe of the process shares (replaced
-// by a larger one when a larger probe is asked for; a probe keeps the buffer it views alive).
-Payload probeFiller(size_t n) {
-  static std::mutex mutex;
-  static std::shared_ptr<const std::vector<uint8_t>> filler;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!filler || filler->size() < n) {
-    filler = std::make_shared<const std::vector<uint8_t>>(n, kProbeFiller);
-  }
-  return Payload(filler, std::span<const uint8_t>(filler->data(), n));
-}
 }  // namespace
+
+Payload ProbeFiller::bytes(size_t n) {
+  if (!buffer_ || buffer_->size() < n) {
+    buffer_ = std::make_shared<const std::vector<uint8_t>>(n, kProbeFiller);
+  }
+  return Payload(buffer_, std::span<const uint8_t>(buffer_->data(), n));
+}
 
 Message joinMessage(const JoinFields& f) {
   Message m;
@@ -106,11 +100,11 @@ Message pushMessage(const WorkerAddress& from, uint64_t round) {
 }
 
 Message probeMessage(const WorkerAddress& from, uint64_t round, uint64_t probe_id,
-                     size_t payload_bytes) {
+                     size_t payload_bytes, ProbeFiller& filler) {
   Message m = pushMessage(from, round);
   m.envelope.mutable_push()->set_probe(true);
   m.envelope.mutable_push()->set_probe_id(probe_id);
-  m.payload = probeFiller(payload_bytes);
+  m.payload = filler.bytes(payload_bytes);
   return m;
 }
 

@@ -3,6 +3,7 @@
 // each. The worker core, the tests and the coordinator read and write them through these, so a
 // field is named in one place.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,9 +46,19 @@ std::optional<HeartbeatFields> parseHeartbeat(const Message& m);
 
 // A gradient push for `round` without payload or report fields (the caller sets those).
 Message pushMessage(const WorkerAddress& from, uint64_t round);
-// A probe of `payload_bytes` filler bytes, numbered probe_id, sent at `round`.
+// Filler bytes for probes: every probe views one immutable buffer, replaced by a larger one when
+// a larger probe is asked for (a probe keeps the buffer it views alive). Not thread-safe: one
+// owner, or owners that never build probes at once (the simulator's workers).
+class ProbeFiller {
+ public:
+  Payload bytes(size_t n);
+
+ private:
+  std::shared_ptr<const std::vector<uint8_t>> buffer_;
+};
+// A probe of `payload_bytes` filler bytes from `filler`, numbered probe_id, sent at `round`.
 Message probeMessage(const WorkerAddress& from, uint64_t round, uint64_t probe_id,
-                     size_t payload_bytes);
+                     size_t payload_bytes, ProbeFiller& filler);
 struct PushFields {
   WorkerAddress from;
   uint64_t round = 0;

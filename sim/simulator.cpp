@@ -9,6 +9,7 @@
 #include "common/compression/codec.hpp"
 #include "common/ml/data_source.hpp"
 #include "common/util/checksum.hpp"
+#include "proto/worker_messages.hpp"
 #include "server/inline_evaluation.hpp"
 #include "sim/link_transmitter.hpp"
 #include "worker/worker_core.hpp"
@@ -95,6 +96,7 @@ struct Simulator::Impl {
     // Nor do they build pushes together: one buffer for error feedback's corrected gradient.
     auto scratch = std::make_shared<worker::TrainerScratch>();
     auto corrected = std::make_shared<std::vector<float>>();
+    auto filler = std::make_shared<proto::ProbeFiller>();  // and one probe filler
     for (size_t i = 0; i < s.workers; ++i) {
       auto wset = s.worker;
       wset.name = "sim-worker-" + std::to_string(i);
@@ -103,6 +105,7 @@ struct Simulator::Impl {
       auto shard = std::make_shared<ml::Dataset>(full.subset(parts[i]));
       auto options = worker::workerOptions(wset);
       options.push.corrected_scratch = corrected;
+      options.probe_filler = filler;
       workers.push_back(std::make_unique<worker::WorkerCore>(options, shard, i + 1));
       trainers.push_back(std::make_unique<worker::ShardTrainer>(shard, nullptr, nullptr, scratch));
       links.push_back(s.links[std::min(i, s.links.size() - 1)]);

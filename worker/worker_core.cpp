@@ -33,7 +33,9 @@ WorkerCore::WorkerCore(const WorkerOptions& options, LocalData data, uint64_t in
       instance_(instance),
       session_(options.heartbeat_seconds, options.coordinator_patience_seconds),
       replica_(options.max_message_bytes),
-      link_(options.link, options.coordinator_patience_seconds) {}
+      link_(options.link, options.coordinator_patience_seconds) {
+  if (!options_.probe_filler) options_.probe_filler = std::make_shared<proto::ProbeFiller>();
+}
 
 WorkerCore::~WorkerCore() = default;
 
@@ -459,13 +461,15 @@ std::vector<Message> WorkerCore::nextProbe(double now) {
   // The planned size is what goes on the wire, envelope and frame headers included, so that a
   // one-packet probe fills one packet and no more; never more than the coordinator takes in one
   // message part (the sample is timed at the size sent).
-  const size_t envelope = proto::probeMessage(session_.address(), replica_.round(), probe_id, 0)
-                              .envelope.ByteSizeLong();
+  auto& filler = *options_.probe_filler;
+  const size_t envelope =
+      proto::probeMessage(session_.address(), replica_.round(), probe_id, 0, filler)
+          .envelope.ByteSizeLong();
   size_t payload = zmtpPayloadFor(*bytes, envelope);
   if (peer_max_bytes_) payload = size_t(std::min<uint64_t>(payload, *peer_max_bytes_));
   link_.issued(LinkMonitor::probeKey(probe_id), now);
-  return {
-      sendable(proto::probeMessage(session_.address(), replica_.round(), probe_id, payload), now)};
+  return {sendable(
+      proto::probeMessage(session_.address(), replica_.round(), probe_id, payload, filler), now)};
 }
 
 const std::vector<float>& WorkerCore::residual() const {

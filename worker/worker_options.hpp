@@ -10,6 +10,10 @@
 
 #include "common/config/settings.hpp"
 
+namespace tern::proto {
+class ProbeFiller;
+}  // namespace tern::proto
+
 namespace tern::worker {
 
 // What the push builder must know of the configured compressor beyond its interface.
@@ -49,6 +53,9 @@ struct WorkerOptions {
   double coordinator_patience_seconds = 1.0;
   config::LinkSettings link;
   PushOptions push;
+  // Where probes take their filler bytes: shared by workers that never build probes at the
+  // same time (the simulator's); null = each worker its own.
+  std::shared_ptr<proto::ProbeFiller> probe_filler;
 };
 
 // The core's options from the validated settings (the compressor's name parsed here, once).

@@ -64,7 +64,8 @@ TEST_CASE("heartbeat, push, probe and leave parse back, another envelope is not 
   REQUIRE(push.has_value());
   CHECK(push->round == 9);
   CHECK_FALSE(push->probe);
-  const Message probe = proto::probeMessage(from, 9, 3, 100);
+  proto::ProbeFiller filler;
+  const Message probe = proto::probeMessage(from, 9, 3, 100, filler);
   CHECK(probe.payload.size() == 100);
   const auto p = proto::parsePush(probe);
   REQUIRE(p.has_value());
@@ -79,11 +80,12 @@ TEST_CASE("heartbeat, push, probe and leave parse back, another envelope is not 
   CHECK_FALSE(proto::parsePush(proto::leaveMessage(from, "")).has_value());
 }
 
-TEST_CASE("probes share one filler buffer, and writing one probe's bytes leaves the others") {
+TEST_CASE("probes share their filler's buffer, and writing one probe's bytes leaves the others") {
   const proto::WorkerAddress from{77, 5};
-  Message small = proto::probeMessage(from, 1, 1, 300);
-  const Message large = proto::probeMessage(from, 1, 2, 5000);
-  const Message again = proto::probeMessage(from, 1, 3, 300);
+  proto::ProbeFiller filler;
+  Message small = proto::probeMessage(from, 1, 1, 300, filler);
+  const Message large = proto::probeMessage(from, 1, 2, 5000, filler);
+  const Message again = proto::probeMessage(from, 1, 3, 300, filler);
   CHECK(large.payload.size() == 5000);
   CHECK(again.payload.size() == 300);
   CHECK(again.payload.data() == large.payload.data());  // the larger buffer, no new bytes
@@ -93,9 +95,12 @@ TEST_CASE("probes share one filler buffer, and writing one probe's bytes leaves 
   CHECK(all_filler(small.payload));
   CHECK(all_filler(large.payload));
   CHECK(small.payload[0] == large.payload[0]);
-  const uint8_t filler = large.payload[0];
-  small.payload.mutableData()[0] = uint8_t(filler + 1);  // copied first: shared bytes
-  CHECK(small.payload[0] == uint8_t(filler + 1));
-  CHECK(large.payload[0] == filler);
-  CHECK(again.payload[0] == filler);
+  const uint8_t byte = large.payload[0];
+  small.payload.mutableData()[0] = uint8_t(byte + 1);  // copied first: shared bytes
+  CHECK(small.payload[0] == uint8_t(byte + 1));
+  CHECK(large.payload[0] == byte);
+  CHECK(again.payload[0] == byte);
+  // Another filler (another worker's) holds bytes of its own: nothing is process-wide.
+  proto::ProbeFiller other;
+  CHECK(proto::probeMessage(from, 1, 4, 300, other).payload.data() != again.payload.data());
 }
