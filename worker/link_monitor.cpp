@@ -121,8 +121,9 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
   }
   const double seconds = done - *mine.sent_at;
   if (!(seconds > 0.0)) return std::nullopt;
-  estimator_.addSample(mine.bytes, seconds);
-  if (key & (1ull << 63)) probe_times_.record(mine.bytes, seconds);  // a probe's key
+  const bool probe = key & (1ull << 63);  // a probe's key
+  estimator_.addSample(mine.bytes, seconds, probe);
+  if (probe) probe_times_.record(mine.bytes, seconds);
   spdlog::debug("link sample: {} bytes in {:.6f} s", mine.bytes, seconds);
   return seconds;
 }

@@ -140,8 +140,11 @@ void LinkEstimator::reset() {
   scale_count_ = 0;
   pending_.clear();
   recent_sizes_.clear();
+  recent_probe_.clear();
   recent_next_ = 0;
   recent_sum_ = recent_sum_sq_ = 0;
+  recent_push_sum_ = 0;
+  recent_pushes_ = 0;
   samples_since_probe_ = std::numeric_limits<uint64_t>::max() / 2;
   far_.clear();
   probes_sent_.clear();
@@ -272,13 +275,13 @@ LinkFit LinkEstimator::fit() const {
   return out;
 }
 
-void LinkEstimator::addSample(size_t bytes, double seconds) {
+void LinkEstimator::addSample(size_t bytes, double seconds, bool probe) {
   if (!std::isfinite(seconds) || seconds < 0) {
     ++ignored_;
     return;
   }
   const Sample s{packetsOf(bytes), seconds};
-  noteSize(s.x);
+  noteSize(s.x, probe);
 
   if (!bootstrapped_) {
     warmup_.push_back(s);

@@ -76,8 +76,10 @@ class LinkEstimator {
   explicit LinkEstimator(const LinkEstimatorSpec& spec = {});
 
   // One observation: `bytes` on the wire took `seconds` (ack rx - push tx - coordinator hold).
-  // Non-finite or negative times are ignored (counted in ignoredSamples()).
-  void addSample(size_t bytes, double seconds);
+  // Non-finite or negative times are ignored (counted in ignoredSamples()). `probe`: a probe's,
+  // which counts in the spread of recent sizes but not in the pushes' size that exploration
+  // probes are chosen away from.
+  void addSample(size_t bytes, double seconds, bool probe = false);
 
   // t(bytes) = a + b * ceil(bytes / P_max).
   // - Until a few samples of clearly different sizes arrived, no line can be fitted robustly:
@@ -151,7 +153,7 @@ class LinkEstimator {
   void tryBootstrap();
   void handleRejected(const Sample& s, double relative_residual);
   void addFarSample(const Sample& s);
-  void noteSize(double x);
+  void noteSize(double x, bool probe);
   // The fewest packets among the recent samples (1 before any): the sizes in use cost no
   // negative time, a + b * x >= 0 there.
   double smallestRecentSize() const;
@@ -184,8 +186,11 @@ class LinkEstimator {
 
   // Exploration state.
   std::vector<double> recent_sizes_;  // ring of packet counts
+  std::vector<bool> recent_probe_;    // beside it: whether the sample was a probe's
   size_t recent_next_ = 0;
   double recent_sum_ = 0, recent_sum_sq_ = 0;
+  double recent_push_sum_ = 0;  // the pushes' packets among the recent sizes
+  size_t recent_pushes_ = 0;
   uint64_t samples_since_probe_ = 0;
   std::deque<std::pair<double, size_t>> probes_sent_;  // (time, bytes) within the last minute
 

@@ -48,18 +48,28 @@ size_t fittingCalibrationSize(const std::vector<size_t>& sorted, double m, size_
 
 }  // namespace
 
-void LinkEstimator::noteSize(double x) {
+void LinkEstimator::noteSize(double x, bool probe) {
   // Packet counts are integers, so the running sums stay exact when old entries are removed.
   if (recent_sizes_.size() < spec_.exploration_window) {
     recent_sizes_.push_back(x);
+    recent_probe_.push_back(probe);
   } else {
     const double old = recent_sizes_[recent_next_];
     recent_sum_ -= old;
     recent_sum_sq_ -= old * old;
+    if (!recent_probe_[recent_next_]) {
+      recent_push_sum_ -= old;
+      --recent_pushes_;
+    }
     recent_sizes_[recent_next_] = x;
+    recent_probe_[recent_next_] = probe;
   }
   recent_sum_ += x;
   recent_sum_sq_ += x * x;
+  if (!probe) {
+    recent_push_sum_ += x;
+    ++recent_pushes_;
+  }
   recent_next_ = (recent_next_ + 1) % spec_.exploration_window;
   ++samples_since_probe_;
 }
@@ -82,15 +92,19 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
     if (mean > 0 && std::sqrt(var) >= spec_.identifiability_cv * mean) return std::nullopt;
   }
 
+  // Away from the pushes' sizes: earlier probes in the window would pull a mean of all recent
+  // sizes towards the probes (one-packet pushes then drew 16-packet probes, not 4).
+  const double pushes =
+      recent_pushes_ > 0 ? recent_push_sum_ / static_cast<double>(recent_pushes_) : mean;
   std::vector<size_t> sizes = spec_.calibration_packets;
   std::sort(sizes.begin(), sizes.end());
-  const std::optional<size_t> far = farCalibrationSize(sizes, mean);
+  const std::optional<size_t> far = farCalibrationSize(sizes, pushes);
   if (!far) return std::nullopt;
   size_t bytes = *far * spec_.packet_bytes;
   const double room = probeRoom();
   if (static_cast<double>(bytes) > room) {
     const size_t packets =
-        fittingCalibrationSize(sizes, std::max(mean, 1.0), spec_.packet_bytes, room);
+        fittingCalibrationSize(sizes, std::max(pushes, 1.0), spec_.packet_bytes, room);
     if (packets == 0) return std::nullopt;
     bytes = packets * spec_.packet_bytes;
   }

@@ -366,6 +366,30 @@ TEST_CASE("a run of equal-size pushes triggers a probe of a clearly different si
   }
 }
 
+TEST_CASE("exploration probes are sized away from the pushes, not from earlier probes") {
+  // One-packet pushes after the join train, each probe fed back as a probe's sample: every
+  // probe is the smallest calibration size at least 4x the pushes' size, 4 packets, where a
+  // mean over all recent sizes (the train's 16- and 64-packet probes among them) asks for 16.
+  SyntheticLink link;
+  link.stall_share = 0.0;
+  LinkEstimatorSpec spec;
+  spec.forgetting = 0.8;  // the train's spread fades fast: b goes unknown, probes every other push
+  LinkEstimator est(spec);
+  double now = 0.0;
+  for (size_t bytes : est.calibrationPlan()) est.addSample(bytes, link.secondsFor(bytes), true);
+  std::vector<size_t> probes;
+  for (int i = 0; i < 400; ++i) {
+    now += 0.5;
+    est.addSample(kPacket, link.secondsFor(kPacket));
+    if (auto probe = est.probeToSend(now)) {
+      probes.push_back(*probe);
+      est.addSample(*probe, link.secondsFor(*probe), true);
+    }
+  }
+  REQUIRE_FALSE(probes.empty());
+  for (size_t p : probes) CHECK(p == 4 * kPacket);
+}
+
 TEST_CASE("pushes already spread in size trigger no probe") {
   LinkEstimator est;
   for (size_t i = 0; i < 40; ++i) {
