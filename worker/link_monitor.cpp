@@ -121,7 +121,7 @@ std::optional<double> LinkMonitor::acked(uint64_t key, double hold_seconds, doub
   }
   const double seconds = done - *mine.sent_at;
   if (!(seconds > 0.0)) return std::nullopt;
-  const bool probe = key & (1ull << 63);  // a probe's key
+  const bool probe = isProbeKey(key);
   estimator_.addSample(mine.bytes, seconds, probe);
   if (probe) probe_times_.record(mine.bytes, seconds);
   spdlog::debug("link sample: {} bytes in {:.6f} s", mine.bytes, seconds);

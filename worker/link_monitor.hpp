@@ -42,6 +42,7 @@ class LinkMonitor {
   // Key of a push: its round; of a probe: its probe id (high bit set to keep them apart).
   static uint64_t pushKey(uint64_t round) { return round; }
   static uint64_t probeKey(uint64_t probe_id) { return probe_id | (1ull << 63); }
+  static bool isProbeKey(uint64_t key) { return (key >> 63) != 0; }
 
   // A push or probe was created and will be handed to the socket: it is unacknowledged from now.
   void issued(uint64_t key, double now);
