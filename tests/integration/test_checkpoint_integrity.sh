@@ -57,7 +57,10 @@ for _ in $(seq 1 600); do [ "$(rows)" -gt 20 ] && break; sleep 0.05; done
 [ "$(rows)" -gt 20 ] || fail "fewer than 20 rounds trained"
 wait_health "200 ok" "/healthz is not ok while checkpoints are written"
 [ -s "$CK" ] && [ -s "$CK.prev" ] || fail "no two checkpoint generations after 20 rounds"
-mkdir "$CK.tmp"
+# The coordinator may hold its own temporary file there for a moment: retry until the directory
+# stands in its place.
+for _ in $(seq 1 200); do mkdir "$CK.tmp" 2>/dev/null && break; sleep 0.01; done
+[ -d "$CK.tmp" ] || fail "no directory could take the temporary checkpoint's place"
 wait_health "503 degraded: checkpoint not written" "/healthz did not report failing checkpoints"
 AT=$(rows)
 for _ in $(seq 1 600); do [ "$(rows)" -gt $((AT + 40)) ] && break; sleep 0.05; done
