@@ -10,7 +10,10 @@ fleet_ns() { echo "tern-f$1-$$"; }
 fleet_addr_c() { echo "10.78.$1.1"; }
 
 fleet_cleanup() {
-  local ns
+  local ns p
+  for p in "${TRAINERS[@]:-}"; do  # run.sh's PyTorch trainers, if any
+    [ -n "$p" ] && kill "$p" 2> /dev/null || true
+  done
   for ns in "${FLEET_NS[@]:-}"; do
     [ -n "$ns" ] && ip netns del "$ns" 2> /dev/null || true
   done

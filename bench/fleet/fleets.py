@@ -3,6 +3,7 @@
 
 Usage: fleets.py links FLEET            "UP DOWN" tc rates per worker, on one line
        fleets.py partition FLEET SEED   the shards' partition, a YAML flow mapping
+       fleets.py prep FLEET             the same partition as examples/pytorch/prep.py's options
 
 A: uplinks 1-100 Mbit/s with downlinks 4x each, data volumes 10:1 (shard 0, the largest, on the
 slowest link), IID labels. B: seven workers at 2 Mbit/s up / 8 down and one at 100 / 100, equal
@@ -37,6 +38,9 @@ def partition(name, seed):
 def main(argv):
     if len(argv) == 3 and argv[1] == "links":
         print(" ".join(f"{up}mbit {down}mbit" for up, down in fleet(argv[2])["links"]))
+    elif len(argv) == 3 and argv[1] == "prep":
+        p = fleet(argv[2])["partition"]
+        print(f"--alpha {p['dirichlet_alpha']} --volume-ratio {p['volume_ratio']}")
     elif len(argv) == 4 and argv[1] == "partition":
         print(partition(argv[2], argv[3]))
     else:

@@ -2,14 +2,14 @@
 """Writes one daemon's configuration for a fleet run: a shipped file, a method's overrides, then
 the harness's own settings.
 
-Usage: merge_config.py BASE OUT [--method FILE SECTION] [--set PATH=YAML ...]
+Usage: merge_config.py BASE OUT [--method FILE SECTION] [--set PATH=YAML ...] [--drop PATH ...]
 
 BASE is read as it is (deploy/config/*.yaml). The method file's SECTION (`coordinator` or
 `worker`) replaces whole top-level sections of BASE (so that a baseline's `allocation` does not
 inherit keys of the shipped method); a null value removes the section. Each --set puts one value
 at a dotted path (`data.shard.index=3`), creating the sections on the way; the value is YAML.
 Scalars are copied as written (read without type resolution), so the daemons parse them as in
-the shipped file.
+the shipped file. Each --drop removes what is at a dotted path, if anything is.
 """
 import sys
 
@@ -43,6 +43,16 @@ def set_path(doc, path, value):
     doc[keys[-1]] = value
 
 
+def drop_path(doc, path):
+    """Removes what is at the dotted path of doc, if anything is."""
+    keys = path.split(".")
+    for key in keys[:-1]:
+        doc = doc.get(key)
+        if not isinstance(doc, dict):
+            return
+    doc.pop(keys[-1], None)
+
+
 def apply_method(doc, method_file, section):
     """Replaces (or, for null, removes) the top-level sections the method's SECTION names."""
     with open(method_file) as f:
@@ -67,6 +77,9 @@ def main(argv):
         elif args[0] == "--set" and len(args) >= 2 and "=" in args[1]:
             path, value = args[1].split("=", 1)
             set_path(doc, path, load(value))
+            args = args[2:]
+        elif args[0] == "--drop" and len(args) >= 2:
+            drop_path(doc, args[1])
             args = args[2:]
         else:
             sys.exit(f"merge_config.py: cannot read arguments {args}\n{__doc__}")

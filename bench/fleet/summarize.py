@@ -9,7 +9,7 @@ rounds_to_target,upload_bytes,download_bytes,final_accuracy): time_s of the firs
 at or above TARGET and the rounds done by then (its round + 1; both empty when none is), the
 cumulative upload and download bytes at that row (at the last row when the target was missed),
 and the last evaluation's accuracy. Appends the run's evaluations
-(fleet,method,seed,time_s,test_accuracy) to CURVES_CSV.
+(fleet,model,method,seed,time_s,test_accuracy) to CURVES_CSV.
 """
 import csv
 import sys
@@ -42,7 +42,7 @@ def main(argv):
     print(",".join([fleet, model, method, seed, seconds, rounds, upload, download, final]))
     with open(curves, "a") as f:
         for r in evaluated:
-            f.write(f"{fleet},{method},{seed},{r['time_s']},{r['test_accuracy']}\n")
+            f.write(f"{fleet},{model},{method},{seed},{r['time_s']},{r['test_accuracy']}\n")
 
 
 if __name__ == "__main__":

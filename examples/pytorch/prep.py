@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Each of N workers its own non-IID Fashion-MNIST rows: per class, Dirichlet(alpha) shares of
-the training rows (unequal sizes, label skew) and the same shares of the test rows as its
-held-out set. Writes OUT/w0.npz ... (x_train, y_train, x_eval, y_eval; images as uint8)."""
+"""Each of N workers its own Fashion-MNIST rows: per class, Dirichlet(alpha) shares of the
+training rows (unequal sizes, label skew), or with --alpha 0 the same shares for every class (no
+label skew) in volumes falling geometrically by --volume-ratio from worker 0 to the last (as
+tern's `data.partition`); the same shares of the test rows are each worker's held-out set.
+Writes OUT/w0.npz ... (x_train, y_train, x_eval, y_eval; images as uint8)."""
 import argparse
 import gzip
 import os
@@ -30,23 +32,42 @@ def split(labels, shares, rng):
     return [rng.permutation(np.array(p, dtype=np.int64)) for p in parts]
 
 
+def geometric(workers, ratio):
+    """Volume shares falling from worker 0 to the last by `ratio` in all, log-spaced."""
+    shares = ratio ** (-np.arange(workers) / max(workers - 1, 1))
+    return shares / shares.sum()
+
+
+def draw_shares(args, rng):
+    """classes x workers: each class's rows cut among the workers."""
+    if args.alpha == 0:
+        return np.tile(geometric(args.workers, args.volume_ratio), (10, 1))
+    while True:  # every worker gets at least 2% of the rows
+        shares = rng.dirichlet([args.alpha] * args.workers, size=10)
+        if shares.sum(axis=0).min() >= 0.2:
+            return shares
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="out/pytorch-data")
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--alpha", type=float, default=0.5, help="label skew; 0: none")
+    ap.add_argument("--volume-ratio", type=float, default=1.0,
+                    help="largest / smallest worker's rows, with --alpha 0 only")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--data", default=FMNIST)
     args = ap.parse_args()
+    if args.alpha < 0 or args.volume_ratio < 1 or args.workers < 1:
+        ap.error("--alpha must be >= 0, --volume-ratio >= 1, --workers >= 1")
+    if args.alpha > 0 and args.volume_ratio != 1:
+        ap.error("--volume-ratio needs --alpha 0 (Dirichlet shares set the volumes themselves)")
     x = idx(f"{args.data}/train-images-idx3-ubyte.gz")
     y = idx(f"{args.data}/train-labels-idx1-ubyte.gz")
     xt = idx(f"{args.data}/t10k-images-idx3-ubyte.gz")
     yt = idx(f"{args.data}/t10k-labels-idx1-ubyte.gz")
     rng = np.random.default_rng(args.seed)
-    while True:  # every worker gets at least 2% of the rows
-        shares = rng.dirichlet([args.alpha] * args.workers, size=10)
-        if shares.sum(axis=0).min() >= 0.2:
-            break
+    shares = draw_shares(args, rng)
     train, held = split(y, shares, rng), split(yt, shares, rng)
     os.makedirs(args.out, exist_ok=True)
     for w in range(args.workers):
