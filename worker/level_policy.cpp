@@ -23,17 +23,22 @@ LevelPolicy::LevelPolicy(const config::TuningSettings& settings, uint32_t packet
 }
 
 std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::LinkFit& link,
-                                                             size_t overhead_bytes) {
+                                                             size_t overhead_bytes,
+                                                             double compute_seconds) {
   using costmodel::CostModelKind;
   if (settings_.cost_model == CostModelKind::kPayload)
     return std::make_unique<costmodel::PayloadCostModel>(overhead_bytes);
   if (settings_.cost_model == CostModelKind::kMeasured) {
     if (usableFit(link)) {
+      // cat's price is in seconds of the worker's round: the gradient's compute is paid whatever
+      // the level, a fixed cost beside the link's own (the paper's CAT prices the link alone).
+      const bool round = settings_.method == tuning::TunerKind::kCat &&
+                         std::isfinite(compute_seconds) && compute_seconds > 0.0;
       // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
       // to nothing, which the model must still accept.
-      return std::make_unique<costmodel::PacketCostModel>(std::max(last_fit_->a, 0.0),
-                                                          std::max(last_fit_->b, kMinPacketSeconds),
-                                                          last_fit_->packet_bytes, overhead_bytes);
+      return std::make_unique<costmodel::PacketCostModel>(
+          std::max(last_fit_->a, 0.0) + (round ? compute_seconds : 0.0),
+          std::max(last_fit_->b, kMinPacketSeconds), last_fit_->packet_bytes, overhead_bytes);
     }
   }
   // Packet model with configured constants; also "measured" until the first valid fit.
@@ -50,9 +55,10 @@ std::optional<costmodel::LinkFit> LevelPolicy::usableFit(const costmodel::LinkFi
 tuning::TuningDecision LevelPolicy::choose(std::span<const float> v, uint32_t cap,
                                            const compression::Compressor& compressor,
                                            const costmodel::LinkFit& link, size_t overhead_bytes,
-                                           double step, std::span<const float> fresh) {
+                                           double step, std::span<const float> fresh,
+                                           double compute_seconds) {
   try {
-    auto cost = costModel(link, overhead_bytes);
+    auto cost = costModel(link, overhead_bytes, compute_seconds);
     return tuner_->choose(v, cap, compressor, *cost, -1.0, 0.0, step, fresh);
   } catch (const std::exception& e) {
     // A tuning failure must not stop training: send what the cap allows.

@@ -21,10 +21,13 @@ class LevelPolicy {
   // with them by every cost model. step: the step the coordinator applies to the push (its
   // learning rate; tuning::kBestStep = not known, the paper's step). fresh: the gradient alone
   // when v carries the error-feedback residual (empty = v is the gradient), which cat prices.
+  // compute_seconds: what this push's gradient took; cat under the measured cost model prices
+  // a push as the seconds of the worker's round, compute + a + b * packets (docs/cat.md).
   tuning::TuningDecision choose(std::span<const float> v, uint32_t cap,
                                 const compression::Compressor& compressor,
                                 const costmodel::LinkFit& link, size_t overhead_bytes = 0,
-                                double step = tuning::kBestStep, std::span<const float> fresh = {});
+                                double step = tuning::kBestStep, std::span<const float> fresh = {},
+                                double compute_seconds = 0.0);
   // The fit to price a push with: `link` when it is usable, else the last usable one (nullopt
   // before any).
   std::optional<costmodel::LinkFit> usableFit(const costmodel::LinkFit& link);
@@ -33,7 +36,7 @@ class LevelPolicy {
 
  private:
   std::unique_ptr<costmodel::CostModel> costModel(const costmodel::LinkFit& link,
-                                                  size_t overhead_bytes);
+                                                  size_t overhead_bytes, double compute_seconds);
   config::TuningSettings settings_;
   // The last usable fit: the estimator withdraws its fit while its recent sizes are too alike to
   // separate a and b (after a detected link change too, until it has probed the new link), and

@@ -261,7 +261,8 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
       inner.hasLevel() ? cap : std::min<uint32_t>(size_cap_.value_or(UINT32_MAX), d);
   const InTime in_time = inTime(most, overhead, d, link, now);
   if (inner.hasLevel()) cap = in_time.level;
-  auto decision = policy_.choose(v, cap, inner, link.fit(), overhead, step_.value_or(0.0), grad);
+  auto decision = policy_.choose(v, cap, inner, link.fit(), overhead, step_.value_or(0.0), grad,
+                                 compute_seconds);
   const uint32_t level = std::clamp<uint32_t>(decision.level, 1, cap);
   compression::Compressed compressed;
   try {

@@ -179,7 +179,7 @@ struct LinkSettings {
   std::vector<size_t> calibration_packets = {1, 4, 16, 64};
   uint32_t probe_repeats = 2;
   // A calibration probe the train's smaller probes say would take longer is skipped (0 = never).
-  double calibration_max_seconds = 0.25;
+  double calibration_max_seconds = 0.05;
   size_t probe_bytes_per_minute = 256 * 1024;
   double probe_link_share = 0.1;  // and at most this share of the fitted link's capacity
   bool measure = true;

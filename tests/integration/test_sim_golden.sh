@@ -8,9 +8,9 @@
 # sim-dense is sim-quick with `download.ratio: 1`, the dense broadcast.
 source "$(dirname "$0")/lib.sh"
 declare -A golden=(
-  [sim-quick]=14d6cdd8c6277749a02badc3351b311cf5853e97691a8c07ab9351f782e6c3c1
-  [sim-cat]=b0aea7c007c32c81f8120ac7fa833db469ebee81aa815373b1ec16c743d43deb
-  [sim-dense]=fc7767a9d8c15e1bbe8549503c1b9371c8ebf3ec129f0773d2d996276785eec7
+  [sim-quick]=548c9793c1a8651f11f27ced33407578fdddfcc72da32077eda0ef702c6d29bd
+  [sim-cat]=ce8edd976a1393e053aa6d006145c3923e6444f26faab83b8780148aab0a8222
+  [sim-dense]=4af6071d7f70c70e04494589406deebb8bd68d488d2b12ea158fdee2c7c01d6a
 )
 [ "$(uname -m)" = x86_64 ] || { echo "SKIP: the hashes are x86_64's"; exit 77; }
 # sim-quick with the dense broadcast, writing the same CSV name.

@@ -67,3 +67,34 @@ TEST_CASE(
   CHECK(withdrawn.level == fitted.level);
   CHECK(withdrawn.predicted_cost == fitted.predicted_cost);
 }
+
+TEST_CASE("measured cost: cat prices a push in seconds of the worker's round, compute included") {
+  const size_t d = 20000;
+  const auto v = gaussian(d, 7);
+  auto topk = compression::makeCompressor(compression::CompressorSpec{});
+  const uint32_t cap = uint32_t(d);
+  const double compute = 1.0;  // a second of compute against 1 ms a packet
+
+  worker::LevelPolicy link_only(measured(), 1448, 1.0);
+  const auto alone = link_only.choose(v, cap, *topk, fit(true));
+  CHECK(alone.level < d / 10);  // a packet costs as much as the push: about one packet
+
+  // Every level pays the second of compute: the cost is nearly flat, and most of the cap earns
+  // most (the codec's bytes per coordinate fall near the cap, so the exact level is its own).
+  worker::LevelPolicy with_compute(measured(), 1448, 1.0);
+  const auto round =
+      with_compute.choose(v, cap, *topk, fit(true), 0, tuning::kBestStep, {}, compute);
+  CHECK(round.level > d / 2);
+  const size_t bytes = topk->encodedBytes(uint32_t(d), round.level);
+  CHECK(round.predicted_cost == doctest::Approx(compute + 1e-3 + 1e-3 * std::ceil(bytes / 1448.0)));
+
+  // The paper's criterion prices the link alone, and a compute time that is no time is ignored.
+  auto paper_settings = measured();
+  paper_settings.method = tuning::TunerKind::kCatPaper;
+  worker::LevelPolicy paper(paper_settings, 1448, 1.0);
+  CHECK(paper.choose(v, cap, *topk, fit(true), 0, tuning::kBestStep, {}, compute).level < d / 10);
+  worker::LevelPolicy nan_compute(measured(), 1448, 1.0);
+  CHECK(
+      nan_compute.choose(v, cap, *topk, fit(true), 0, tuning::kBestStep, {}, std::nan("")).level ==
+      alone.level);
+}
