@@ -70,9 +70,6 @@ name: worker-$i
 coordinator: $endpoint
 trainer: {kind: external, endpoint: ipc://$out/w$i.sock, timeout_seconds: 120}
 compression: {name: topk, error_feedback: true}
-# CAT prices a gradient step; ten local steps' delta is not one, and CAT sent half the cap's
-# coordinates for 0.86 accuracy at round 400 against 0.90 here (docs/python.md): send the cap.
-tuning: {method: fixed}
 heartbeat_seconds: 1
 coordinator_patience_seconds: 60
 logging: {level: warn}
