@@ -32,12 +32,12 @@ std::unique_ptr<costmodel::CostModel> LevelPolicy::costModel(const costmodel::Li
     if (usableFit(link)) {
       // cat's price is in seconds of the worker's round: the gradient's compute is paid whatever
       // the level, a fixed cost beside the link's own (the paper's CAT prices the link alone).
-      const bool round = settings_.method == tuning::TunerKind::kCat &&
-                         std::isfinite(compute_seconds) && compute_seconds > 0.0;
+      const bool with_compute = settings_.method == tuning::TunerKind::kCat &&
+                                std::isfinite(compute_seconds) && compute_seconds > 0.0;
       // On a fast link (loopback) the fitted per-packet time can be 0: a packet then costs next
       // to nothing, which the model must still accept.
       return std::make_unique<costmodel::PacketCostModel>(
-          std::max(last_fit_->a, 0.0) + (round ? compute_seconds : 0.0),
+          std::max(last_fit_->a, 0.0) + (with_compute ? compute_seconds : 0.0),
           std::max(last_fit_->b, kMinPacketSeconds), last_fit_->packet_bytes, overhead_bytes);
     }
   }

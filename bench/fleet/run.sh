@@ -97,17 +97,18 @@ TRAINERS=()
 # sets, and for the CNN its model file and examples/pytorch's training recipe (local SGD of 10
 # steps, docs/python.md), a trainer's socket in each worker's place of data and no test set.
 write_coordinator_config() {
-  local model_args=(--set "target_accuracy=$TARGET" --set "training.seed=$4"
+  local model_args=(--set "training.seed=$4"
     --set "test_data={format: idx, images: $DATA/t10k-images-idx3-ubyte.gz,
       labels: $DATA/t10k-labels-idx1-ubyte.gz}")
-  [ "$2" = cnn ] && model_args=(--set "target_accuracy=$CNN_TARGET" --drop test_data
+  [ "$2" = cnn ] && model_args=(--drop test_data
     --set "model={kind: external, file: $WORK/cnn-model.tern}"
     --set "training={batch_size: 32, local_steps: 10, local_lr: 0.1, seed: $4}"
     --set "optimizer={lr: 0.1, momentum: 0.5, decay: 0.5, decay_every: 200}"
     --set "round_deadline_seconds=60" --set "worker_patience_seconds=60")
   "$PY" "$HERE/merge_config.py" "$SRC/deploy/config/coordinator.yaml" "$1/coord.yaml" \
     --method "$HERE/methods/$3.yaml" coordinator \
-    --set "bind=tcp://*:0" --set "min_workers=$WORKERS" --set "max_rounds=$(max_rounds "$2")" \
+    --set "bind=tcp://*:0" --set "min_workers=$WORKERS" \
+    --set "max_rounds=$(per_model "$2" MAX_ROUNDS)" --set "target_accuracy=$(per_model "$2" TARGET)" \
     "${model_args[@]}"
 }
 write_worker_config() {
@@ -122,9 +123,13 @@ write_worker_config() {
     --method "$HERE/methods/$method.yaml" worker \
     --set "name=fleet-$k" --set "coordinator=tcp://$(fleet_addr_c "$k"):$port" "${model_args[@]}"
 }
-max_rounds() { [ "$1" = cnn ] && echo "$CNN_MAX_ROUNDS" || echo "$MAX_ROUNDS"; }
-run_seconds() { [ "$1" = cnn ] && echo "$CNN_RUN_SECONDS" || echo "$RUN_SECONDS"; }
-target() { [ "$1" = cnn ] && echo "$CNN_TARGET" || echo "$TARGET"; }
+# per_model MODEL NAME: the setting NAME (TARGET, MAX_ROUNDS, RUN_SECONDS) for MODEL: CNN_NAME
+# for the CNN.
+per_model() {
+  local name=$2
+  [ "$1" = cnn ] && name="CNN_$2"
+  echo "${!name}"
+}
 
 # cnn_prepare FLEET SEED: the CNN's model file (once) and each worker's rows as the fleet's
 # partition cuts them with SEED (examples/pytorch/prep.py, once per fleet and seed).
@@ -199,17 +204,17 @@ run_one() {
       > "$dir/w$k.out" 2> "$dir/w$k.err" &
     PIDS+=($!)
   done
-  end=$((SECONDS + $(run_seconds "$model")))
+  end=$((SECONDS + $(per_model "$model" RUN_SECONDS)))
   while kill -0 "$cpid" 2> /dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
   local timed_out=0
   kill -0 "$cpid" 2> /dev/null && timed_out=1
   stop_run "$cpid"
   local row
-  row=$("$PY" "$HERE/summarize.py" "$dir/metrics.csv" "$(target "$model")" "$fleet" "$model" \
+  row=$("$PY" "$HERE/summarize.py" "$dir/metrics.csv" "$(per_model "$model" TARGET)" "$fleet" "$model" \
     "$method" "$seed" "$CURVES")
   echo "$row" >> "$RESULT"
   echo "fleet $fleet $model $method seed $seed: $row ($((SECONDS - started)) s$(
-    [ "$timed_out" = 1 ] && echo ", stopped at $(run_seconds "$model") s"), qdisc drops" \
+    [ "$timed_out" = 1 ] && echo ", stopped at $(per_model "$model" RUN_SECONDS) s"), qdisc drops" \
     "$(fleet_drops), load $(cut -d' ' -f1-3 /proc/loadavg))"
   grep -h '^final:' "$dir/coord.out" ||
     echo "  (no final line; $dir/coord.err: $(tail -1 "$dir/coord.err"))"
