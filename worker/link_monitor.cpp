@@ -152,17 +152,33 @@ void LinkMonitor::queueExploration(double now) {
 std::optional<size_t> LinkMonitor::peekProbe(double now) {
   expire(now);
   if (queue_.empty() || !pending_.empty()) return std::nullopt;
-  skipLongCalibration();
+  skipUnneededCalibration();
   if (queue_.empty()) return std::nullopt;
   return queue_.front();
 }
 
-void LinkMonitor::skipLongCalibration() {
+bool LinkMonitor::usefulCalibration(size_t bytes) const {
+  const std::vector<size_t> useful = estimator_.usefulCalibrationPackets();
+  return !useful.empty() && bytes <= useful.back() * settings_.packet_bytes;
+}
+
+void LinkMonitor::skipUnneededCalibration() {
   // The train's probes only (queued ahead of any exploration probe, which its budget sizes).
-  while (train_queued_ > 0 &&
-         probe_times_.tooLong(queue_.front(), settings_.calibration_max_seconds)) {
-    spdlog::info("link: calibration probe of {} bytes skipped: the smaller probes put it past {} s",
-                 queue_.front(), settings_.calibration_max_seconds);
+  while (train_queued_ > 0) {
+    const size_t bytes = queue_.front();
+    if (!usefulCalibration(bytes)) {
+      spdlog::info("link: calibration probe of {} bytes skipped: {}", bytes,
+                   estimator_.usefulCalibrationPackets().empty()
+                       ? "the largest push this worker may send fits one packet, so every push "
+                         "costs the same"
+                       : "no push this worker may send spans that many packets");
+    } else if (probe_times_.tooLong(bytes, settings_.calibration_max_seconds)) {
+      spdlog::info(
+          "link: calibration probe of {} bytes skipped: the smaller probes put it past {} s", bytes,
+          settings_.calibration_max_seconds);
+    } else {
+      break;
+    }
     queue_.pop_front();
     --train_queued_;
     ++train_next_;

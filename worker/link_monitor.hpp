@@ -62,8 +62,12 @@ class LinkMonitor {
   // Calibration probes the train's smaller ones say would take longer than
   // link.calibration_max_seconds are passed over (counted in skippedCalibrationProbes()).
   std::optional<size_t> nextProbe(double now);
+  // Calibration probes no push could use (above the size covering the largest push, every one
+  // while that push fits in one packet: LinkEstimator::setLargestPush) are passed over too.
   // The size nextProbe would pop now, without popping it.
   std::optional<size_t> peekProbe(double now);
+  // The largest push this worker may send now (its cap's), wire bytes (LinkEstimator).
+  void setLargestPush(size_t wire_bytes) { estimator_.setLargestPush(wire_bytes); }
   bool awaitingAck() const { return !pending_.empty(); }
   size_t queuedProbes() const { return queue_.size(); }
   // Sends given up without an ack (timed out or passed over by a later ack).
@@ -94,7 +98,9 @@ class LinkMonitor {
   };
   void drop(std::map<uint64_t, Pending>::iterator it);
   void expire(double now);
-  void skipLongCalibration();
+  void skipUnneededCalibration();
+  // Whether a calibration probe of `bytes` could change a push's choice (see setLargestPush).
+  bool usefulCalibration(size_t bytes) const;
 
   config::LinkSettings settings_;
   double ack_timeout_;

@@ -254,6 +254,8 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
   setReport(*p, loss, compute_seconds, cap, {1.0, 1.0, 1.0});
   const size_t overhead = zmtpWireBytes(m.envelope.ByteSizeLong(), 256) - 256;
   const auto& inner = compressor_->inner();
+  // The link's probes are sized by the largest push the cap allows (LinkEstimator::setLargestPush).
+  link.setLargestPush(overhead + inner.encodedBytes(d, cap));
   // A push the link carries past the round's deadline misses its round: its level is held to
   // what arrives in time. The hard threshold's count follows the data: its level is the most a
   // push may carry.

@@ -116,7 +116,19 @@ class LinkEstimator {
   // unknown (fit().valid false after the first fit, e.g. a link change seen at one push size),
   // probes are asked for every other sample whatever the recent sizes, still within the cap.
   // A probe larger than the whole cap is never sent. now_seconds must never decrease.
+  // Only sizes from usefulCalibrationPackets() are asked for: none while the largest push fits
+  // in one packet.
   std::optional<size_t> probeToSend(double now_seconds);
+
+  // The largest push this worker may send now (its cap's), in wire bytes; 0 = not known. Every
+  // push it chooses between costs a + b * (1 .. its packets), so a probe above the calibration
+  // size that covers those packets cannot change a choice, and while the largest push fits in
+  // one packet every choice costs the same and no probe can (docs/link-model.md).
+  void setLargestPush(size_t wire_bytes) { largest_push_bytes_ = wire_bytes; }
+  // The calibration sizes (packets, ascending) a probe is worth sending at: those up to the
+  // smallest one at least the largest push's packets (all of them while that is not known);
+  // empty while the largest push fits in one packet.
+  std::vector<size_t> usefulCalibrationPackets() const;
 
   void reset();
 
@@ -193,6 +205,7 @@ class LinkEstimator {
   size_t recent_pushes_ = 0;
   uint64_t samples_since_probe_ = 0;
   std::deque<std::pair<double, size_t>> probes_sent_;  // (time, bytes) within the last minute
+  size_t largest_push_bytes_ = 0;                      // see setLargestPush; 0 = not known
 
   uint64_t accepted_ = 0, rejected_ = 0, ignored_ = 0, shifts_ = 0;
 };

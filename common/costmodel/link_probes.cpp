@@ -96,8 +96,8 @@ std::optional<size_t> LinkEstimator::probeToSend(double now_seconds) {
   // sizes towards the probes (one-packet pushes then drew 16-packet probes, not 4).
   const double pushes =
       recent_pushes_ > 0 ? recent_push_sum_ / static_cast<double>(recent_pushes_) : mean;
-  std::vector<size_t> sizes = spec_.calibration_packets;
-  std::sort(sizes.begin(), sizes.end());
+  const std::vector<size_t> sizes = usefulCalibrationPackets();
+  if (sizes.empty()) return std::nullopt;
   const std::optional<size_t> far = farCalibrationSize(sizes, pushes);
   if (!far) return std::nullopt;
   size_t bytes = *far * spec_.packet_bytes;
@@ -126,6 +126,17 @@ double LinkEstimator::probeRoom() const {
     cap = std::min(cap, spec_.probe_link_share * link_minute);
   }
   return cap - static_cast<double>(spent);
+}
+
+std::vector<size_t> LinkEstimator::usefulCalibrationPackets() const {
+  std::vector<size_t> sizes = spec_.calibration_packets;
+  std::sort(sizes.begin(), sizes.end());
+  if (largest_push_bytes_ == 0 || sizes.empty()) return sizes;
+  const size_t push_packets = (largest_push_bytes_ + spec_.packet_bytes - 1) / spec_.packet_bytes;
+  if (push_packets <= 1) return {};
+  auto covering = std::lower_bound(sizes.begin(), sizes.end(), push_packets);
+  if (covering != sizes.end()) sizes.erase(std::next(covering), sizes.end());
+  return sizes;
 }
 
 std::vector<size_t> LinkEstimator::calibrationPlan() const {

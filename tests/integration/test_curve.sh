@@ -50,8 +50,10 @@ set -e
 grep -q "broken.key:1: not a CURVE key" "$WORK/broken.out" || { cat "$WORK/broken.out"; fail "unclear bad-key message"; }
 
 # start_capture PORT FILE / stop_capture: tcpdump on loopback for one port.
+# --immediate-mode: each packet is handed over as it arrives; otherwise packets wait in the kernel's
+# ring for up to a second, and a run shorter than that ends with them unread when tcpdump stops.
 start_capture() {
-  tcpdump -i lo -U -n -w "$2" "tcp port $1" 2> "$2.log" &
+  tcpdump -i lo --immediate-mode -U -n -w "$2" "tcp port $1" 2> "$2.log" &
   TCPDUMP=$!; PIDS+=($TCPDUMP)
   for _ in $(seq 1 100); do grep -q 'listening on' "$2.log" 2> /dev/null && return 0; sleep 0.1; done
   fail "tcpdump did not start: $(cat "$2.log")"

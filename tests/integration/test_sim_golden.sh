@@ -8,9 +8,9 @@
 # sim-dense is sim-quick with `download.ratio: 1`, the dense broadcast.
 source "$(dirname "$0")/lib.sh"
 declare -A golden=(
-  [sim-quick]=548c9793c1a8651f11f27ced33407578fdddfcc72da32077eda0ef702c6d29bd
-  [sim-cat]=ce8edd976a1393e053aa6d006145c3923e6444f26faab83b8780148aab0a8222
-  [sim-dense]=4af6071d7f70c70e04494589406deebb8bd68d488d2b12ea158fdee2c7c01d6a
+  [sim-quick]=8d13c02f163e7bf8d2914b9f22803864ecde685ab3543fcedd2b7cc66ad4bac9
+  [sim-cat]=9275091be3192d30f47dd2f7fddbf4daa9869f73d9d676ad4fc8a94c8b93d490
+  [sim-dense]=b1cc889faa918c5c8910faead2d78db28f84668d6416455e2fc11b338f02e726
 )
 [ "$(uname -m)" = x86_64 ] || { echo "SKIP: the hashes are x86_64's"; exit 77; }
 # sim-quick with the dense broadcast, writing the same CSV name.

@@ -390,6 +390,50 @@ TEST_CASE("exploration probes are sized away from the pushes, not from earlier p
   for (size_t p : probes) CHECK(p == 4 * kPacket);
 }
 
+TEST_CASE("probes are sized within what the largest push spans, and none while it fits a packet") {
+  // The default sizes 1, 4, 16, 64: the useful ones end at the smallest covering the largest
+  // push's packets (all while the push is not said, or spans more than 64).
+  struct Case {
+    size_t push_bytes;
+    std::vector<size_t> useful;
+  };
+  const std::vector<Case> cases = {{0, {1, 4, 16, 64}},
+                                   {1, {}},
+                                   {kPacket, {}},
+                                   {kPacket + 1, {1, 4}},
+                                   {4 * kPacket, {1, 4}},
+                                   {5 * kPacket, {1, 4, 16}},
+                                   {64 * kPacket, {1, 4, 16, 64}},
+                                   {1000 * kPacket, {1, 4, 16, 64}}};
+  for (const auto& c : cases) {
+    CAPTURE(c.push_bytes);
+    LinkEstimator est;
+    est.setLargestPush(c.push_bytes);
+    CHECK(est.usefulCalibrationPackets() == c.useful);
+  }
+  // One-packet pushes would draw a 4-packet probe (see above); when the largest push the cap
+  // allows is one packet, no probe can change a choice and none is asked for. Pushes of 3
+  // packets under a 5-packet cap draw the 16-packet probe, not a 64-packet one; under a
+  // 3-packet cap, nothing above 4.
+  struct Exploration {
+    size_t push_packets, cap_packets;
+    std::optional<size_t> probe_packets;
+  };
+  for (const auto& e : std::vector<Exploration>{
+           {1, 0, 4}, {1, 1, std::nullopt}, {3, 5, 16}, {3, 3, 4}, {3, 100, 16}}) {
+    CAPTURE(e.push_packets);
+    CAPTURE(e.cap_packets);
+    LinkEstimator est;
+    est.setLargestPush(e.cap_packets * kPacket);
+    for (int i = 0; i < 20; ++i) {
+      est.addSample(e.push_packets * kPacket, 0.01 + 0.001 * static_cast<double>(e.push_packets));
+    }
+    const std::optional<size_t> probe = est.probeToSend(0.0);
+    REQUIRE(probe.has_value() == e.probe_packets.has_value());
+    if (probe) CHECK(*probe == *e.probe_packets * kPacket);
+  }
+}
+
 TEST_CASE("pushes already spread in size trigger no probe") {
   LinkEstimator est;
   for (size_t i = 0; i < 40; ++i) {

@@ -18,8 +18,14 @@
 using namespace tern;
 using namespace tern::testing;
 
+namespace {
+// A model whose dense push (24,002 floats, 67 packets) spans more than the largest calibration
+// probe, so every probe size can change a push's choice and the whole train is wanted.
+constexpr uint32_t kWide = 12000;
+}  // namespace
+
 TEST_CASE("the calibration train goes one probe ahead of each push, never behind or unacked") {
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.welcome();
   auto out = rig.roundStart(0);
   REQUIRE(out.size() == 2);
@@ -60,7 +66,7 @@ namespace {
 // The packets of every probe a worker sent over `rounds` rounds on a link of latency a and b a
 // packet, with calibration_max_seconds at 0.25; `skipped`: the calibration probes it passed over.
 std::vector<size_t> probesOn(double a, double b, uint64_t rounds, uint64_t& skipped) {
-  Rig rig(0, 2, 3, [](config::WorkerSettings& s) { s.link.calibration_max_seconds = 0.25; });
+  Rig rig(0, 2, kWide, [](config::WorkerSettings& s) { s.link.calibration_max_seconds = 0.25; });
   rig.a = a;
   rig.b = b;
   rig.welcome();
@@ -97,11 +103,35 @@ TEST_CASE("on a fast link the whole calibration train goes out") {
   CHECK(skipped == 0);
 }
 
+TEST_CASE(
+    "the train stops at the size covering the largest push, and a one-packet push probes none") {
+  // features 3: the whole model (8 floats) is one packet, so every push the worker may send
+  // costs a + b and no probe could change one: none goes out, the train is counted skipped.
+  Rig small;
+  small.welcome();
+  for (uint64_t r = 0; r < 40; ++r) small.round(r);
+  CHECK(small.probes_sent.empty());
+  CHECK(small.core->link().skippedCalibrationProbes() == 8);
+  // features 1000: a dense push of 2,002 floats spans 6 packets; the train sends 1, 4 and 16
+  // packets (16 covers 6) twice, never 64.
+  Rig mid(0, 2, 1000);
+  mid.welcome();
+  for (uint64_t r = 0; r < 12; ++r) mid.round(r);
+  std::vector<size_t> sizes;
+  for (const auto& p : mid.probes_sent) sizes.push_back(packets(onWire(p)));
+  REQUIRE(sizes.size() >= 6);
+  const std::vector<size_t> expected = {1, 4, 16, 1, 4, 16};
+  CHECK(std::vector<size_t>(sizes.begin(), sizes.begin() + 6) == expected);
+  CHECK(std::count(sizes.begin(), sizes.end(), size_t{64}) == 0);
+  CHECK(mid.core->link().skippedCalibrationProbes() == 2);
+  CHECK(mid.core->link().fit().valid);
+}
+
 TEST_CASE("a push sent behind a probe does not pull the fitted latency towards zero") {
   // A 10 ms path at 11.6 ms a packet: a push that waits behind the probe ahead of it arrives
   // b * its packets after the probe, without a second latency. Timed from the probe's ack it
   // was a sample of b x alone; after the calibration train the fit's a came out near 1 ms.
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.pipelined = true;
   rig.a = 0.010;
   rig.b = 0.0116;
@@ -117,7 +147,7 @@ TEST_CASE("a push sent behind a probe does not pull the fitted latency towards z
 TEST_CASE("a re-join sends the calibration train again only when the fit had not been made") {
   // A flapping connection re-joins again and again: the fit survives each re-join, and the
   // train (2 x 85 packets) is not paid for again.
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.welcome();
   for (uint64_t r = 0; r < 12; ++r) rig.round(r);
   REQUIRE(rig.core->link().fit().valid);
@@ -137,7 +167,7 @@ TEST_CASE("a re-join sends the calibration train again only when the fit had not
 
   // Cut short before the fit could tell a from b, the train goes on at the next join from the
   // probe it had reached, and comes round to the one it sent before.
-  Rig early;
+  Rig early(0, 2, kWide);
   early.welcome();
   early.round(0);
   REQUIRE_FALSE(early.core->link().fit().valid);
@@ -162,7 +192,7 @@ TEST_CASE("a worker that re-joins after every push still fits its link") {
   // re-joins after each push, so each join sees one probe of the train (a push behind a probe
   // is not timed). Restarted at every join, the train only ever timed its first size, one
   // packet, and the fit that would let the worker send less never came.
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.welcome();
   for (uint64_t r = 0; r < 12; ++r) {
     rig.round(r);
@@ -179,7 +209,7 @@ TEST_CASE("a worker that re-joins after every push still fits its link") {
 }
 
 TEST_CASE("exploration probes are decided on a push's ack and go out ahead of the next push") {
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.welcome();
   for (uint64_t r = 0; r < 80; ++r) rig.round(r);
   // 8 calibration probes, then pushes all of one size (one packet) call for exploration.
@@ -203,7 +233,7 @@ TEST_CASE("exploration probes are decided on a push's ack and go out ahead of th
 }
 
 TEST_CASE("a probe that is never acked gives no sample and does not stall the queue") {
-  Rig rig;
+  Rig rig(0, 2, kWide);
   rig.welcome();
   auto out = rig.roundStart(0);
   REQUIRE(out.size() == 2);
@@ -247,7 +277,7 @@ TEST_CASE("a probe that is never acked gives no sample and does not stall the qu
 
 TEST_CASE("link.alternate_rounds pauses timing and probes on every other block of rounds") {
   constexpr uint32_t kBlock = 10;
-  Rig rig(kBlock);
+  Rig rig(kBlock, 2, kWide);
   rig.welcome();
   // Rounds [0, 10) measure (and start the calibration train), [10, 20) do not, and so on.
   for (uint64_t block = 0; block < 8; ++block) {
@@ -277,7 +307,7 @@ TEST_CASE("an ack whose hold is no time is refused and counted, and later sends 
   for (double bad :
        {-1e6, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CAPTURE(bad);
-    Rig rig;
+    Rig rig(0, 2, kWide);
     rig.welcome();
     for (uint64_t r = 0; r < 6; ++r) rig.round(r);
     const uint64_t before = rig.core->link().fit().samples;
@@ -316,7 +346,7 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
     CAPTURE(int(c.code));
     CAPTURE(c.about_push);
     CAPTURE(c.session);
-    Rig rig;
+    Rig rig(0, 2, kWide);
     rig.welcome();
     // Past the calibration train, to a round whose push goes out alone (one behind a probe is
     // not timed, acked or refused).
@@ -349,7 +379,7 @@ TEST_CASE("a push refused as it arrives is timed as an acknowledged one would be
 }
 
 TEST_CASE("a re-join carries the link this worker has measured, a first join none") {
-  Rig rig;
+  Rig rig(0, 2, kWide);
   const auto first = rig.core->start();
   REQUIRE(first.size() == 1);
   REQUIRE(first[0].envelope.has_join());

@@ -102,13 +102,14 @@ TEST_CASE("a push is held to what the fitted link carries within the round's dea
 }
 
 TEST_CASE("pushes and probes fit in the coordinator's largest message, said in its welcome") {
-  // d = 6002 and a coordinator taking parts of at most 4096 bytes; probes sized for 64 kB
-  // packets. Before, the welcome did not say, and a push or probe over the coordinator's limit
-  // cost the worker its connection, again every round.
+  // d = 6002 and a coordinator taking parts of at most 4096 bytes; probes sized for 512-byte
+  // packets (the largest calibration probe 32 kB; every push spans two packets or more, so the
+  // worker probes). Before, the welcome did not say, and a push or probe over the coordinator's
+  // limit cost the worker its connection, again every round.
   auto rig = [](const std::string& compressor, uint64_t peer_max) {
     auto r = std::make_unique<Rig>(0, 2, 3000, [&](config::WorkerSettings& s) {
       s.compressor.name = compressor;
-      s.link.packet_bytes = 65536;
+      s.link.packet_bytes = 512;
     });
     r->peer_max_bytes = peer_max;
     r->welcome();
