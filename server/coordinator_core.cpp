@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/allocation/allocator.hpp"
 #include "common/util/printable.hpp"
 #include "common/util/rng.hpp"
 #include "model_spec.hpp"
@@ -240,6 +241,8 @@ Message CoordinatorCore::welcomeFor(const Worker& w, const wire::Join& join) {
   wel.set_worker_patience_seconds(options_.worker_patience_seconds);
   wel.set_round_deadline_seconds(options_.round_deadline_seconds);
   wel.set_acks_leave(true);
+  wel.set_plans_by_link_time(
+      allocation::plansByLinkTime(options_.allocation.method, options_.allocation.budget));
   // A replica that is the model, or one update behind it, is not sent the whole model again.
   const uint64_t replica = join.replica_checksum();
   const auto& params = aggregator_.parameters();

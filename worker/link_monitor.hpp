@@ -66,8 +66,17 @@ class LinkMonitor {
   // while that push fits in one packet: LinkEstimator::setLargestPush) are passed over too.
   // The size nextProbe would pop now, without popping it.
   std::optional<size_t> peekProbe(double now);
-  // The largest push this worker may send now (its cap's), wire bytes (LinkEstimator).
-  void setLargestPush(size_t wire_bytes) { estimator_.setLargestPush(wire_bytes); }
+  // The largest push this worker may send now (its cap's), wire bytes (LinkEstimator); ignored
+  // while the coordinator plans by link time.
+  void setLargestPush(size_t wire_bytes) {
+    estimator_.setLargestPush(plans_by_link_time_ ? 0 : wire_bytes);
+  }
+  // The welcome's plans_by_link_time: the coordinator sizes caps by link times beyond the caps
+  // in force, so every calibration size is worth a probe.
+  void setPlansByLinkTime(bool plans) {
+    plans_by_link_time_ = plans;
+    if (plans) estimator_.setLargestPush(0);
+  }
   bool awaitingAck() const { return !pending_.empty(); }
   size_t queuedProbes() const { return queue_.size(); }
   // Sends given up without an ack (timed out or passed over by a later ack).
@@ -117,6 +126,7 @@ class LinkMonitor {
   size_t train_next_ = 0;    // the train's probes handed out since the first join
   size_t train_queued_ = 0;  // of them, still at the front of queue_
   bool paused_ = false;
+  bool plans_by_link_time_ = false;
 };
 
 }  // namespace tern::worker

@@ -330,6 +330,7 @@ void WorkerCore::takeWelcome(const wire::Welcome& w, std::shared_ptr<ml::Model> 
   if (push_) push->keepFitOf(*push_);
   push_ = std::move(push);
   link_.reset();
+  link_.setPlansByLinkTime(w.plans_by_link_time());
   pushed_round_.reset();
   pending_.reset();
   session_.welcomed({w.session(), w.worker_id()}, w.acks_leave(), w.heartbeat_seconds(),

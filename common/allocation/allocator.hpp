@@ -75,6 +75,12 @@ double keyFactor(const std::vector<double>& shares, const std::vector<double>& r
 // The allocation methods, one per name of allocatorNames().
 enum class Method { kUniform, kDagcR, kDagcA, kDagcOpt, kCostAware };
 
+// Whether `method` under `budget` sizes caps by the workers' link times beyond the caps in force
+// (cost-aware with a link-seconds budget, an upload deadline or a round overhead to choose one
+// by): the workers then measure their links over every calibration size, not only what a push
+// at their cap could take (docs/link-model.md, "Probes a push can use").
+bool plansByLinkTime(Method method, const Budget& budget);
+
 // The method named `name` (allocatorNames()), or nullopt.
 std::optional<Method> methodNamed(const std::string& name);
 // The configuration's word for `method` ("uniform", "dagc-r", ...).

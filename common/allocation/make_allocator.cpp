@@ -22,6 +22,12 @@ std::vector<std::string> allocatorNames() {
   return names;
 }
 
+bool plansByLinkTime(Method method, const Budget& budget) {
+  return method == Method::kCostAware &&
+         (budget.seconds_per_round > 0.0 || budget.deadline_seconds > 0.0 ||
+          budget.round_overhead_seconds > 0.0);
+}
+
 std::optional<Method> methodNamed(const std::string& name) {
   for (const auto& [n, method] : kMethods) {
     if (name == n) return method;

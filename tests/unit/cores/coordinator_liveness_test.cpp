@@ -49,6 +49,40 @@ TEST_CASE(
   CHECK(said);
 }
 
+TEST_CASE("the welcome says whether caps are planned by link time beyond the caps in force") {
+  // Only cost-aware under a link-seconds budget, an upload deadline or a round overhead reads
+  // the links past what a push at the cap takes; a volume budget (the shipped one) does not.
+  struct Case {
+    allocation::Method method;
+    double seconds, deadline, overhead;
+    bool plans;
+  };
+  const std::vector<Case> cases = {{allocation::Method::kCostAware, 0, 0, 0, false},
+                                   {allocation::Method::kCostAware, 0.05, 0, 0, true},
+                                   {allocation::Method::kCostAware, 0, 0.2, 0, true},
+                                   {allocation::Method::kCostAware, 0, 0, 0.01, true},
+                                   {allocation::Method::kDagcR, 0.05, 0.2, 0.01, false},
+                                   {allocation::Method::kUniform, 0.05, 0, 0, false}};
+  for (const auto& c : cases) {
+    CAPTURE(allocation::methodName(c.method));
+    CAPTURE(c.seconds);
+    CAPTURE(c.deadline);
+    CAPTURE(c.overhead);
+    Harness h;
+    h.settings.allocation.method = c.method;
+    h.settings.allocation.budget.seconds_per_round = c.seconds;
+    h.settings.allocation.budget.deadline_seconds = c.deadline;
+    h.settings.allocation.budget.round_overhead_seconds = c.overhead;
+    h.withTimers(5.0, 10.0);
+    std::optional<bool> said;
+    for (const auto& o : h.join("A", "a", 100))
+      if (o.message.envelope.has_welcome())
+        said = o.message.envelope.welcome().plans_by_link_time();
+    REQUIRE(said.has_value());
+    CHECK(*said == c.plans);
+  }
+}
+
 TEST_CASE("a round start says how much of the round's deadline is left") {
   Harness h;
   h.settings.min_workers = 1;

@@ -125,6 +125,18 @@ TEST_CASE(
   CHECK(std::count(sizes.begin(), sizes.end(), size_t{64}) == 0);
   CHECK(mid.core->link().skippedCalibrationProbes() == 2);
   CHECK(mid.core->link().fit().valid);
+  // A coordinator that plans caps by link time (its welcome says so) reads the link beyond the
+  // cap: the one-packet worker sends the whole train.
+  Rig planned;
+  planned.plans_by_link_time = true;
+  planned.welcome();
+  for (uint64_t r = 0; r < 12; ++r) planned.round(r);
+  std::vector<size_t> planned_sizes;
+  for (const auto& p : planned.probes_sent) planned_sizes.push_back(packets(onWire(p)));
+  REQUIRE(planned_sizes.size() >= 8);
+  CHECK(std::vector<size_t>(planned_sizes.begin(), planned_sizes.begin() + 8) ==
+        std::vector<size_t>{1, 4, 16, 64, 1, 4, 16, 64});
+  CHECK(planned.core->link().skippedCalibrationProbes() == 0);
 }
 
 TEST_CASE("a push sent behind a probe does not pull the fitted latency towards zero") {

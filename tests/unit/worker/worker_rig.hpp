@@ -61,9 +61,10 @@ struct Rig {
   std::string refused_because;  // the Leave's reason when the last welcome was refused
   // The welcome's heartbeat_seconds and worker_patience_seconds (0 = not said).
   double coordinator_heartbeat = 0.0, coordinator_patience = 0.0;
-  double round_deadline = 0.0;  // the welcome's round_deadline_seconds (0 = not said)
-  double deadline_left = 0.0;   // each round start's deadline_seconds_left (0 = not said)
-  bool acks_leave = false;      // the welcome's acks_leave
+  double round_deadline = 0.0;      // the welcome's round_deadline_seconds (0 = not said)
+  double deadline_left = 0.0;       // each round start's deadline_seconds_left (0 = not said)
+  bool acks_leave = false;          // the welcome's acks_leave
+  bool plans_by_link_time = false;  // the welcome's plans_by_link_time
   // false: a message holds the link for a + b * packets (the latency a is the link's too);
   // true: its bytes hold the link for b * packets and arrive a later, so a message behind
   // another arrives b * its packets after it (a real path's pipelining).
@@ -111,6 +112,7 @@ struct Rig {
     w->set_worker_patience_seconds(coordinator_patience);
     w->set_round_deadline_seconds(round_deadline);
     w->set_acks_leave(acks_leave);
+    w->set_plans_by_link_time(plans_by_link_time);
     m.payload = floatsToBytes(std::vector<float>(model->numParams(), 0.0f));
     // No probe at the welcome: the train waits for the first push to ride ahead of. A refused
     // welcome is answered with a leave that says why, so the coordinator does not wait for it.
