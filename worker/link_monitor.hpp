@@ -60,10 +60,10 @@ class LinkMonitor {
   void queueExploration(double now);
   // The next queued probe size (bytes on the wire) when nothing is unacknowledged; pops it.
   // Calibration probes the train's smaller ones say would take longer than
-  // link.calibration_max_seconds are passed over (counted in skippedCalibrationProbes()).
+  // link.calibration_max_seconds are passed over (counted in skippedCalibrationProbes()), and so
+  // are those no push could use (above the size covering the largest push, every one while that
+  // push fits in one packet: LinkEstimator::setLargestPush).
   std::optional<size_t> nextProbe(double now);
-  // Calibration probes no push could use (above the size covering the largest push, every one
-  // while that push fits in one packet: LinkEstimator::setLargestPush) are passed over too.
   // The size nextProbe would pop now, without popping it.
   std::optional<size_t> peekProbe(double now);
   // The largest push this worker may send now (its cap's), wire bytes (LinkEstimator); ignored

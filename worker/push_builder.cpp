@@ -254,13 +254,14 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
   setReport(*p, loss, compute_seconds, cap, {1.0, 1.0, 1.0});
   const size_t overhead = zmtpWireBytes(m.envelope.ByteSizeLong(), 256) - 256;
   const auto& inner = compressor_->inner();
-  // The link's probes are sized by the largest push the cap allows (LinkEstimator::setLargestPush).
-  link.setLargestPush(overhead + inner.encodedBytes(d, cap));
   // A push the link carries past the round's deadline misses its round: its level is held to
   // what arrives in time. The hard threshold's count follows the data: its level is the most a
   // push may carry.
   const uint32_t most =
       inner.hasLevel() ? cap : std::min<uint32_t>(size_cap_.value_or(UINT32_MAX), d);
+  // The link's probes are sized by the largest push this worker may send
+  // (LinkEstimator::setLargestPush).
+  link.setLargestPush(overhead + inner.encodedBytes(d, most));
   const InTime in_time = inTime(most, overhead, d, link, now);
   if (inner.hasLevel()) cap = in_time.level;
   auto decision = policy_.choose(v, cap, inner, link.fit(), overhead, step_.value_or(0.0), grad,
