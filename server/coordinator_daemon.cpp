@@ -124,7 +124,10 @@ void CoordinatorDaemon::train() {
   training.watches = security_.watches();
   training.on_message = [this](daemon::Incoming& in) { onMessage(in); };
   training.on_turn = [this] {
-    dispatch(core_.handleTimeout(steadySeconds()));
+    // Timer work is due only at the core's next wake-up (a heap look-up to ask): a turn that
+    // only took messages skips it, since each timeout walks the worker table.
+    const double now = steadySeconds();
+    if (now >= core_.nextTimeout(now)) dispatch(core_.handleTimeout(now));
     if (tel_.publishDue()) publish(any_round_closed_ ? "running" : "waiting");
     logRejections();
   };
