@@ -21,6 +21,8 @@ void Aggregator::restore(std::vector<float> params, std::vector<float> velocity,
                          std::vector<float> download_residual) {
   params_ = std::move(params);
   model_checksum_.reset();
+  previous_known_ = false;
+  previous_checksum_.reset();
   optimizer_.setVelocity(std::move(velocity));
   download_residual_ = std::move(download_residual);
 }
@@ -43,6 +45,30 @@ compression::DecodeResult Aggregator::decode(std::span<const uint8_t> payload) {
 uint64_t Aggregator::modelChecksum() {
   if (!model_checksum_) model_checksum_ = checksum(params_);
   return *model_checksum_;
+}
+
+std::optional<uint64_t> Aggregator::previousChecksum() {
+  if (!previous_known_) return std::nullopt;
+  if (!previous_checksum_) {
+    std::vector<float> before = params_;
+    for (size_t i = 0; i < previous_indices_.size(); ++i)
+      before[previous_indices_[i]] = previous_values_[i];
+    previous_checksum_ = checksum(before);
+  }
+  return previous_checksum_;
+}
+
+void Aggregator::keepPrevious() {
+  previous_checksum_ = model_checksum_;  // when already computed, it is model_{round-1}'s
+  // A dense update's welcome would be no smaller than the model: nobody asks for its checksum.
+  previous_known_ = !update_.isDense();
+  previous_indices_.clear();
+  previous_values_.clear();
+  if (!previous_known_) return;
+  previous_indices_.assign(update_.indices.begin(), update_.indices.end());
+  previous_values_.resize(previous_indices_.size());
+  for (size_t i = 0; i < previous_indices_.size(); ++i)
+    previous_values_[i] = params_[previous_indices_[i]];
 }
 
 uint64_t Aggregator::largestFrameBytes() {
@@ -178,8 +204,6 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
     w->pending.reset();
   }
   deltaOf(round, r.refused);
-  // A worker may re-join one round behind: the previous model's checksum tells it.
-  previous_checksum_ = modelChecksum();
   if (r.refused) {
     // A refused step sends nothing and keeps the residual.
     update_.dim = uint32_t(params_.size());
@@ -188,6 +212,8 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   } else {
     broadcastOf(downloadCount(pushed));
   }
+  // A worker may re-join one round behind: the previous model's checksum tells it.
+  keepPrevious();
   compression::addScaled(update_, 1.0f, params_);  // as every replica adds it
   model_checksum_.reset();
   std::vector<uint8_t> bytes = encoded_->take();

@@ -46,8 +46,9 @@ class Aggregator {
   size_t dim() const { return params_.size(); }
   // The encoded update from model_{round-1} to model_{round}; empty before the first step.
   const Payload& lastUpdate() const { return last_update_; }
-  // tern::checksum of model_{round-1}, once a round has closed.
-  std::optional<uint64_t> previousChecksum() const { return previous_checksum_; }
+  // tern::checksum of model_{round-1}, once a round has closed with an update smaller than the
+  // model (a replica one round behind is then welcomed with it); computed when first asked.
+  std::optional<uint64_t> previousChecksum();
   // tern::checksum of the model, computed at most once per round.
   uint64_t modelChecksum();
   double learningRate(uint64_t round) const { return optimizer_.learningRate(round); }
@@ -67,6 +68,9 @@ class Aggregator {
   // update_ = the `count` largest entries of delta_ (all when they fit); the rest becomes the
   // download residual.
   void broadcastOf(size_t count);
+  // Keeps what the update is about to change of the model (before it is applied), so that
+  // model_{round-1} can be checksummed later without a pass over the model every round.
+  void keepPrevious();
   // Clips the pushes' norms to clip_multiple times the round's median; returns how many.
   uint32_t clipPushes(const std::vector<Worker*>& pushers);
   // aggregate_ = the round's aggregate of the (clipped) pushes; their losses' weighted mean.
@@ -79,6 +83,10 @@ class Aggregator {
   std::vector<float> download_residual_;
   compression::TopKSelector selector_;
   Payload last_update_;  // shared by every worker's round start (no copy per worker)
+  // model_{round-1}: the model with these values at these coordinates (the last update's).
+  bool previous_known_ = false;
+  std::vector<uint32_t> previous_indices_;
+  std::vector<float> previous_values_;
   std::optional<uint64_t> previous_checksum_;
   std::optional<uint64_t> model_checksum_;
   uint64_t largest_frame_bytes_ = 0;

@@ -1,5 +1,7 @@
 #include "worker/replica.hpp"
 
+#include <atomic>
+
 #include "common/compression/codec.hpp"
 #include "common/compression/compressor_support.hpp"
 #include "common/util/checksum.hpp"
@@ -7,7 +9,7 @@
 namespace tern::worker {
 
 std::optional<std::pair<uint64_t, uint64_t>> Replica::announce() {
-  const uint64_t sum = params_.empty() ? 0 : checksum(params_);
+  const uint64_t sum = params_->empty() ? 0 : checksum(*params_);
   announced_checksum_ = sum == 0 ? std::nullopt : std::optional<uint64_t>(sum);
   if (!announced_checksum_) return std::nullopt;
   return std::pair{round_, *announced_checksum_};
@@ -21,8 +23,8 @@ std::optional<std::vector<float>> Replica::fromWelcome(const wire::Welcome& w,
   // coordinator matched its checksum, and the replica has not changed since the join.
   const bool update = w.model_payload() == wire::Welcome::REPLICA_UPDATE;
   const uint64_t round = round_ + (update ? 1 : 0);
-  if (!announced_checksum_ || params_.size() != num_params ||
-      checksum(params_) != *announced_checksum_) {
+  if (!announced_checksum_ || params_->size() != num_params ||
+      checksum(*params_) != *announced_checksum_) {
     error = "it holds no such replica";
   } else if (w.model_payload() != wire::Welcome::REPLICA_CURRENT && !update) {
     error = "unknown model payload " + std::to_string(int(w.model_payload()));
@@ -32,7 +34,7 @@ std::optional<std::vector<float>> Replica::fromWelcome(const wire::Welcome& w,
     error = "its replica is at round " + std::to_string(round_) + ", the welcome's model at " +
             std::to_string(w.round());
   } else {
-    std::vector<float> params = params_;
+    std::vector<float> params = *params_;
     if (!update || applyUpdateTo(payload, params, error)) return params;
     error = "bad update: " + error;
   }
@@ -40,8 +42,18 @@ std::optional<std::vector<float>> Replica::fromWelcome(const wire::Welcome& w,
 }
 
 void Replica::reset(std::vector<float> params, uint64_t round) {
-  params_ = std::move(params);
+  params_ = std::make_shared<std::vector<float>>(std::move(params));
   round_ = round;
+}
+
+std::vector<float>& Replica::writable() {
+  if (params_.use_count() == 1) {
+    // The last trainer let go of them (on its own thread, maybe): what it read came before.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  } else {
+    params_ = std::make_shared<std::vector<float>>(*params_);
+  }
+  return *params_;
 }
 
 bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>& params,
@@ -67,7 +79,7 @@ bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>
 Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<const uint8_t> payload,
                                       std::string& error) {
   if (rs.full_model()) {
-    std::vector<float> model(params_.size());
+    std::vector<float> model(params_->size());
     if (!bytesToFloats(payload, model)) {
       error = "full model has the wrong size";
       return Sync::refused;
@@ -76,11 +88,11 @@ Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<cons
       error = "full model holds a non-finite value";
       return Sync::refused;
     }
-    params_ = std::move(model);
+    params_ = std::make_shared<std::vector<float>>(std::move(model));
   } else if (!payload.empty()) {
     // An update that does not apply to the replica held: the whole model is needed again.
     if (round_ + 1 != rs.round()) return Sync::rejoin;
-    if (!applyUpdateTo(payload, params_, error)) {
+    if (!applyUpdateTo(payload, writable(), error)) {
       error = "bad update: " + error;
       return Sync::refused;
     }
@@ -93,7 +105,7 @@ Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<cons
 
 bool Replica::takeFinal(uint64_t round, std::span<const uint8_t> payload, std::string& error) {
   if (payload.empty() || round_ + 1 != round) return true;
-  if (!applyUpdateTo(payload, params_, error)) return false;
+  if (!applyUpdateTo(payload, writable(), error)) return false;
   round_ = round;
   return true;
 }

@@ -388,11 +388,8 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   if (stopping_) return effects();
   pending_ = Pending{++requests_, rs.round(), now, again};
   Effects out = effects();
-  out.compute =
-      GradientRequest{pending_->id, rs.round(),
-                      id(),         std::make_shared<const std::vector<float>>(replica_.params()),
-                      model_,       plan_,
-                      rs.evaluate()};
+  out.compute = GradientRequest{pending_->id, rs.round(), id(),         replica_.lend(),
+                                model_,       plan_,      rs.evaluate()};
   return out;
 }
 

@@ -44,6 +44,9 @@ void BackgroundJob::serve(std::stop_token shutdown) {
     } catch (...) {
       error = std::current_exception();
     }
+    // What the work held (a trainer's lent parameters) is let go before its result is published:
+    // whoever collects the result may then take them back.
+    work.reset();
     {
       std::lock_guard lock(mutex_);
       continuation_ = std::move(done);

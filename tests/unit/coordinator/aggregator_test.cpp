@@ -33,17 +33,48 @@ TEST_CASE("the step is minus lr times the samples-weighted mean of the pushes") 
   pusher(m, 0, 100, {1.0f, 0.0f}, 2.0);
   pusher(m, 1, 300, {0.0f, 4.0f}, 4.0);
   m.all()[2].rec.id = 2;  // pushed nothing: not in the sum
-  const uint64_t before = agg.modelChecksum();
   const StepResult r = agg.step(m, 0);
   CHECK(r.participants == 2);
   CHECK_FALSE(r.refused);
   CHECK(r.train_loss == doctest::Approx((100 * 2.0 + 300 * 4.0) / 400));
   CHECK(agg.parameters()[0] == doctest::Approx(1.0 - 0.5 * 0.25));
   CHECK(agg.parameters()[1] == doctest::Approx(1.0 - 0.5 * 3.0));
-  CHECK(agg.previousChecksum() == before);
+  // A dense update: a replica one round behind would be sent no less than the model.
+  CHECK_FALSE(agg.previousChecksum().has_value());
   CHECK(agg.modelChecksum() == checksum(agg.parameters()));
   CHECK_FALSE(agg.lastUpdate().empty());
   for (const auto& [id, w] : m.all()) CHECK_FALSE(w.pending.has_value());
+}
+
+TEST_CASE("after a sparse update the previous model's checksum is that of the model before it") {
+  ml::OptimizerSpec sgd;
+  sgd.lr = 0.25;
+  sgd.momentum = 0.5;
+  std::vector<float> initial(64);
+  for (size_t j = 0; j < initial.size(); ++j) initial[j] = 0.01f * float(j) - 0.2f;
+  Aggregator agg(sgd, initial, 1 << 20);
+  Membership m;
+  CHECK_FALSE(agg.previousChecksum().has_value());  // no round closed yet
+  std::vector<float> before = initial;
+  for (uint64_t round = 0; round < 4; ++round) {
+    std::vector<float> g(64, 0.0f);
+    g[3 + round] = 1.5f;
+    g[40 - round] = -0.75f;
+    pusher(m, 0, 10, g, 1.0);
+    agg.step(m, round);
+    const auto previous = agg.previousChecksum();
+    REQUIRE(previous.has_value());
+    CHECK(*previous == checksum(before));
+    CHECK(*previous != checksum(agg.parameters()));
+    before = agg.parameters();
+  }
+  // The model's checksum asked before the step is the next previous one, too.
+  const uint64_t current = agg.modelChecksum();
+  std::vector<float> g(64, 0.0f);
+  g[10] = 2.0f;
+  pusher(m, 0, 10, g, 1.0);
+  agg.step(m, 4);
+  CHECK(agg.previousChecksum() == current);
 }
 
 TEST_CASE("the encoded update carries the exact step a replica adds") {

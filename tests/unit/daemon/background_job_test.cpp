@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <poll.h>
 
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -81,4 +82,16 @@ TEST_CASE("a background job going away stops its running job and waits for it") 
     });
   }
   CHECK(ended.load());
+}
+
+TEST_CASE("what a job's work holds is let go before its result can be collected") {
+  BackgroundJob job;
+  auto held = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = held;
+  job.start([held = std::move(held)](std::stop_token) -> BackgroundJob::Continuation {
+    return [] {};
+  });
+  auto done = waitAndCollect(job);
+  REQUIRE(done);
+  CHECK(watch.expired());
 }

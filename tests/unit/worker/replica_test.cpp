@@ -42,6 +42,33 @@ TEST_CASE("a round's update is added to the replica, one that skips a round asks
   CHECK(r.params() == std::vector<float>{1.5f, 1.0f});
 }
 
+TEST_CASE("parameters lent to a trainer stay as lent, and an unheld replica takes an update in place") {
+  Replica r(1 << 20);
+  r.reset({1.0f, 2.0f, 3.0f}, 0);
+  std::string error;
+  const float* buffer = r.params().data();
+  {
+    const auto lent = r.lend();
+    CHECK(lent->data() == buffer);  // the parameters themselves, not a copy
+    CHECK(r.takeRoundModel(roundStart(1), update({1.0f, 1.0f, 1.0f}), error) ==
+          Replica::Sync::done);
+    CHECK(*lent == std::vector<float>{1.0f, 2.0f, 3.0f});
+    CHECK(r.params() == std::vector<float>{2.0f, 3.0f, 4.0f});
+    CHECK(r.params().data() != lent->data());
+  }
+  // Nobody holds them now: the next update changes the same buffer.
+  buffer = r.params().data();
+  CHECK(r.takeRoundModel(roundStart(2), update({-1.0f, 0.5f, 0.0f}), error) ==
+        Replica::Sync::done);
+  CHECK(r.params().data() == buffer);
+  CHECK(r.params() == std::vector<float>{1.0f, 3.5f, 4.0f});
+  // A Finish's update too: lent, then taken.
+  const auto lent = r.lend();
+  CHECK(r.takeFinal(3, update({1.0f, 1.0f, 1.0f}), error));
+  CHECK(*lent == std::vector<float>{1.0f, 3.5f, 4.0f});
+  CHECK(r.params() == std::vector<float>{2.0f, 4.5f, 5.0f});
+}
+
 TEST_CASE("an update that would make the replica non-finite is refused and changes nothing") {
   Replica r(1 << 20);
   const float big = std::numeric_limits<float>::max();
