@@ -9,9 +9,12 @@ PushStrategy pushStrategy(compression::CompressorKind kind, bool error_feedback_
   using compression::CompressorKind;
   const bool unbiased = kind == CompressorKind::kRandomK || kind == CompressorKind::kStochastic ||
                         kind == CompressorKind::kQsgd;
+  // Identity sends every value as it is: its residual would stay zero, at two passes over the
+  // model and a copy of each push kept for a take-back.
+  const bool exact = kind == CompressorKind::kIdentity;
   PushStrategy s;
   s.count_kind = kind == CompressorKind::kStochastic ? CountKind::random : CountKind::fixed;
-  s.error_feedback = error_feedback_auto ? !unbiased : error_feedback;
+  s.error_feedback = error_feedback_auto ? !(unbiased || exact) : error_feedback;
   s.threshold = kind == CompressorKind::kThreshold;
   return s;
 }

@@ -28,8 +28,9 @@ struct PushStrategy {
   bool error_feedback = true;  // as configured (auto: on for the biased compressors)
   bool threshold = false;      // the hard threshold: a count that follows the data
 };
-// error_feedback_auto: on for the biased compressors (topk, threshold, sq), off for the
-// unbiased ones (randomk, stochastic, qsgd); else `error_feedback` as given.
+// error_feedback_auto: on for the biased compressors (topk, threshold, sq, fp16), off for the
+// unbiased ones (randomk, stochastic, qsgd) and for identity (nothing is left behind); else
+// `error_feedback` as given.
 PushStrategy pushStrategy(compression::CompressorKind kind, bool error_feedback_auto,
                           bool error_feedback);
 

@@ -89,6 +89,24 @@ TEST_CASE("the automatic cap is half, or twice the fair share of fewer than four
   CHECK(shareCap(0.3, 8) == 0.3);
 }
 
+TEST_CASE("a push's norm is the square root of its sum of squares, at every length") {
+  // Against a long-double sum in one chain; lengths around the eight running sums' stride.
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return float(int64_t(state >> 33) - (int64_t(1) << 30)) / float(1 << 30);
+  };
+  for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 1000, 100003}) {
+    std::vector<float> v(n);
+    long double reference = 0.0L;
+    for (auto& x : v) {
+      x = next() * 100.0f;
+      reference += (long double)x * (long double)x;
+    }
+    CHECK(pushNorm(dense(v)) == doctest::Approx(double(std::sqrt(reference))).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("a push over the bound is scaled to the bound, by hand") {
   compression::SparseGradient g = dense({3.0f, 4.0f});  // norm 5
   CHECK(pushNorm(g) == 5.0);

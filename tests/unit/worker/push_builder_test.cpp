@@ -83,6 +83,10 @@ TEST_CASE("the push strategy is decided once, from the compressor's kind") {
   CHECK(threshold.error_feedback);  // auto: on for a biased compressor
   CHECK(threshold.count_kind == worker::CountKind::fixed);
   CHECK_FALSE(worker::pushStrategy(CompressorKind::kTopK, false, false).error_feedback);
+  // auto: off for identity, which leaves nothing behind; on for fp16, which rounds.
+  CHECK_FALSE(worker::pushStrategy(CompressorKind::kIdentity, true, true).error_feedback);
+  CHECK(worker::pushStrategy(CompressorKind::kIdentity, false, true).error_feedback);
+  CHECK(worker::pushStrategy(CompressorKind::kFp16, true, false).error_feedback);
   s.compressor.name = "no-such";
   CHECK_THROWS(worker::workerOptions(s));
 }
