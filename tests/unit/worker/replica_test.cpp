@@ -42,7 +42,8 @@ TEST_CASE("a round's update is added to the replica, one that skips a round asks
   CHECK(r.params() == std::vector<float>{1.5f, 1.0f});
 }
 
-TEST_CASE("parameters lent to a trainer stay as lent, and an unheld replica takes an update in place") {
+TEST_CASE(
+    "parameters lent to a trainer stay as lent, and an unheld replica takes an update in place") {
   Replica r(1 << 20);
   r.reset({1.0f, 2.0f, 3.0f}, 0);
   std::string error;
@@ -58,8 +59,7 @@ TEST_CASE("parameters lent to a trainer stay as lent, and an unheld replica take
   }
   // Nobody holds them now: the next update changes the same buffer.
   buffer = r.params().data();
-  CHECK(r.takeRoundModel(roundStart(2), update({-1.0f, 0.5f, 0.0f}), error) ==
-        Replica::Sync::done);
+  CHECK(r.takeRoundModel(roundStart(2), update({-1.0f, 0.5f, 0.0f}), error) == Replica::Sync::done);
   CHECK(r.params().data() == buffer);
   CHECK(r.params() == std::vector<float>{1.0f, 3.5f, 4.0f});
   // A Finish's update too: lent, then taken.
