@@ -88,9 +88,8 @@ TEST_CASE("what a job's work holds is let go before its result can be collected"
   BackgroundJob job;
   auto held = std::make_shared<int>(7);
   std::weak_ptr<int> watch = held;
-  job.start([held = std::move(held)](std::stop_token) -> BackgroundJob::Continuation {
-    return [] {};
-  });
+  job.start(
+      [held = std::move(held)](std::stop_token) -> BackgroundJob::Continuation { return [] {}; });
   auto done = waitAndCollect(job);
   REQUIRE(done);
   CHECK(watch.expired());
