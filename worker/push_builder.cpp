@@ -243,8 +243,7 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
     p->set_compute_seconds(compute_seconds);
     return Built{false, true};
   };
-  if (!std::isfinite(loss) ||
-      !std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }))
+  if (!std::isfinite(loss) || !compression::detail::allFinite(grad))
     return failed("the local loss or gradient is not finite (loss " + std::to_string(loss) + ")");
   const std::span<const float> v = corrected(grad, round, again, stats);
   uint32_t cap = std::clamp<uint32_t>(std::min(cap_said, size_cap_.value_or(UINT32_MAX)), 1, d);

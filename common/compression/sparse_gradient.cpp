@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
+#include "common/compression/wire_format.hpp"
 
 namespace tern::compression {
 
@@ -23,8 +24,12 @@ bool staysFinite(const SparseGradient& g, float weight, std::span<const float> o
   if (out.size() != g.dim) throw std::invalid_argument("staysFinite: dimension mismatch");
   bool ok = true;
   if (g.isDense()) {
-    for (size_t j = 0; j < out.size(); ++j) ok &= std::isfinite(out[j] + weight * g.values[j]);
-    return ok;
+    // Exponent bits all set: infinite or NaN (a form the compiler vectorizes, as allFinite).
+    uint32_t bad = 0;
+    for (size_t j = 0; j < out.size(); ++j)
+      bad |=
+          uint32_t((wire::floatBits(out[j] + weight * g.values[j]) & 0x7F800000u) == 0x7F800000u);
+    return bad == 0;
   }
   if (g.indices.size() != g.values.size())
     throw std::invalid_argument("staysFinite: indices and values differ in length");

@@ -20,12 +20,12 @@ std::optional<worker::GradientResult> RandomTrainer::gradient(
     const worker::GradientRequest& request) {
   worker::GradientResult r;
   r.request_id = request.id;
-  r.gradient.resize(request.params ? request.params->size() : 0);
+  const size_t d = request.params ? request.params->size() : 0;
+  r.gradient.reserve(d);  // filled by the copies alone: no pass to zero it first
   size_t from = size_t(rng_() % pool_.size());
-  for (size_t done = 0; done < r.gradient.size();) {
-    size_t n = std::min(r.gradient.size() - done, pool_.size() - from);
-    std::copy_n(pool_.begin() + long(from), n, r.gradient.begin() + long(done));
-    done += n;
+  while (r.gradient.size() < d) {
+    const size_t n = std::min(d - r.gradient.size(), pool_.size() - from);
+    r.gradient.insert(r.gradient.end(), pool_.begin() + long(from), pool_.begin() + long(from + n));
     from = 0;
   }
   r.rows_used = request.plan.batch_size;

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "common/compression/compressor.hpp"
 
 using namespace tern::compression;
@@ -27,4 +29,39 @@ TEST_CASE("addScaled adds weight times the gradient to the output") {
 TEST_CASE("addScaled refuses an output of the wrong dimension") {
   std::vector<float> out(2);
   CHECK_THROWS_AS(addScaled(SparseGradient{3, {0}, {1.0f}}, 1.0f, out), std::invalid_argument);
+}
+
+TEST_CASE("staysFinite says whether adding the gradient leaves every coordinate finite") {
+  const float big = std::numeric_limits<float>::max();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Dense, at lengths around the vector width, with the bad coordinate anywhere.
+  for (size_t n : {1, 3, 4, 5, 8, 17, 1000}) {
+    for (size_t bad = 0; bad < n; bad += (n > 20 ? 97 : 1)) {
+      std::vector<float> out(n, 1.0f);
+      SparseGradient g;
+      g.dim = uint32_t(n);
+      g.values.assign(n, 0.5f);
+      CHECK(staysFinite(g, 1.0f, out));
+      out[bad] = big;
+      g.values[bad] = big;  // overflows to infinity
+      CHECK_FALSE(staysFinite(g, 1.0f, out));
+      out[bad] = inf;
+      g.values[bad] = -inf;  // infinity minus infinity: NaN
+      CHECK_FALSE(staysFinite(g, 1.0f, out));
+      out[bad] = 1.0f;
+      g.values[bad] = std::numeric_limits<float>::quiet_NaN();
+      CHECK_FALSE(staysFinite(g, 1.0f, out));
+      CHECK_FALSE(staysFinite(g, 0.0f, out));  // 0 * NaN is NaN
+    }
+  }
+  // Sparse: only the listed coordinates are looked at.
+  std::vector<float> out{1.0f, inf, 2.0f};
+  SparseGradient s;
+  s.dim = 3;
+  s.indices = {0, 2};
+  s.values = {1.0f, -2.0f};
+  CHECK(staysFinite(s, 1.0f, out));
+  s.values = {big, big};
+  out[0] = big;
+  CHECK_FALSE(staysFinite(s, 1.0f, out));
 }
