@@ -84,9 +84,12 @@ uint64_t Aggregator::largestFrameBytes() {
 
 void Aggregator::deltaOf(uint64_t round, bool& refused) {
   // A step of huge finite pushes can overflow: not taken, the model and momentum kept.
-  delta_.assign(params_.size(), 0.0f);
-  velocity_before_.assign(optimizer_.velocity().begin(), optimizer_.velocity().end());
-  optimizer_.step(aggregate_, round, delta_);
+  // Every entry of delta_ and of the new velocity is written: no pass to clear them first. The
+  // velocity before the step stays in velocity_before_ (swapped out, not copied).
+  delta_.resize(params_.size());
+  velocity_before_.resize(params_.size());
+  optimizer_.swapVelocity(velocity_before_);
+  optimizer_.stepFrom(velocity_before_, aggregate_, round, delta_);
   for (size_t j = 0; j < download_residual_.size(); ++j) delta_[j] += download_residual_[j];
   bool finite_step = true;
   for (size_t j = 0; j < delta_.size() && finite_step; ++j)
@@ -94,7 +97,7 @@ void Aggregator::deltaOf(uint64_t round, bool& refused) {
   refused = !finite_step;
   if (refused) {
     spdlog::warn("round {}: the aggregated step overflows the model; not taken", round);
-    optimizer_.setVelocity(velocity_before_);
+    optimizer_.swapVelocity(velocity_before_);
     std::fill(delta_.begin(), delta_.end(), 0.0f);
   }
 }
@@ -105,13 +108,14 @@ size_t nonZeros(const std::vector<float>& v) {
   return size_t(std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; }));
 }
 
-// `update` = `delta` as sparse coordinates when fewer than half are non-zero, else dense (its
-// buffers reused).
-void updateOf(const std::vector<float>& delta, compression::SparseGradient& update) {
+// `update` = `delta` (with `non_zeros` of them) as sparse coordinates when fewer than half are
+// non-zero, else dense (its buffers reused).
+void updateOf(const std::vector<float>& delta, size_t non_zeros,
+              compression::SparseGradient& update) {
   update.dim = uint32_t(delta.size());
   update.indices.clear();
   update.values.clear();
-  if (nonZeros(delta) * 2 >= delta.size()) {
+  if (non_zeros * 2 >= delta.size()) {
     update.values.assign(delta.begin(), delta.end());
     return;
   }
@@ -132,9 +136,10 @@ size_t Aggregator::downloadCount(size_t pushed) const {
 
 void Aggregator::broadcastOf(size_t count) {
   const std::vector<float>& pending = delta_;
-  if (count >= nonZeros(pending)) {
+  const size_t non_zeros = nonZeros(pending);
+  if (count >= non_zeros) {
     download_residual_.clear();
-    updateOf(pending, update_);
+    updateOf(pending, non_zeros, update_);
     return;
   }
   update_.dim = uint32_t(pending.size());
@@ -183,8 +188,20 @@ void Aggregator::combine(const std::vector<Worker*>& pushers, double& loss) {
         robustAggregate(pushes, params_.size(), robustness_.robust, robustness_.trim_fraction);
     return;
   }
-  aggregate_.assign(params_.size(), 0.0f);
-  for (size_t i = 0; i < pushers.size(); ++i)
+  size_t first = 0;
+  if (!pushers.empty() && pushers[0]->pending->isDense() &&
+      pushers[0]->pending->dim == params_.size()) {
+    // A dense first push is written over the sum, not added to a cleared one: 0 + w x, the same
+    // bits as the addition, without the pass that clears it.
+    const float w = float(pw.weights[0] / pw.normaliser);
+    const std::vector<float>& v = pushers[0]->pending->values;
+    aggregate_.resize(params_.size());
+    for (size_t j = 0; j < v.size(); ++j) aggregate_[j] = 0.0f + w * v[j];
+    first = 1;
+  } else {
+    aggregate_.assign(params_.size(), 0.0f);
+  }
+  for (size_t i = first; i < pushers.size(); ++i)
     compression::addScaled(*pushers[i]->pending, float(pw.weights[i] / pw.normaliser), aggregate_);
 }
 

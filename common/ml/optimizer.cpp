@@ -20,9 +20,16 @@ double SgdOptimizer::learningRate(uint64_t round) const {
 }
 
 void SgdOptimizer::step(std::span<const float> gradient, uint64_t round, std::span<float> delta) {
-  if (gradient.size() != velocity_.size() || delta.size() != velocity_.size()) {
+  stepFrom(velocity_, gradient, round, delta);
+}
+
+void SgdOptimizer::stepFrom(std::span<const float> previous, std::span<const float> gradient,
+                            uint64_t round, std::span<float> delta) {
+  if (gradient.size() != velocity_.size() || delta.size() != velocity_.size() ||
+      previous.size() != velocity_.size()) {
     throw std::invalid_argument("SgdOptimizer::step: expected " + std::to_string(velocity_.size()) +
                                 " parameters, got gradient " + std::to_string(gradient.size()) +
+                                ", previous velocity " + std::to_string(previous.size()) +
                                 " and delta " + std::to_string(delta.size()));
   }
   // All arithmetic in fp32 with the scalars rounded once, so every replica that applies the
@@ -30,7 +37,7 @@ void SgdOptimizer::step(std::span<const float> gradient, uint64_t round, std::sp
   const auto momentum = static_cast<float>(spec_.momentum);
   const auto neg_lr = static_cast<float>(-learningRate(round));
   for (size_t j = 0; j < velocity_.size(); ++j) {
-    velocity_[j] = momentum * velocity_[j] + gradient[j];
+    velocity_[j] = momentum * previous[j] + gradient[j];
     delta[j] = neg_lr * velocity_[j];
   }
 }

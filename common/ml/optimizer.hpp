@@ -20,6 +20,13 @@ class SgdOptimizer {
   SgdOptimizer(const OptimizerSpec& spec, size_t params);
   // Computes delta from the aggregated gradient for this round (velocity kept internally).
   void step(std::span<const float> gradient, uint64_t round, std::span<float> delta);
+  // The same step from `previous` as the velocity before it (every entry of the kept velocity
+  // is written, the same bits as step() from it): with swapVelocity, a caller keeps the velocity
+  // before a step, and puts it back if the step is not taken, without copying it.
+  void stepFrom(std::span<const float> previous, std::span<const float> gradient, uint64_t round,
+                std::span<float> delta);
+  // Exchanges the kept velocity with `v` (of the same size).
+  void swapVelocity(std::vector<float>& v) { velocity_.swap(v); }
   double learningRate(uint64_t round) const;
   const std::vector<float>& velocity() const { return velocity_; }
   void setVelocity(std::vector<float> v) { velocity_ = std::move(v); }

@@ -49,16 +49,23 @@ double effectiveSparsity(std::span<const float> v) {
 double squaredNorm(std::span<const float> v) {
   // Eight running sums in a fixed order: independent chains instead of one chain of dependent
   // additions (the same values give the same sum on every machine).
+  // Non-finite values count as zero. They are rare, so the sum is taken without looking: a
+  // finite float's square is finite in double, so a non-finite sum says there were some, and
+  // only then is it taken again, skipping them.
   constexpr size_t kLanes = 8;
-  double lanes[kLanes] = {};
-  auto term = [](float x) { return std::isfinite(x) ? static_cast<double>(x) * x : 0.0; };
-  size_t i = 0;
-  for (; i + kLanes <= v.size(); i += kLanes) {
-    for (size_t k = 0; k < kLanes; ++k) lanes[k] += term(v[i + k]);
-  }
-  for (; i < v.size(); ++i) lanes[0] += term(v[i]);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  auto sum = [&](auto term) {
+    double lanes[kLanes] = {};
+    size_t i = 0;
+    for (; i + kLanes <= v.size(); i += kLanes) {
+      for (size_t k = 0; k < kLanes; ++k) lanes[k] += term(v[i + k]);
+    }
+    for (; i < v.size(); ++i) lanes[0] += term(v[i]);
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+           ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  };
+  const double plain = sum([](float x) { return static_cast<double>(x) * x; });
+  if (std::isfinite(plain)) return plain;
+  return sum([](float x) { return std::isfinite(x) ? static_cast<double>(x) * x : 0.0; });
 }
 
 double predictedCost(const compression::Compressor& comp, const costmodel::CostModel& cost,

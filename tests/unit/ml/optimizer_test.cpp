@@ -59,3 +59,30 @@ TEST_CASE("a restored velocity continues the momentum sequence and sizes are che
   std::vector<float> wrong(3);
   CHECK_THROWS_AS(opt.step(std::vector<float>{1.0f, 1.0f}, 0, wrong), std::invalid_argument);
 }
+
+TEST_CASE("a step from a velocity swapped out is the same step, and swapping back undoes it") {
+  OptimizerSpec spec;
+  spec.lr = 0.3;
+  spec.momentum = 0.9;
+  SgdOptimizer in_place(spec, 3), swapped(spec, 3);
+  std::vector<float> before(3), delta_a(3), delta_b(3);
+  const std::vector<std::vector<float>> grads{
+      {1.0f, -2.0f, 0.25f}, {0.1f, 0.7f, -3.0f}, {-1e-3f, 5.0f, 2.0f}};
+  for (uint64_t r = 0; r < grads.size(); ++r) {
+    in_place.step(grads[r], r, delta_a);
+    swapped.swapVelocity(before);
+    swapped.stepFrom(before, grads[r], r, delta_b);
+    CHECK(delta_a == delta_b);
+    CHECK(in_place.velocity() == swapped.velocity());
+  }
+  // Not taken: the velocity before the step comes back as it was.
+  const std::vector<float> kept = swapped.velocity();
+  swapped.swapVelocity(before);
+  const std::vector<float> huge{100.0f, 100.0f, 100.0f};
+  swapped.stepFrom(before, huge, 3, delta_b);
+  CHECK(swapped.velocity() != kept);
+  swapped.swapVelocity(before);
+  CHECK(swapped.velocity() == kept);
+  std::vector<float> short_velocity(2);
+  CHECK_THROWS_AS(swapped.stepFrom(short_velocity, grads[0], 4, delta_b), std::invalid_argument);
+}

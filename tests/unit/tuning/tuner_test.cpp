@@ -461,6 +461,29 @@ TEST_CASE("full sends every coordinate and predicts the full gradient step's dec
   CHECK(tunerNamed("full")->choose(v, 99, *topk, payload).level == 99);
 }
 
+TEST_CASE("a compressor without a level is credited the squared norm of the finite values only") {
+  Rng rng(61);
+  const costmodel::PayloadCostModel payload;
+  auto identity = compressorNamed("identity");
+  std::vector<float> v = randomVector(1001, Shape::kGaussian, rng);
+  auto finiteNorm2 = [&v] {
+    double n = 0.0;
+    for (float x : v)
+      if (std::isfinite(x)) n += double(x) * x;
+    return n;
+  };
+  auto credited = [&] {
+    return tunerNamed("fixed", 0, 1, 2.0)->choose(v, 0, *identity, payload).predicted_improvement;
+  };
+  const double all_finite = credited();
+  CHECK(all_finite == doctest::Approx(finiteNorm2() / 4.0).epsilon(1e-12));
+  v[3] = std::numeric_limits<float>::quiet_NaN();
+  v[998] = -std::numeric_limits<float>::infinity();
+  CHECK(std::isfinite(credited()));
+  CHECK(credited() == doctest::Approx(finiteNorm2() / 4.0).epsilon(1e-12));
+  CHECK(credited() < all_finite);
+}
+
 TEST_CASE("cat leaves compressors without a level at the whole vector") {
   Rng rng(59);
   auto identity = compressorNamed("identity");
