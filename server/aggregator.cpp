@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "common/util/checksum.hpp"
@@ -91,10 +92,15 @@ void Aggregator::deltaOf(uint64_t round, bool& refused) {
   optimizer_.swapVelocity(velocity_before_);
   optimizer_.stepFrom(velocity_before_, aggregate_, round, delta_);
   for (size_t j = 0; j < download_residual_.size(); ++j) delta_[j] += download_residual_[j];
-  bool finite_step = true;
-  for (size_t j = 0; j < delta_.size() && finite_step; ++j)
-    finite_step = std::isfinite(delta_[j]) && std::isfinite(params_[j] + delta_[j]);
-  refused = !finite_step;
+  // Exponent bits all set: infinite or NaN (a form the compiler vectorizes; no early exit, as
+  // a refused step is the rare case).
+  auto nonFinite = [](float x) {
+    return uint32_t((std::bit_cast<uint32_t>(x) & 0x7F800000u) == 0x7F800000u);
+  };
+  uint32_t bad = 0;
+  for (size_t j = 0; j < delta_.size(); ++j)
+    bad |= nonFinite(delta_[j]) | nonFinite(params_[j] + delta_[j]);
+  refused = bad != 0;
   if (refused) {
     spdlog::warn("round {}: the aggregated step overflows the model; not taken", round);
     optimizer_.swapVelocity(velocity_before_);
@@ -144,10 +150,13 @@ void Aggregator::broadcastOf(size_t count) {
   }
   update_.dim = uint32_t(pending.size());
   selector_.select(pending, uint32_t(count), update_.indices, update_.values);
-  download_residual_.assign(pending.begin(), pending.end());
+  const size_t dim = pending.size();
+  // The residual is the step less what goes now: delta_'s buffer becomes it (no copy), and the
+  // old residual's buffer is the next round's delta_ (written whole there).
+  download_residual_.swap(delta_);
   for (uint32_t j : update_.indices) download_residual_[j] = 0.0f;
-  if (update_.indices.size() * 2 >= pending.size()) {
-    dense_.assign(pending.size(), 0.0f);
+  if (update_.indices.size() * 2 >= dim) {
+    dense_.assign(dim, 0.0f);
     for (size_t i = 0; i < update_.indices.size(); ++i)
       dense_[update_.indices[i]] = update_.values[i];
     update_.indices.clear();
