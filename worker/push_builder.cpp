@@ -51,8 +51,11 @@ namespace {
 std::unique_ptr<compression::ErrorFeedback> makeFeedback(const PushOptions& o, double threshold) {
   compression::CompressorSpec cspec = o.compressor;
   if (threshold > 0.0) cspec.threshold = threshold;
-  return std::make_unique<compression::ErrorFeedback>(
-      compression::makeCompressor(cspec), o.strategy.error_feedback, o.corrected_scratch);
+  auto inner = compression::makeCompressor(cspec);
+  // Only error feedback reads what a push decodes to (remember() keeps nothing without it).
+  inner->setDecodedWanted(o.strategy.error_feedback);
+  return std::make_unique<compression::ErrorFeedback>(std::move(inner), o.strategy.error_feedback,
+                                                      o.corrected_scratch);
 }
 
 }  // namespace

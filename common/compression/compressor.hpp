@@ -34,7 +34,7 @@ std::vector<float> toDense(const SparseGradient& g);
 
 struct Compressed {
   std::vector<uint8_t> bytes;  // the wire form
-  SparseGradient decoded;      // exactly what decode(bytes) yields
+  SparseGradient decoded;  // exactly what decode(bytes) yields (see Compressor::setDecodedWanted)
 };
 
 // The members of the family, one per name of compressorNames().
@@ -81,6 +81,14 @@ class Compressor {
   // encodedBytes(dim, level) bounds its size: every sparsifier, and the hard threshold, whose
   // level is only a limit.
   virtual bool levelLimitsCount() const { return hasLevel(); }
+  // Whether compress() fills Compressed::decoded (by default it does). An owner that never reads
+  // it (a push without error feedback) says so, and a compressor whose decoded form is a
+  // model-sized copy of its input (identity) then leaves it empty.
+  void setDecodedWanted(bool wanted) { decoded_wanted_ = wanted; }
+  bool decodedWanted() const { return decoded_wanted_; }
+
+ private:
+  bool decoded_wanted_ = true;
 };
 
 // Throws std::invalid_argument on an unknown name or bad parameters.

@@ -9,7 +9,8 @@ Compressed IdentityCompressor::compress(std::span<const float> g, uint32_t, Rng&
   detail::requireAllFinite(g, "identity");
   Compressed c;
   c.bytes = wire::encodeFp32(wire::Scheme::kIdentity, d, {}, g);
-  c.decoded = wire::canonicalGradient(d, {}, std::vector<float>(g.begin(), g.end()));
+  if (decodedWanted())
+    c.decoded = wire::canonicalGradient(d, {}, std::vector<float>(g.begin(), g.end()));
   return c;
 }
 

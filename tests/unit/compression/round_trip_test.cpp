@@ -220,3 +220,23 @@ TEST_CASE("decoding into a scratch gradient reuses its buffers and yields the fr
   CHECK_FALSE(decode(bad, limits, scratch).value.has_value());
   CHECK(scratch.values.data() == values_at);
 }
+
+TEST_CASE("a compressor told its decoded form is not wanted sends the same bytes") {
+  // Identity leaves the decoded copy out; every other compressor may still fill it.
+  tern::Rng values_rng(91);
+  std::vector<float> g(1000);
+  for (auto& x : g) x = float(values_rng() % 2001) / 1000.0f - 1.0f;
+  for (const auto& name : compressorNames()) {
+    CAPTURE(name);
+    auto wanted = makeCompressor(specFor(name));
+    auto unwanted = makeCompressor(specFor(name));
+    unwanted->setDecodedWanted(false);
+    CHECK(wanted->decodedWanted());
+    CHECK_FALSE(unwanted->decodedWanted());
+    tern::Rng a(5), b(5);
+    const Compressed with = wanted->compress(g, 100, a);
+    const Compressed without = unwanted->compress(g, 100, b);
+    CHECK(with.bytes == without.bytes);
+    if (name == "identity") CHECK(without.decoded.values.empty());
+  }
+}
