@@ -62,18 +62,20 @@ bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>
   limits.expected_dim = uint32_t(params.size());
   limits.max_dim = uint32_t(params.size());
   limits.max_bytes = max_message_bytes_;
-  auto update = compression::decode(payload, limits);
+  auto update = compression::decode(payload, limits, update_scratch_);
   if (!update.value) {
     error = update.error;
     return false;
   }
   // Checked before anything is applied: a finite update can still overflow the replica.
-  if (!compression::staysFinite(*update.value, 1.0f, params)) {
+  const bool stays_finite = compression::staysFinite(*update.value, 1.0f, params);
+  if (stays_finite) {
+    compression::addScaled(*update.value, 1.0f, params);
+  } else {
     error = "applying it would make the replica non-finite";
-    return false;
   }
-  compression::addScaled(*update.value, 1.0f, params);
-  return true;
+  update_scratch_ = std::move(*update.value);  // its buffers serve the next update
+  return stays_finite;
 }
 
 Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<const uint8_t> payload,

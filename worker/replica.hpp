@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/compression/compressor.hpp"
 #include "proto/message.hpp"
 
 namespace tern::worker {
@@ -50,6 +51,7 @@ class Replica {
   std::vector<float>& writable();
 
   uint64_t max_message_bytes_;
+  mutable compression::SparseGradient update_scratch_;  // each update decoded into it
   std::shared_ptr<std::vector<float>> params_ = std::make_shared<std::vector<float>>();
   uint64_t round_ = 0;
   std::optional<uint64_t> announced_checksum_;  // tern::checksum of the replica the last join named

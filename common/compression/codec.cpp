@@ -239,8 +239,9 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
   SparseGradient& g = scratch;
   g.dim = h.dim;
   g.indices.clear();
-  g.values.clear();
   if (const char* err = readIndices(p, index_end, h, g.indices)) return fail(err);
+  // Every value is written below: a scratch already of this size is not cleared first (a
+  // model-sized pass for every dense message).
   g.values.resize(h.count);
   if (const char* err = readValues(index_end, vbytes, h, g.values)) return fail(err);
   if (!g.isDense() && g.indices.size() != g.values.size()) return fail("internal size mismatch");

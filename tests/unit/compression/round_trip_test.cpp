@@ -240,3 +240,34 @@ TEST_CASE("a compressor told its decoded form is not wanted sends the same bytes
     if (name == "identity") CHECK(without.decoded.values.empty());
   }
 }
+
+TEST_CASE("decoding into a used scratch gives what decoding afresh gives") {
+  // The scratch holds another message's values (larger, equal and smaller): none may remain.
+  tern::Rng values_rng(93);
+  auto vectorOf = [&values_rng](size_t n) {
+    std::vector<float> g(n);
+    for (auto& x : g) x = float(values_rng() % 2001) / 1000.0f - 1.0f;
+    return g;
+  };
+  for (const auto& name : compressorNames()) {
+    CAPTURE(name);
+    auto c = makeCompressor(specFor(name));
+    tern::Rng rng(7);
+    const Compressed message = c->compress(vectorOf(500), 60, rng);
+    DecodeLimits limits;
+    limits.expected_dim = 500;
+    const DecodeResult fresh = decode(message.bytes, limits);
+    REQUIRE(fresh.value);
+    for (size_t stale : {0, 60, 500, 2000}) {
+      SparseGradient scratch;
+      scratch.dim = 500;
+      scratch.values.assign(stale, 123.0f);
+      scratch.indices.assign(stale / 2, 7u);
+      const DecodeResult reused = decode(message.bytes, limits, scratch);
+      REQUIRE(reused.value);
+      CHECK(reused.value->indices == fresh.value->indices);
+      CHECK(reused.value->values == fresh.value->values);
+      CHECK(reused.value->dim == fresh.value->dim);
+    }
+  }
+}
