@@ -115,16 +115,16 @@ size_t nonZeros(const std::vector<float>& v) {
 }
 
 // `update` = `delta` (with `non_zeros` of them) as sparse coordinates when fewer than half are
-// non-zero, else dense (its buffers reused).
-void updateOf(const std::vector<float>& delta, size_t non_zeros,
-              compression::SparseGradient& update) {
+// non-zero, else dense: then delta's buffer becomes the update's (no copy) and delta holds the
+// update's old one, to be written whole by the next step.
+void updateOf(std::vector<float>& delta, size_t non_zeros, compression::SparseGradient& update) {
   update.dim = uint32_t(delta.size());
   update.indices.clear();
-  update.values.clear();
   if (non_zeros * 2 >= delta.size()) {
-    update.values.assign(delta.begin(), delta.end());
+    update.values.swap(delta);
     return;
   }
+  update.values.clear();
   for (uint32_t j = 0; j < delta.size(); ++j) {
     if (delta[j] != 0.0f) {
       update.indices.push_back(j);
@@ -141,7 +141,7 @@ size_t Aggregator::downloadCount(size_t pushed) const {
 }
 
 void Aggregator::broadcastOf(size_t count) {
-  const std::vector<float>& pending = delta_;
+  std::vector<float>& pending = delta_;
   const size_t non_zeros = nonZeros(pending);
   if (count >= non_zeros) {
     download_residual_.clear();

@@ -96,6 +96,37 @@ TEST_CASE("the encoded update carries the exact step a replica adds") {
   CHECK(checksum(replica) == checksum(agg.parameters()));
 }
 
+TEST_CASE("a replica adding every round's update stays the model, dense rounds and sparse alike") {
+  // The step's buffers change hands between the update, the residual and the next step: what a
+  // replica decodes must still be exactly the step, round after round.
+  ml::OptimizerSpec sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.5;
+  const size_t d = 40;
+  std::vector<float> initial(d);
+  for (size_t j = 0; j < d; ++j) initial[j] = 0.1f * float(j % 7) - 0.3f;
+  Aggregator agg(sgd, initial, 1 << 20);
+  std::vector<float> replica = initial;
+  compression::DecodeLimits limits;
+  limits.expected_dim = limits.max_dim = uint32_t(d);
+  limits.max_bytes = 1 << 20;
+  Membership m;
+  for (uint64_t round = 0; round < 12; ++round) {
+    std::vector<float> g(d, 0.0f);
+    const bool dense_round = round % 3 != 2;  // two dense rounds, then a sparse one
+    for (size_t j = 0; j < d; ++j)
+      if (dense_round || j % 9 == round % 9) g[j] = 0.01f * float((j * 7 + round * 3) % 11) - 0.04f;
+    pusher(m, 0, 10, g, 1.0);
+    pusher(m, 1, 30, g, 1.0);
+    agg.step(m, round);
+    auto decoded = compression::decode(agg.lastUpdate(), limits);
+    REQUIRE(decoded.value);
+    compression::addScaled(*decoded.value, 1.0f, replica);
+    CAPTURE(round);
+    CHECK(checksum(replica) == checksum(agg.parameters()));
+  }
+}
+
 TEST_CASE("a step that would overflow is not taken: model and momentum stay") {
   ml::OptimizerSpec sgd;
   sgd.lr = 1.0;
