@@ -48,10 +48,9 @@ double effectiveSparsity(std::span<const float> v) {
 // every level's report infinite).
 double squaredNorm(std::span<const float> v) {
   // Eight running sums in a fixed order: independent chains instead of one chain of dependent
-  // additions (the same values give the same sum on every machine).
-  // Non-finite values count as zero. They are rare, so the sum is taken without looking: a
-  // finite float's square is finite in double, so a non-finite sum says there were some, and
-  // only then is it taken again, skipping them.
+  // additions (the same values give the same sum on every machine). A finite float's square is
+  // finite in double, so a non-finite sum says non-finite values were there: only then is it
+  // taken again, skipping them.
   constexpr size_t kLanes = 8;
   auto sum = [&](auto term) {
     double lanes[kLanes] = {};
