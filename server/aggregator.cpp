@@ -3,10 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 #include "common/util/checksum.hpp"
+#include "common/util/float_passes.hpp"
 #include "server/robust_aggregation.hpp"
 
 namespace tern::server {
@@ -92,14 +92,10 @@ void Aggregator::deltaOf(uint64_t round, bool& refused) {
   optimizer_.swapVelocity(velocity_before_);
   optimizer_.stepFrom(velocity_before_, aggregate_, round, delta_);
   for (size_t j = 0; j < download_residual_.size(); ++j) delta_[j] += download_residual_[j];
-  // Exponent bits all set: infinite or NaN (a form the compiler vectorizes; no early exit, as
-  // a refused step is the rare case).
-  auto nonFinite = [](float x) {
-    return uint32_t((std::bit_cast<uint32_t>(x) & 0x7F800000u) == 0x7F800000u);
-  };
+  // No early exit: a refused step is the rare case, and the loop vectorizes without one.
   uint32_t bad = 0;
   for (size_t j = 0; j < delta_.size(); ++j)
-    bad |= nonFinite(delta_[j]) | nonFinite(params_[j] + delta_[j]);
+    bad |= nonFiniteBit(delta_[j]) | nonFiniteBit(params_[j] + delta_[j]);
   refused = bad != 0;
   if (refused) {
     spdlog::warn("round {}: the aggregated step overflows the model; not taken", round);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/util/float_passes.hpp"
+
 namespace tern::server {
 
 double shareCap(double configured, size_t pushers) {
@@ -51,20 +53,7 @@ PushWeights cappedWeights(const std::vector<uint64_t>& samples, double max_share
 }
 
 double pushNorm(const compression::SparseGradient& g) {
-  // Eight running sums in a fixed order (the same values give the same norm on every machine):
-  // independent chains the compiler keeps in vector registers, where one sum is a chain of
-  // dependent additions (a quarter of the coordinator's step at 10^6 parameters).
-  constexpr size_t kLanes = 8;
-  double lanes[kLanes] = {};
-  const std::vector<float>& v = g.values;
-  size_t i = 0;
-  for (; i + kLanes <= v.size(); i += kLanes) {
-    for (size_t k = 0; k < kLanes; ++k) lanes[k] += double(v[i + k]) * double(v[i + k]);
-  }
-  for (; i < v.size(); ++i) lanes[0] += double(v[i]) * double(v[i]);
-  const double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-                     ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  return std::sqrt(sum);
+  return std::sqrt(laneSum(g.values, [](float x) { return double(x) * double(x); }));
 }
 
 std::optional<double> lowerMedianNonZero(std::vector<double> norms) {

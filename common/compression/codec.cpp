@@ -8,6 +8,7 @@
 #include "common/compression/half_float.hpp"
 #include "common/compression/message_encoding.hpp"
 #include "common/compression/wire_format.hpp"
+#include "common/util/float_passes.hpp"
 
 namespace tern::compression {
 
@@ -151,7 +152,7 @@ const char* readFp32Values(const uint8_t* v, std::vector<float>& out) {
   if (!out.empty()) std::memcpy(out.data(), v, out.size() * 4);
   // One vectorisable pass: not finite means an all-ones exponent.
   uint32_t bad = 0;
-  for (float x : out) bad |= uint32_t((floatBits(x) & 0x7F800000u) == 0x7F800000u);
+  for (float x : out) bad |= nonFiniteBit(x);
   return bad ? "non-finite value" : nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/compression/wire_format.hpp"
+#include "common/util/float_passes.hpp"
 #include "common/util/rng.hpp"
 
 namespace tern::compression::detail {
@@ -32,7 +33,7 @@ inline void requireFinite(float x, const char* who) {
 // One vectorisable pass: a float is finite unless its exponent bits are all ones.
 inline bool allFinite(std::span<const float> g) {
   uint32_t bad = 0;
-  for (float x : g) bad |= uint32_t((wire::floatBits(x) & 0x7F800000u) == 0x7F800000u);
+  for (float x : g) bad |= nonFiniteBit(x);
   return bad == 0;
 }
 

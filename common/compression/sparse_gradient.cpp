@@ -2,7 +2,7 @@
 #include <stdexcept>
 
 #include "common/compression/compressor.hpp"
-#include "common/compression/wire_format.hpp"
+#include "common/util/float_passes.hpp"
 
 namespace tern::compression {
 
@@ -24,11 +24,8 @@ bool staysFinite(const SparseGradient& g, float weight, std::span<const float> o
   if (out.size() != g.dim) throw std::invalid_argument("staysFinite: dimension mismatch");
   bool ok = true;
   if (g.isDense()) {
-    // Exponent bits all set: infinite or NaN (a form the compiler vectorizes, as allFinite).
     uint32_t bad = 0;
-    for (size_t j = 0; j < out.size(); ++j)
-      bad |=
-          uint32_t((wire::floatBits(out[j] + weight * g.values[j]) & 0x7F800000u) == 0x7F800000u);
+    for (size_t j = 0; j < out.size(); ++j) bad |= nonFiniteBit(out[j] + weight * g.values[j]);
     return bad == 0;
   }
   if (g.indices.size() != g.values.size())

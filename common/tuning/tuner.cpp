@@ -15,6 +15,7 @@
 #include "common/tuning/binned_search.hpp"
 #include "common/tuning/improvement.hpp"
 #include "common/tuning/selection.hpp"
+#include "common/util/float_passes.hpp"
 
 namespace tern::tuning {
 namespace {
@@ -47,24 +48,11 @@ double effectiveSparsity(std::span<const float> v) {
 // Non-finite entries count as zero (MagnitudeProfile zeroes NaN; an infinity here would make
 // every level's report infinite).
 double squaredNorm(std::span<const float> v) {
-  // Eight running sums in a fixed order: independent chains instead of one chain of dependent
-  // additions (the same values give the same sum on every machine). A finite float's square is
-  // finite in double, so a non-finite sum says non-finite values were there: only then is it
-  // taken again, skipping them.
-  constexpr size_t kLanes = 8;
-  auto sum = [&](auto term) {
-    double lanes[kLanes] = {};
-    size_t i = 0;
-    for (; i + kLanes <= v.size(); i += kLanes) {
-      for (size_t k = 0; k < kLanes; ++k) lanes[k] += term(v[i + k]);
-    }
-    for (; i < v.size(); ++i) lanes[0] += term(v[i]);
-    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-           ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  };
-  const double plain = sum([](float x) { return static_cast<double>(x) * x; });
+  // A finite float's square is finite in double, so a non-finite sum says non-finite values were
+  // there: only then is it taken again, skipping them.
+  const double plain = laneSum(v, [](float x) { return static_cast<double>(x) * x; });
   if (std::isfinite(plain)) return plain;
-  return sum([](float x) { return std::isfinite(x) ? static_cast<double>(x) * x : 0.0; });
+  return laneSum(v, [](float x) { return std::isfinite(x) ? static_cast<double>(x) * x : 0.0; });
 }
 
 double predictedCost(const compression::Compressor& comp, const costmodel::CostModel& cost,
