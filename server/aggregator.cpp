@@ -160,10 +160,16 @@ void Aggregator::broadcastOf(size_t count) {
   }
 }
 
+std::optional<double> Aggregator::clipNorm(const compression::SparseGradient& push) const {
+  if (!(robustness_.clip_multiple > 0.0)) return std::nullopt;
+  return pushNorm(push);
+}
+
 uint32_t Aggregator::clipPushes(const std::vector<Worker*>& pushers) {
   if (!(robustness_.clip_multiple > 0.0)) return 0;
   std::vector<double> norms;
-  for (const Worker* w : pushers) norms.push_back(pushNorm(*w->pending));
+  for (const Worker* w : pushers)
+    norms.push_back(w->pending_norm ? *w->pending_norm : pushNorm(*w->pending));
   // A round of fewer than two non-zero pushes is held to the last round that had them.
   const auto non_zero = std::count_if(norms.begin(), norms.end(), [](double x) { return x > 0; });
   if (non_zero >= 2) reference_norm_ = lowerMedianNonZero(norms);
@@ -224,6 +230,7 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   for (Worker* w : pushers) {
     spare_pushes_.push_back(std::move(*w->pending));
     w->pending.reset();
+    w->pending_norm.reset();
   }
   deltaOf(round, r.refused);
   if (r.refused) {

@@ -35,6 +35,9 @@ class Aggregator {
   // Decodes a push's gradient for this model (dimension and size limits), into the buffers of a
   // push the last step let go of when there is one.
   compression::DecodeResult decode(std::span<const uint8_t> payload);
+  // A push's norm when the step clips norms (taken as the push arrives, so that the round's close
+  // need not pass over every push again); nullopt when it does not.
+  std::optional<double> clipNorm(const compression::SparseGradient& push) const;
   // Combines the workers' pending gradients (in id order, clearing them; clipped pushes counted
   // in their records) and steps the model.
   StepResult step(Membership& members, uint64_t round);

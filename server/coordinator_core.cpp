@@ -198,6 +198,7 @@ void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join
   clearReport(w.rec);
   w.refused = false;
   w.pending.reset();
+  w.pending_norm.reset();
   w.last_seen = now_;
   planner_.plan(membership_);
   send(w, welcomeFor(w, join));
@@ -310,6 +311,7 @@ void CoordinatorCore::startRound() {
     w.rec.pushed = false;
     w.refused = false;
     w.pending.reset();
+    w.pending_norm.reset();
     if (!bench_.offers(w.rec, round_)) continue;  // benched, and no probe due
     if (carried) {
       if (!planner_.admit(membership_, w, round_)) continue;
@@ -397,6 +399,7 @@ void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_byte
                                  double received_at, compression::DecodeResult decoded) {
   const auto& push = msg.envelope.push();
   w.pending = std::move(*decoded.value);
+  w.pending_norm = aggregator_.clipNorm(*w.pending);
   // What a push costs besides its coordinates: the envelope, the frames and the codec's header.
   const size_t coordinate_bytes = msg.payload.size() - decoded.header_bytes;
   w.round_push = PushSample{double(wire_bytes) - double(std::min(wire_bytes, coordinate_bytes)),

@@ -49,6 +49,8 @@ struct Worker {
   uint32_t shard_total = 0;
   // The open round's push: decoded gradient, its loss, or refused (asked again at the deadline).
   std::optional<compression::SparseGradient> pending;
+  // pending's norm, taken as it was accepted (off the round's close) when the step clips norms.
+  std::optional<double> pending_norm;
   double loss = 0.0;
   bool refused = false;
   // Its own pushes' measured price (kept over re-joins of the same process) and this round's.

@@ -62,6 +62,12 @@ bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>
   limits.expected_dim = uint32_t(params.size());
   limits.max_dim = uint32_t(params.size());
   limits.max_bytes = max_message_bytes_;
+  // A dense update (every coordinate) is added from its frame: no copy of the model's size.
+  if (const auto dense = compression::denseFp32View(payload, limits)) {
+    if (compression::addDenseIfFinite(*dense, 1.0f, params)) return true;
+    error = "a non-finite value, or applying it would make the replica non-finite";
+    return false;
+  }
   auto update = compression::decode(payload, limits, update_scratch_);
   if (!update.value) {
     error = update.error;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/compression/compressor_support.hpp"
 #include "common/compression/half_float.hpp"
 #include "common/compression/message_encoding.hpp"
 #include "common/compression/wire_format.hpp"
@@ -253,6 +254,41 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
   return res;
 }
 
+std::optional<DenseFp32View> denseFp32View(std::span<const uint8_t> bytes,
+                                           const DecodeLimits& limits) {
+  if (bytes.size() > limits.max_bytes || bytes.size() < 5) return std::nullopt;
+  const uint8_t* p = bytes.data();
+  const uint8_t* const end = p + bytes.size();
+  Header h;
+  if (readHeader(p, end, limits, h) != nullptr) return std::nullopt;
+  if (h.coding != IndexCoding::kDense || valueCodingOf(h.scheme) != ValueCoding::kFp32) {
+    return std::nullopt;
+  }
+  // Dense: no index section, so the values are exactly the rest.
+  if (uint64_t(end - p) != valueBytes(ValueCoding::kFp32, h.count, 0)) return std::nullopt;
+  return DenseFp32View{p, h.count, size_t(p - bytes.data())};
+}
+
+bool addDenseIfFinite(const DenseFp32View& view, float weight, std::span<float> out) {
+  if (out.size() != view.count) return false;
+  const uint8_t* v = view.values;
+  // One vectorized pass to check (no early exit), then one to add: nothing changes unless all is
+  // well.
+  uint32_t bad = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    float x;
+    std::memcpy(&x, v + j * 4, 4);
+    bad |= nonFiniteBit(x) | nonFiniteBit(out[j] + weight * x);
+  }
+  if (bad) return false;
+  for (size_t j = 0; j < out.size(); ++j) {
+    float x;
+    std::memcpy(&x, v + j * 4, 4);
+    out[j] += weight * x;
+  }
+  return true;
+}
+
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
   std::vector<uint8_t> out;
   encodeUpdateInto(update, out);
@@ -262,8 +298,8 @@ std::vector<uint8_t> encodeUpdate(const SparseGradient& update) {
 void encodeUpdateInto(const SparseGradient& update, std::vector<uint8_t>& out) {
   if (update.dim == 0) throw std::invalid_argument("encodeUpdate: zero dimension");
   // No receiver accepts a non-finite value, dense or sparse.
-  for (float x : update.values)
-    if (!std::isfinite(x)) throw std::invalid_argument("encodeUpdate: non-finite value");
+  if (!detail::allFinite(update.values))
+    throw std::invalid_argument("encodeUpdate: non-finite value");
   if (update.isDense()) {
     wire::encodeFp32Into(out, Scheme::kUpdate, update.dim, {}, update.values);
     return;

@@ -32,6 +32,21 @@ DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 DecodeResult decode(std::span<const uint8_t> bytes, const DecodeLimits& limits,
                     SparseGradient& scratch);
 
+// A dense fp32 message (identity's pushes, a dense update) read where it lies, without a copy:
+// the `count` values at `values` in the wire's order, unaligned (read each with std::memcpy).
+struct DenseFp32View {
+  const uint8_t* values = nullptr;
+  uint32_t count = 0;  // the message's dimension
+  size_t header_bytes = 0;
+};
+// The view when `bytes` is a dense fp32 message that passes every check decode() makes except
+// the finiteness of its values, which the caller's own pass over them must check; nullopt for
+// any other message (decode() it: it says what is wrong, if anything).
+std::optional<DenseFp32View> denseFp32View(std::span<const uint8_t> bytes,
+                                           const DecodeLimits& limits);
+// out += weight * view when every value and every sum is finite, else false and out unchanged.
+bool addDenseIfFinite(const DenseFp32View& view, float weight, std::span<float> out);
+
 // Encode a plain update (sparse or dense, fp32 values) for the coordinator's broadcast.
 std::vector<uint8_t> encodeUpdate(const SparseGradient& update);
 // The same into `out` (cleared first; its capacity reused).

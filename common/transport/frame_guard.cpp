@@ -1,5 +1,7 @@
 #include "common/transport/frame_guard.hpp"
 
+#include "common/transport/splice_pipe.hpp"
+
 // clang-format off
 // Boost 1.74's asio uses std::exchange without including <utility> (fixed in later releases).
 #include <utility>
@@ -59,13 +61,15 @@ class RelayBuffer {
   RelayBuffer& operator=(const RelayBuffer&) = delete;
   uint8_t* data() { return bytes_.get(); }
   size_t size() const { return size_; }
+  // Grown as far as it may and still filled by the last read: the direction streams.
+  bool streaming() const { return size_ >= max_ && full_reads_ > 0; }
   // After a read of n bytes (before the next read).
   void noteRead(size_t n) {
     full_reads_ = n == size_ ? full_reads_ + 1 : 0;
     if (full_reads_ < kFullReads || size_ >= max_) return;
+    full_reads_ = 0;
     const size_t next = std::min(max_, size_ * 2);
     if (grown_ + (next - size_) <= budget_) resize(next);
-    full_reads_ = 0;
   }
 
  private:
@@ -83,6 +87,8 @@ class RelayBuffer {
 };
 
 // One relayed connection: outside (the peer, scanned) <-> inside (the ROUTER's private socket).
+// Large frames' bodies, and a down direction that streams, move through a kernel pipe with
+// splice(2) (no copy through the guard) once the growth budget gives the link one.
 class Link : public std::enable_shared_from_this<Link> {
  public:
   Link(FrameGuard::State& st, tcp::socket outside)
@@ -93,19 +99,27 @@ class Link : public std::enable_shared_from_this<Link> {
         up_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown, st.opts.growth_budget_bytes),
         down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown,
               st.opts.growth_budget_bytes) {}
+  ~Link() { st_.grown -= pipe_bytes_; }
 
   void start() {
     auto self = shared_from_this();
     inside_.async_connect(st_.inside, [self](error_code ec) {
       if (ec) return self->close();
+      error_code ignored;  // splice needs both sockets non-blocking; asio's own calls expect it
+      self->outside_.native_non_blocking(true, ignored);
+      self->inside_.native_non_blocking(true, ignored);
       self->pumpUp();
       self->pumpDown();
     });
   }
 
  private:
+  // A frame body at least this long goes through the pipe, when the link has one.
+  static constexpr uint64_t kSpliceBodyBytes = 64 << 10;
+
   // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
   void pumpUp() {
+    if (scanner_.bodyLeft() >= kSpliceBodyBytes && havePipe(up_pipe_)) return spliceUp();
     auto self = shared_from_this();
     outside_.async_read_some(asio::buffer(up_.data(), up_.size()), [self](error_code ec, size_t n) {
       if (ec) return self->close();
@@ -121,8 +135,23 @@ class Link : public std::enable_shared_from_this<Link> {
     });
   }
 
+  // The rest of a large frame's body (never past it: the next header is scanned) via the pipe.
+  void spliceUp() {
+    auto self = shared_from_this();
+    outside_.async_wait(tcp::socket::wait_read, [self](error_code ec) {
+      if (ec) return self->close();
+      const auto m =
+          self->up_pipe_->fill(self->outside_.native_handle(), self->scanner_.bodyLeft());
+      if (m.status == SplicePipe::Status::kAgain) return self->spliceUp();
+      if (m.status != SplicePipe::Status::kMoved) return self->close();
+      self->scanner_.passBody(m.bytes);
+      self->drain(self->up_pipe_, self->inside_, [self] { self->pumpUp(); });
+    });
+  }
+
   // ROUTER -> peer, as it comes.
   void pumpDown() {
+    if (down_pipe_) return spliceDown();
     auto self = shared_from_this();
     inside_.async_read_some(asio::buffer(down_.data(), down_.size()),
                             [self](error_code ec, size_t n) {
@@ -131,9 +160,49 @@ class Link : public std::enable_shared_from_this<Link> {
                                                 [self, n](error_code wec, size_t) {
                                                   if (wec) return self->close();
                                                   self->down_.noteRead(n);
+                                                  if (self->down_.streaming()) {
+                                                    self->havePipe(self->down_pipe_);
+                                                  }
                                                   self->pumpDown();
                                                 });
                             });
+  }
+
+  void spliceDown() {
+    auto self = shared_from_this();
+    inside_.async_wait(unix_stream::socket::wait_read, [self](error_code ec) {
+      if (ec) return self->close();
+      const auto m = self->down_pipe_->fill(self->inside_.native_handle(), SIZE_MAX);
+      if (m.status == SplicePipe::Status::kAgain) return self->spliceDown();
+      if (m.status != SplicePipe::Status::kMoved) return self->close();
+      self->drain(self->down_pipe_, self->outside_, [self] { self->spliceDown(); });
+    });
+  }
+
+  // Empties `pipe` into `to`, waiting while `to` is full; then `next`.
+  template <class Socket, class Next>
+  void drain(std::unique_ptr<SplicePipe>& pipe, Socket& to, Next next) {
+    const auto m = pipe->drain(to.native_handle());
+    if (m.status == SplicePipe::Status::kFailed) return close();
+    if (pipe->held() == 0) return next();
+    auto self = shared_from_this();
+    to.async_wait(Socket::wait_write, [self, &pipe, &to, next](error_code ec) {
+      if (ec) return self->close();
+      self->drain(pipe, to, next);
+    });
+  }
+
+  // True when `pipe` exists or could be made within the guard's growth budget.
+  bool havePipe(std::unique_ptr<SplicePipe>& pipe) {
+    if (pipe) return true;
+    const size_t size = st_.opts.max_buffer_bytes;
+    if (st_.grown + size > st_.opts.growth_budget_bytes) return false;
+    auto made = std::make_unique<SplicePipe>(size);
+    if (!made->valid()) return false;
+    pipe_bytes_ += made->capacity();
+    st_.grown += made->capacity();
+    pipe = std::move(made);
+    return true;
   }
 
   void refuse() {
@@ -163,6 +232,9 @@ class Link : public std::enable_shared_from_this<Link> {
   // Left uninitialized: a page costs memory only once a read reaches it (small messages: one).
   RelayBuffer up_;
   RelayBuffer down_;
+  std::unique_ptr<SplicePipe> up_pipe_;
+  std::unique_ptr<SplicePipe> down_pipe_;
+  size_t pipe_bytes_ = 0;  // the pipes' capacities, counted in the guard's growth
 };
 
 // The socket options libzmq gives its own TCP connections (channel.cpp): no Nagle delay, and

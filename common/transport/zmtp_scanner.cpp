@@ -42,6 +42,12 @@ bool ZmtpScanner::feed(std::span<const uint8_t> bytes) {
   return !refused();
 }
 
+void ZmtpScanner::passBody(uint64_t n) {
+  n = std::min(n, bodyLeft());
+  body_left_ -= n;
+  if (state_ == State::kBody && body_left_ == 0) state_ = State::kFlags;
+}
+
 // Collects the 64-byte greeting; checks it as soon as the signature and version are in, and again
 // (the mechanism) once it is whole.
 size_t ZmtpScanner::takeGreeting(std::span<const uint8_t> bytes) {

@@ -30,6 +30,11 @@ class ZmtpScanner {
   // "not_zmtp3_null", with detail after a colon; empty while it is fine.
   const std::string& reason() const { return reason_; }
   uint64_t messages() const { return messages_; }  // whole messages seen so far
+  // Bytes of the current frame's body still to come (0 outside a body): they carry nothing the
+  // scanner checks, so a relay may pass them on unseen and say so with passBody.
+  uint64_t bodyLeft() const { return state_ == State::kBody ? body_left_ : 0; }
+  // Counts `n` <= bodyLeft() body bytes passed on without being fed.
+  void passBody(uint64_t n);
 
  private:
   enum class State { kGreeting, kFlags, kSize, kBody };

@@ -238,3 +238,79 @@ TEST_CASE("random byte mutations of valid messages never yield a malformed gradi
   CHECK(rejected_count > 0);
   CHECK(total > 1000);
 }
+
+namespace {
+
+// Whether decode() takes the message, or refuses it only for a non-finite value (which the
+// dense view leaves to its caller's pass), and it is a dense message of fp32 values.
+bool decodesAsDenseFp32(const std::vector<uint8_t>& m, const DecodeLimits& limits) {
+  if (m.size() < 5 || m[4] != uint8_t(wire::IndexCoding::kDense)) return false;
+  if (m[3] == 0 || m[3] > uint8_t(wire::Scheme::kUpdate)) return false;
+  if (wire::valueCodingOf(wire::Scheme(m[3])) != wire::ValueCoding::kFp32) return false;
+  const DecodeResult r = decode(m, limits);
+  return r.value.has_value() || r.error == "non-finite value";
+}
+
+}  // namespace
+
+TEST_CASE("the dense view takes exactly the dense fp32 messages the decoder takes, same values") {
+  // Reference: decode(). Valid messages of every scheme, their truncations and mutations.
+  tern::Rng rng(77);
+  DecodeLimits limits;
+  size_t viewed = 0, total = 0;
+  for (const auto& msg : validMessagesOfEveryScheme()) {
+    std::vector<std::vector<uint8_t>> variants{msg,
+                                               std::vector<uint8_t>(msg.begin(), msg.end() - 1)};
+    for (int i = 0; i < 8; ++i) {
+      auto m = msg;
+      m[rng() % m.size()] ^= uint8_t(1u << (rng() % 8));
+      variants.push_back(m);
+    }
+    auto longer = msg;
+    longer.push_back(0);
+    variants.push_back(longer);
+    for (const auto& m : variants) {
+      ++total;
+      const auto view = denseFp32View(m, limits);
+      REQUIRE(view.has_value() == decodesAsDenseFp32(m, limits));
+      if (!view) continue;
+      ++viewed;
+      const DecodeResult r = decode(m, limits);
+      if (!r.value) continue;  // a non-finite value: checked by the pass below
+      REQUIRE(r.value->values.size() == view->count);
+      CHECK(std::memcmp(r.value->values.data(), view->values, size_t(view->count) * 4) == 0);
+      CHECK(view->header_bytes == r.header_bytes);
+    }
+  }
+  CHECK(viewed > 10);
+  CHECK(total > 300);
+  DecodeLimits small;
+  small.expected_dim = 4999;
+  for (const auto& msg : validMessagesOfEveryScheme()) CHECK_FALSE(denseFp32View(msg, small));
+}
+
+TEST_CASE("adding a dense view changes the model as decoding and adding does, or not at all") {
+  const auto g = gaussianGradient(1001, 5);
+  const auto msg = encodeUpdate(SparseGradient{1001, {}, g});
+  const auto view = denseFp32View(msg, DecodeLimits{});
+  REQUIRE(view.has_value());
+  std::vector<float> model = gaussianGradient(1001, 9), reference = model;
+  addScaled(*decode(msg, DecodeLimits{}).value, 0.5f, reference);
+  CHECK(addDenseIfFinite(*view, 0.5f, model));
+  CHECK(model == reference);
+
+  // A NaN in the frame, or a sum that overflows: refused, the model as it was.
+  auto bad = msg;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bad.data() + bad.size() - 4, &nan, 4);
+  const auto bad_view = denseFp32View(bad, DecodeLimits{});
+  REQUIRE(bad_view.has_value());
+  CHECK_FALSE(addDenseIfFinite(*bad_view, 1.0f, model));
+  CHECK(model == reference);
+  std::vector<float> huge(1001, std::numeric_limits<float>::max());
+  const auto before = huge;
+  CHECK_FALSE(addDenseIfFinite(*view, 1e38f, huge));
+  CHECK(huge == before);
+  std::vector<float> other_size(1000, 0.0f);
+  CHECK_FALSE(addDenseIfFinite(*view, 1.0f, other_size));
+}

@@ -182,3 +182,43 @@ TEST_CASE("a push of 1e6 values claiming 2^40 samples moves the model by a bound
   CHECK(std::sqrt(moved) <= 0.1 * (0.5 * 10.0 + 0.5 * 1.0) + 1e-6);
   CHECK(std::sqrt(moved) > 0.0);
 }
+
+TEST_CASE("norms taken as the pushes arrive step the model as norms taken at the close do") {
+  // The coordinator takes each push's norm when it accepts it; the reference takes none and
+  // leaves the step to compute them. Same pushes, same bits.
+  ml::OptimizerSpec sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  const size_t d = 64;
+  auto fill = [&](Membership& m, const Aggregator* norms_from) {
+    for (uint32_t id = 0; id < 5; ++id) {
+      Worker& w = m.all()[id];
+      w.rec.id = id;
+      w.samples = 10 + id;
+      std::vector<float> v(d);
+      for (size_t j = 0; j < d; ++j) v[j] = float((j * 7 + id * 3) % 11) - 5.0f;
+      if (id == 4) v.assign(d, 500.0f);  // clipped
+      w.pending = dense(v);
+      if (norms_from) w.pending_norm = norms_from->clipNorm(*w.pending);
+    }
+  };
+  Aggregator early(sgd, std::vector<float>(d, 0.0f), 1 << 20);
+  Aggregator late(sgd, std::vector<float>(d, 0.0f), 1 << 20);
+  for (uint64_t round = 0; round < 3; ++round) {
+    Membership a, b;
+    fill(a, &early);
+    REQUIRE(a.all()[4].pending_norm.has_value());
+    CHECK(*a.all()[4].pending_norm == doctest::Approx(500.0 * std::sqrt(double(d))));
+    fill(b, nullptr);
+    const StepResult ra = early.step(a, round);
+    const StepResult rb = late.step(b, round);
+    CHECK(ra.clipped == 1);
+    CHECK(rb.clipped == 1);
+    CHECK(early.parameters() == late.parameters());
+    CHECK_FALSE(a.all()[4].pending_norm.has_value());  // let go with the push
+  }
+  config::AggregationSettings no_clip;
+  no_clip.clip_multiple = 0.0;
+  Aggregator plain(sgd, std::vector<float>(d, 0.0f), 1 << 20, no_clip);
+  CHECK_FALSE(plain.clipNorm(dense(std::vector<float>(d, 1.0f))).has_value());
+}

@@ -52,6 +52,15 @@ struct Rig {
   }
 };
 
+// Sends one message of `frames` empty frames, then waits up to 5 s for the guard to cut it.
+void floodAndWait(Rig& rig, zmq::socket_t& d, int frames) {
+  for (int i = 1; i < frames; ++i) d.send(zmq::buffer("", 0), zmq::send_flags::sndmore);
+  d.send(zmq::buffer("", 0), zmq::send_flags::none);
+  for (int i = 0; i < 50 && rig.guard.counts().refused == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("messages pass the guard both ways, large frames included") {
@@ -101,11 +110,7 @@ TEST_CASE("large messages stream through the guard intact while its buffers grow
 TEST_CASE("a message over the frame limit closes its connection before the ROUTER sees it") {
   Rig rig(4);
   auto flooder = rig.dealer();
-  for (int i = 0; i < 10000; ++i) flooder.send(zmq::buffer("", 0), zmq::send_flags::sndmore);
-  flooder.send(zmq::buffer("", 0), zmq::send_flags::none);
-  for (int i = 0; i < 50 && rig.guard.counts().refused == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  floodAndWait(rig, flooder, 10000);
   CHECK(rig.guard.counts().refused == 1);
   CHECK(rig.guard.lastRefusal().rfind("too_many_frames", 0) == 0);
   CHECK(rig.guard.lastRefusal().find("127.0.0.1") != std::string::npos);
@@ -132,4 +137,46 @@ TEST_CASE("an endpoint the guard cannot listen on is an error with the endpoint 
                        std::runtime_error);
   CHECK_THROWS_WITH_AS(guard.start("tcp://127.0.0.1:99999", inside), doctest::Contains("port"),
                        std::runtime_error);
+}
+
+TEST_CASE("the guard still counts frames after a large frame's body went through its pipe") {
+  // A 2 MB body is spliced past the scanner; the flood after it must still be cut, the large
+  // message before it delivered whole.
+  Rig rig(4);
+  auto d = rig.dealer();
+  std::string big(2 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char((i * 13 + i / 65521) % 253);
+  d.send(zmq::buffer(big), zmq::send_flags::none);
+  auto got = receiveMessage(rig.router);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1] == big);
+  floodAndWait(rig, d, 100);
+  CHECK(rig.guard.counts().refused == 1);
+  CHECK(rig.guard.lastRefusal().rfind("too_many_frames", 0) == 0);
+  CHECK(receiveMessage(rig.router, 300).empty());
+}
+
+TEST_CASE("without room in the growth budget the guard relays large messages by copying") {
+  transport::FrameGuardOptions o = Rig::options(4);
+  o.growth_budget_bytes = 0;  // no grown buffer and no pipe
+  zmq::context_t ctx;
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::linger, 0);
+  const std::string inside = transport::privateEndpoint();
+  router.bind(inside);
+  transport::FrameGuard guard(o);
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  d.set(zmq::sockopt::linger, 0);
+  d.connect(guard.start("tcp://127.0.0.1:0", inside));
+  std::string big(1 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i % 241);
+  d.send(zmq::buffer(big), zmq::send_flags::none);
+  auto got = receiveMessage(router);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1] == big);
+  router.send(zmq::buffer(got[0]), zmq::send_flags::sndmore);
+  router.send(zmq::buffer(big), zmq::send_flags::none);
+  auto back = receiveMessage(d);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0] == big);
 }

@@ -142,3 +142,32 @@ TEST_CASE("anything but ZMTP 3 with the NULL mechanism is refused") {
   const Bytes v1 = greeting(1);
   CHECK_FALSE(early.feed(Bytes(v1.begin(), v1.begin() + 11)));
 }
+
+TEST_CASE("body bytes passed on unseen leave the scanner where feeding them would") {
+  // A relay that splices a large body tells the scanner how many bytes went by; the frames after
+  // it are then checked exactly as in a scanner fed every byte (the reference).
+  ZmtpLimits limits;
+  limits.max_frames_per_message = 3;
+  const Bytes head = greeting() + kReady + frame(0x01, 2);
+  const Bytes big = frame(0x01, 5000);  // a long frame: 9 header bytes
+  const Bytes last = frame(0x00, 4);
+  const Bytes flood = frame(0x01, 0) + frame(0x01, 0) + frame(0x01, 0) + frame(0x01, 0);
+  ZmtpScanner reference(limits);
+  CHECK(reference.feed(head + big + last));
+  CHECK(reference.messages() == 1);
+  CHECK_FALSE(reference.feed(flood));
+
+  ZmtpScanner s(limits);
+  CHECK(s.bodyLeft() == 0);
+  CHECK(s.feed(head + Bytes(big.begin(), big.begin() + 9 + 100)));
+  CHECK(s.bodyLeft() == 4900);
+  s.passBody(4000);
+  CHECK(s.bodyLeft() == 900);
+  s.passBody(900);
+  CHECK(s.bodyLeft() == 0);
+  s.passBody(10);  // nothing left to pass: the next header is still read as one
+  CHECK(s.feed(last));
+  CHECK(s.messages() == 1);
+  CHECK_FALSE(s.feed(flood));
+  CHECK(s.reason() == reference.reason());
+}

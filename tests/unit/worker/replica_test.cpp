@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <limits>
 
 #include "common/compression/codec.hpp"
@@ -78,6 +79,25 @@ TEST_CASE("an update that would make the replica non-finite is refused and chang
   CHECK(r.round() == 0);
   CHECK(r.params() == std::vector<float>{big, 0.0f});
   CHECK_FALSE(error.empty());
+}
+
+TEST_CASE("a dense update with a NaN in its frame is refused and changes nothing") {
+  // Added from its frame, not decoded first: the check must still come before any change.
+  Replica r(1 << 20);
+  r.reset({1.0f, 2.0f, 3.0f}, 0);
+  auto bytes = update({1.0f, 1.0f, 1.0f});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + bytes.size() - 4, &nan, 4);  // the last coordinate
+  std::string error;
+  CHECK(r.takeRoundModel(roundStart(1), bytes, error) == Replica::Sync::refused);
+  CHECK(r.round() == 0);
+  CHECK(r.params() == std::vector<float>{1.0f, 2.0f, 3.0f});
+  CHECK(error.find("non-finite") != std::string::npos);
+  // Truncated by one byte: refused as well.
+  auto cut = update({1.0f, 1.0f, 1.0f});
+  cut.pop_back();
+  CHECK(r.takeRoundModel(roundStart(1), cut, error) == Replica::Sync::refused);
+  CHECK(r.params() == std::vector<float>{1.0f, 2.0f, 3.0f});
 }
 
 TEST_CASE("a welcome without the model is taken only on the replica the join named") {
