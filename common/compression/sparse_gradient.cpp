@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -5,6 +6,18 @@
 #include "common/util/float_passes.hpp"
 
 namespace tern::compression {
+
+namespace {
+
+// Whether every index is below dim: one pass for the maximum (it vectorizes; a test and a throw
+// per index inside the loops below would keep them scalar and branchy).
+bool indicesBelow(const std::vector<uint32_t>& indices, uint32_t dim) {
+  uint32_t top = 0;
+  for (uint32_t j : indices) top = std::max(top, j);
+  return indices.empty() || top < dim;
+}
+
+}  // namespace
 
 void addScaled(const SparseGradient& g, float weight, std::span<float> out) {
   if (out.size() != g.dim) throw std::invalid_argument("addScaled: dimension mismatch");
@@ -14,15 +27,12 @@ void addScaled(const SparseGradient& g, float weight, std::span<float> out) {
   }
   if (g.indices.size() != g.values.size())
     throw std::invalid_argument("addScaled: indices and values differ in length");
-  for (size_t i = 0; i < g.indices.size(); ++i) {
-    if (g.indices[i] >= g.dim) throw std::invalid_argument("addScaled: index out of range");
-    out[g.indices[i]] += weight * g.values[i];
-  }
+  if (!indicesBelow(g.indices, g.dim)) throw std::invalid_argument("addScaled: index out of range");
+  for (size_t i = 0; i < g.indices.size(); ++i) out[g.indices[i]] += weight * g.values[i];
 }
 
 bool staysFinite(const SparseGradient& g, float weight, std::span<const float> out) {
   if (out.size() != g.dim) throw std::invalid_argument("staysFinite: dimension mismatch");
-  bool ok = true;
   if (g.isDense()) {
     uint32_t bad = 0;
     for (size_t j = 0; j < out.size(); ++j) bad |= nonFiniteBit(out[j] + weight * g.values[j]);
@@ -30,11 +40,13 @@ bool staysFinite(const SparseGradient& g, float weight, std::span<const float> o
   }
   if (g.indices.size() != g.values.size())
     throw std::invalid_argument("staysFinite: indices and values differ in length");
-  for (size_t i = 0; i < g.indices.size(); ++i) {
-    if (g.indices[i] >= g.dim) throw std::invalid_argument("staysFinite: index out of range");
-    ok &= std::isfinite(out[g.indices[i]] + weight * g.values[i]);
+  if (!indicesBelow(g.indices, g.dim)) {
+    throw std::invalid_argument("staysFinite: index out of range");
   }
-  return ok;
+  uint32_t bad = 0;
+  for (size_t i = 0; i < g.indices.size(); ++i)
+    bad |= nonFiniteBit(out[g.indices[i]] + weight * g.values[i]);
+  return bad == 0;
 }
 
 std::vector<float> toDense(const SparseGradient& g) {

@@ -10,6 +10,8 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,8 +63,6 @@ class RelayBuffer {
   RelayBuffer& operator=(const RelayBuffer&) = delete;
   uint8_t* data() { return bytes_.get(); }
   size_t size() const { return size_; }
-  // Grown as far as it may and still filled by the last read: the direction streams.
-  bool streaming() const { return size_ >= max_ && full_reads_ > 0; }
   // After a read of n bytes (before the next read).
   void noteRead(size_t n) {
     full_reads_ = n == size_ ? full_reads_ + 1 : 0;
@@ -116,6 +116,8 @@ class Link : public std::enable_shared_from_this<Link> {
  private:
   // A frame body at least this long goes through the pipe, when the link has one.
   static constexpr uint64_t kSpliceBodyBytes = 64 << 10;
+  // Pipe fills in a row before a spliced direction lets the other links have the thread.
+  static constexpr int kTurns = 16;
 
   // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
   void pumpUp() {
@@ -135,18 +137,21 @@ class Link : public std::enable_shared_from_this<Link> {
     });
   }
 
-  // The rest of a large frame's body (never past it: the next header is scanned) via the pipe.
+  // The rest of a large frame's body (never past it: the next header is scanned) via the pipe,
+  // tried at once and waited for only when the peer has sent nothing more yet.
   void spliceUp() {
     auto self = shared_from_this();
-    outside_.async_wait(tcp::socket::wait_read, [self](error_code ec) {
-      if (ec) return self->close();
-      const auto m =
-          self->up_pipe_->fill(self->outside_.native_handle(), self->scanner_.bodyLeft());
-      if (m.status == SplicePipe::Status::kAgain) return self->spliceUp();
-      if (m.status != SplicePipe::Status::kMoved) return self->close();
-      self->scanner_.passBody(m.bytes);
-      self->drain(self->up_pipe_, self->inside_, [self] { self->pumpUp(); });
-    });
+    for (int turn = 0; turn < kTurns; ++turn) {
+      if (scanner_.bodyLeft() < kSpliceBodyBytes) return pumpUp();
+      const auto m = up_pipe_->fill(outside_.native_handle(), scanner_.bodyLeft());
+      if (m.status == SplicePipe::Status::kAgain) {
+        return waitFor(outside_, tcp::socket::wait_read, [self] { self->spliceUp(); });
+      }
+      if (m.status != SplicePipe::Status::kMoved) return close();
+      scanner_.passBody(m.bytes);
+      if (!drained(up_pipe_, inside_, [self] { self->spliceUp(); })) return;
+    }
+    asio::post(st_.io, [self] { self->spliceUp(); });  // the other links' turn
   }
 
   // ROUTER -> peer, as it comes.
@@ -159,37 +164,56 @@ class Link : public std::enable_shared_from_this<Link> {
                               asio::async_write(self->outside_, asio::buffer(self->down_.data(), n),
                                                 [self, n](error_code wec, size_t) {
                                                   if (wec) return self->close();
-                                                  self->down_.noteRead(n);
-                                                  if (self->down_.streaming()) {
-                                                    self->havePipe(self->down_pipe_);
-                                                  }
+                                                  self->noteDownRead(n);
                                                   self->pumpDown();
                                                 });
                             });
   }
 
+  // A read of kSpliceBodyBytes or more that filled the buffer: large messages stream down; they
+  // go through the pipe from now on when the link can have one.
+  void noteDownRead(size_t n) {
+    const bool streams = n >= kSpliceBodyBytes && n == down_.size();
+    down_.noteRead(n);
+    if (streams) havePipe(down_pipe_);
+  }
+
   void spliceDown() {
     auto self = shared_from_this();
-    inside_.async_wait(unix_stream::socket::wait_read, [self](error_code ec) {
+    for (int turn = 0; turn < kTurns; ++turn) {
+      const auto m = down_pipe_->fill(inside_.native_handle(), SIZE_MAX);
+      if (m.status == SplicePipe::Status::kAgain) {
+        return waitFor(inside_, unix_stream::socket::wait_read, [self] { self->spliceDown(); });
+      }
+      if (m.status != SplicePipe::Status::kMoved) return close();
+      if (!drained(down_pipe_, outside_, [self] { self->spliceDown(); })) return;
+    }
+    asio::post(st_.io, [self] { self->spliceDown(); });
+  }
+
+  // Runs `then` once `s` is ready for `what` (closes the link on an error).
+  template <class Socket, class Then>
+  void waitFor(Socket& s, typename Socket::wait_type what, Then then) {
+    s.async_wait(what, [self = shared_from_this(), then](error_code ec) {
       if (ec) return self->close();
-      const auto m = self->down_pipe_->fill(self->inside_.native_handle(), SIZE_MAX);
-      if (m.status == SplicePipe::Status::kAgain) return self->spliceDown();
-      if (m.status != SplicePipe::Status::kMoved) return self->close();
-      self->drain(self->down_pipe_, self->outside_, [self] { self->spliceDown(); });
+      then();
     });
   }
 
-  // Empties `pipe` into `to`, waiting while `to` is full; then `next`.
+  // Empties `pipe` into `to`: true when it is empty now; false when the link closed or `to` is
+  // full, in which case the rest goes once it has room, and then `next`.
   template <class Socket, class Next>
-  void drain(std::unique_ptr<SplicePipe>& pipe, Socket& to, Next next) {
+  bool drained(std::unique_ptr<SplicePipe>& pipe, Socket& to, Next next) {
     const auto m = pipe->drain(to.native_handle());
-    if (m.status == SplicePipe::Status::kFailed) return close();
-    if (pipe->held() == 0) return next();
-    auto self = shared_from_this();
-    to.async_wait(Socket::wait_write, [self, &pipe, &to, next](error_code ec) {
-      if (ec) return self->close();
-      self->drain(pipe, to, next);
+    if (m.status == SplicePipe::Status::kFailed) {
+      close();
+      return false;
+    }
+    if (pipe->held() == 0) return true;
+    waitFor(to, Socket::wait_write, [self = shared_from_this(), &pipe, &to, next] {
+      if (self->drained(pipe, to, next)) next();
     });
+    return false;
   }
 
   // True when `pipe` exists or could be made within the guard's growth budget.
@@ -355,7 +379,15 @@ std::string FrameGuard::start(const std::string& endpoint, const std::string& in
   }
   const std::string bound = endpointText(st.acceptor.local_endpoint());
   acceptNext(st);
-  st.thread = std::thread([&st] { st.io.run(); });
+  st.thread = std::thread([&st] {
+    // splice(2) into a connection its peer has reset raises SIGPIPE (it has no MSG_NOSIGNAL),
+    // whose default would end the process: this thread never takes it; the call fails instead.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    st.io.run();
+  });
   return bound;
 }
 

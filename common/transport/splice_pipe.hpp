@@ -1,7 +1,8 @@
 #pragma once
 // A kernel pipe that moves a socket's bytes to another socket without copying them through user
 // space (splice(2)): the frame guard's path for the bodies of large frames. Both sockets must be
-// non-blocking; no call here ever waits.
+// non-blocking; no call here ever waits. splice(2) into a socket whose peer is gone raises
+// SIGPIPE: the calling thread must block it (drain then fails with kFailed).
 #include <sys/types.h>
 
 #include <cstddef>

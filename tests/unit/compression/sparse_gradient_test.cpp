@@ -31,6 +31,16 @@ TEST_CASE("addScaled refuses an output of the wrong dimension") {
   CHECK_THROWS_AS(addScaled(SparseGradient{3, {0}, {1.0f}}, 1.0f, out), std::invalid_argument);
 }
 
+TEST_CASE("an index past the dimension is refused before anything is read or written") {
+  std::vector<float> out{1.0f, 2.0f, 3.0f};
+  const SparseGradient bad{3, {0, 1, 3}, {1.0f, 1.0f, 1.0f}};
+  CHECK_THROWS_AS(addScaled(bad, 1.0f, out), std::invalid_argument);
+  CHECK(out == std::vector<float>{1.0f, 2.0f, 3.0f});
+  CHECK_THROWS_AS(staysFinite(bad, 1.0f, out), std::invalid_argument);
+  const SparseGradient last{3, {2}, {1.0f}};  // the last coordinate is in range
+  CHECK(staysFinite(last, 1.0f, out));
+}
+
 TEST_CASE("staysFinite says whether adding the gradient leaves every coordinate finite") {
   const float big = std::numeric_limits<float>::max();
   const float inf = std::numeric_limits<float>::infinity();

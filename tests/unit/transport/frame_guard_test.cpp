@@ -180,3 +180,36 @@ TEST_CASE("without room in the growth budget the guard relays large messages by 
   REQUIRE(back.size() == 1);
   CHECK(back[0] == big);
 }
+
+TEST_CASE("a peer that drops its connection in the middle of a spliced broadcast harms nothing") {
+  // splice(2) into a reset TCP connection raises SIGPIPE, whose default ends the process: the
+  // guard's thread must never take it. The large messages first grow the link onto its pipe.
+  Rig rig(4);
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i % 239);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto d = rig.dealer();
+    d.send(zmq::buffer(std::string("hello")), zmq::send_flags::none);
+    auto got = receiveMessage(rig.router);
+    REQUIRE(got.size() == 2);
+    const std::string id = got[0];
+    for (int i = 0; i < 3; ++i) {  // read back whole: the down direction streams
+      rig.router.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      rig.router.send(zmq::buffer(big), zmq::send_flags::none);
+      REQUIRE(receiveMessage(d).size() == 1);
+    }
+    for (int i = 0; i < 6; ++i) {  // not read: the dealer goes with them unread
+      rig.router.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      rig.router.send(zmq::buffer(big), zmq::send_flags::dontwait);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    d.close();  // linger 0: unread bytes make the kernel reset the connection
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // Still relaying for a new peer.
+  auto fresh = rig.dealer();
+  fresh.send(zmq::buffer(std::string("after")), zmq::send_flags::none);
+  auto got = receiveMessage(rig.router);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1] == "after");
+}

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -101,4 +103,26 @@ TEST_CASE("a splice pipe keeps what a full socket cannot take until it has room"
   }
   got += readAll(out.a);
   CHECK(got == sent);
+}
+
+TEST_CASE("draining into a socket whose peer is gone fails, with SIGPIPE blocked as required") {
+  // The frame guard's thread blocks SIGPIPE; so does this one. The drain must say kFailed.
+  sigset_t pipe_signal, before;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  REQUIRE(pthread_sigmask(SIG_BLOCK, &pipe_signal, &before) == 0);
+  {
+    Pair in, out;
+    SplicePipe pipe(64 << 10);
+    REQUIRE(::write(in.a, "payload", 7) == 7);
+    REQUIRE(pipe.fill(in.b, SIZE_MAX).status == Status::kMoved);
+    ::close(out.a);
+    out.a = -1;
+    CHECK(pipe.drain(out.b).status == Status::kFailed);
+    // Discard the SIGPIPE left pending on this thread before it is unblocked.
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_signal, nullptr, &none) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
