@@ -226,7 +226,10 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   r.participants = uint32_t(pushers.size());
   r.clipped = clipPushes(pushers);
   combine(pushers, r.train_loss);
-  const size_t pushed = nonZeros(aggregate_);
+  // The coordinates the pushes carried: a dense push carries every one (some may be zero).
+  const bool dense_push = std::any_of(pushers.begin(), pushers.end(),
+                                      [](const Worker* w) { return w->pending->isDense(); });
+  const size_t pushed = dense_push ? params_.size() : nonZeros(aggregate_);
   for (Worker* w : pushers) {
     spare_pushes_.push_back(std::move(*w->pending));
     w->pending.reset();

@@ -27,11 +27,19 @@ config::AggregationSettings downloadRatio(double ratio) {
   return s;
 }
 
-void push(Membership& m, uint32_t id, std::vector<float> g) {
+// A sparse push carrying g's non-zero coordinates (as a top-k push would).
+void push(Membership& m, uint32_t id, const std::vector<float>& g) {
   Worker& w = m.all()[id];
   w.rec.id = id;
   w.samples = 1;
-  w.pending = dense(std::move(g));
+  compression::SparseGradient s;
+  s.dim = uint32_t(g.size());
+  for (uint32_t j = 0; j < g.size(); ++j) {
+    if (g[j] == 0.0f) continue;
+    s.indices.push_back(j);
+    s.values.push_back(g[j]);
+  }
+  w.pending = std::move(s);
 }
 
 std::vector<float> unit(size_t d, size_t j) {
@@ -109,6 +117,23 @@ TEST_CASE("the model plus the residual is the dense run's model, and replicas st
   for (size_t j = 0; j < d; ++j)
     CHECK(sparse.parameters()[j] + residual[j] ==
           doctest::Approx(full.parameters()[j]).epsilon(1e-4));
+}
+
+TEST_CASE(
+    "a dense push carries every coordinate, zeros included: the broadcast is the whole step") {
+  // Identity's pushes: with momentum the step is dense, and so is what they carried; nothing
+  // waits (no selection, no residual), even where the push's values are zero.
+  Aggregator agg(momentumSgd(), std::vector<float>(8, 0.0f), 1 << 20);
+  Membership m;
+  for (int round = 0; round < 3; ++round) {
+    Worker& w = m.all()[0];
+    w.rec.id = 0;
+    w.samples = 1;
+    w.pending = dense(unit(8, size_t(round)));
+    agg.step(m, uint64_t(round));
+    CHECK(broadcast(agg).size() == size_t(round + 1));  // every coordinate momentum moved
+    CHECK(agg.downloadResidual().empty());
+  }
 }
 
 TEST_CASE("download.ratio fixes the broadcast's size") {
