@@ -226,10 +226,12 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   r.participants = uint32_t(pushers.size());
   r.clipped = clipPushes(pushers);
   combine(pushers, r.train_loss);
-  // The coordinates the pushes carried: a dense push carries every one (some may be zero).
-  const bool dense_push = std::any_of(pushers.begin(), pushers.end(),
-                                      [](const Worker* w) { return w->pending->isDense(); });
-  const size_t pushed = dense_push ? params_.size() : nonZeros(aggregate_);
+  // The coordinates the pushes carried: a push of every coordinate (dense, or sparse-coded with
+  // all of them) carries every one, zeros included.
+  const bool full_push = std::any_of(pushers.begin(), pushers.end(), [&](const Worker* w) {
+    return w->pending->nonZeros() == params_.size();
+  });
+  const size_t pushed = full_push ? params_.size() : nonZeros(aggregate_);
   for (Worker* w : pushers) {
     spare_pushes_.push_back(std::move(*w->pending));
     w->pending.reset();

@@ -33,7 +33,8 @@ struct FrameGuard::State {
   // Relay buffers' bytes above their first size (the guard's thread only); before io, so that
   // links destroyed with io's handlers still find it.
   size_t grown = 0;
-  asio::io_context io;  // destroyed after everything that runs on it
+  std::atomic<uint64_t> pipes{0};  // held by links now; before io, like grown
+  asio::io_context io;             // destroyed after everything that runs on it
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
   unix_stream::endpoint inside;
@@ -63,6 +64,11 @@ class RelayBuffer {
   RelayBuffer& operator=(const RelayBuffer&) = delete;
   uint8_t* data() { return bytes_.get(); }
   size_t size() const { return size_; }
+  // Back to its first size, its growth returned to the budget (a pipe carries the direction now).
+  void shrink() {
+    if (size_ != first_) resize(first_);
+    full_reads_ = 0;
+  }
   // After a read of n bytes (before the next read).
   void noteRead(size_t n) {
     full_reads_ = n == size_ ? full_reads_ + 1 : 0;
@@ -98,8 +104,13 @@ class Link : public std::enable_shared_from_this<Link> {
         scanner_(st.opts.limits),
         up_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown, st.opts.growth_budget_bytes),
         down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown,
-              st.opts.growth_budget_bytes) {}
-  ~Link() { st_.grown -= pipe_bytes_; }
+              st.opts.growth_budget_bytes),
+        pipe_size_(st.opts.max_buffer_bytes),
+        budget_(st.opts.growth_budget_bytes) {}
+  ~Link() {
+    releasePipe(up_pipe_);
+    releasePipe(down_pipe_);
+  }
 
   void start() {
     auto self = shared_from_this();
@@ -121,7 +132,7 @@ class Link : public std::enable_shared_from_this<Link> {
 
   // Peer -> ROUTER: each chunk is scanned before it is passed on; a refusal closes both sides.
   void pumpUp() {
-    if (scanner_.bodyLeft() >= kSpliceBodyBytes && havePipe(up_pipe_)) return spliceUp();
+    if (up_pipe_ && scanner_.bodyLeft() >= kSpliceBodyBytes) return spliceUp();
     auto self = shared_from_this();
     outside_.async_read_some(asio::buffer(up_.data(), up_.size()), [self](error_code ec, size_t n) {
       if (ec) return self->close();
@@ -131,10 +142,19 @@ class Link : public std::enable_shared_from_this<Link> {
       asio::async_write(self->inside_, asio::buffer(self->up_.data(), n),
                         [self, n](error_code wec, size_t) {
                           if (wec) return self->close();
-                          self->up_.noteRead(n);
+                          self->noteUpRead(n);
                           self->pumpUp();
                         });
     });
+  }
+
+  // A read that filled the buffer inside a body of kSpliceBodyBytes or more still to come: the
+  // peer is streaming a large frame, whose rest goes through a pipe when the link can have one
+  // (a header alone, claiming a large body, gets none).
+  void noteUpRead(size_t n) {
+    const bool streams = n == up_.size() && scanner_.bodyLeft() >= kSpliceBodyBytes;
+    up_.noteRead(n);
+    if (streams) havePipe(up_pipe_);
   }
 
   // The rest of a large frame's body (never past it: the next header is scanned) via the pipe,
@@ -142,7 +162,10 @@ class Link : public std::enable_shared_from_this<Link> {
   void spliceUp() {
     auto self = shared_from_this();
     for (int turn = 0; turn < kTurns; ++turn) {
-      if (scanner_.bodyLeft() < kSpliceBodyBytes) return pumpUp();
+      if (scanner_.bodyLeft() < kSpliceBodyBytes) {
+        releasePipe(up_pipe_);  // the frame's end: the next large one must stream again
+        return pumpUp();
+      }
       const auto m = up_pipe_->fill(outside_.native_handle(), scanner_.bodyLeft());
       if (m.status == SplicePipe::Status::kAgain) {
         return waitFor(outside_, tcp::socket::wait_read, [self] { self->spliceUp(); });
@@ -175,7 +198,7 @@ class Link : public std::enable_shared_from_this<Link> {
   void noteDownRead(size_t n) {
     const bool streams = n >= kSpliceBodyBytes && n == down_.size();
     down_.noteRead(n);
-    if (streams) havePipe(down_pipe_);
+    if (streams && havePipe(down_pipe_)) down_.shrink();
   }
 
   void spliceDown() {
@@ -216,17 +239,29 @@ class Link : public std::enable_shared_from_this<Link> {
     return false;
   }
 
+  // What a pipe counts in the guard's growth budget: at least the size asked for, whatever the
+  // kernel gave (it may round up, or keep its default when the system's limit is reached).
+  size_t chargeOf(const SplicePipe& pipe) const { return std::max(pipe_size_, pipe.capacity()); }
+
   // True when `pipe` exists or could be made within the guard's growth budget.
   bool havePipe(std::unique_ptr<SplicePipe>& pipe) {
     if (pipe) return true;
-    const size_t size = st_.opts.max_buffer_bytes;
-    if (st_.grown + size > st_.opts.growth_budget_bytes) return false;
-    auto made = std::make_unique<SplicePipe>(size);
-    if (!made->valid()) return false;
-    pipe_bytes_ += made->capacity();
-    st_.grown += made->capacity();
+    if (st_.grown + pipe_size_ > budget_)
+      return false;  // no system calls for a pipe it cannot keep
+    auto made = std::make_unique<SplicePipe>(pipe_size_);
+    if (!made->valid() || st_.grown + chargeOf(*made) > budget_) return false;
+    st_.grown += chargeOf(*made);
+    ++st_.pipes;
     pipe = std::move(made);
     return true;
+  }
+
+  // Closes an empty pipe and gives its share of the budget back.
+  void releasePipe(std::unique_ptr<SplicePipe>& pipe) {
+    if (!pipe) return;
+    st_.grown -= chargeOf(*pipe);
+    --st_.pipes;
+    pipe.reset();
   }
 
   void refuse() {
@@ -258,7 +293,9 @@ class Link : public std::enable_shared_from_this<Link> {
   RelayBuffer down_;
   std::unique_ptr<SplicePipe> up_pipe_;
   std::unique_ptr<SplicePipe> down_pipe_;
-  size_t pipe_bytes_ = 0;  // the pipes' capacities, counted in the guard's growth
+  // Kept here: a link may outlive the options (destroyed with the io_context's handlers).
+  const size_t pipe_size_;
+  const size_t budget_;
 };
 
 // The socket options libzmq gives its own TCP connections (channel.cpp): no Nagle delay, and
@@ -392,7 +429,7 @@ std::string FrameGuard::start(const std::string& endpoint, const std::string& in
 }
 
 FrameGuard::Counts FrameGuard::counts() const {
-  return {state_->accepted.load(), state_->refused.load()};
+  return {state_->accepted.load(), state_->refused.load(), state_->pipes.load()};
 }
 
 std::string FrameGuard::lastRefusal() const {

@@ -37,6 +37,7 @@ class FrameGuard {
   struct Counts {
     uint64_t accepted = 0;  // connections relayed
     uint64_t refused = 0;   // connections closed for what they sent
+    uint64_t pipes = 0;     // kernel pipes the links hold now (large frames, streaming broadcasts)
   };
 
   explicit FrameGuard(const FrameGuardOptions& options);

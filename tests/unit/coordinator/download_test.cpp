@@ -134,6 +134,18 @@ TEST_CASE(
     CHECK(broadcast(agg).size() == size_t(round + 1));  // every coordinate momentum moved
     CHECK(agg.downloadResidual().empty());
   }
+  // The same for a push listing every coordinate by index (a sparse coding of all of them).
+  Worker& w = m.all()[0];
+  compression::SparseGradient all;
+  all.dim = 8;
+  for (uint32_t j = 0; j < 8; ++j) {
+    all.indices.push_back(j);
+    all.values.push_back(j == 3 ? 1.0f : 0.0f);
+  }
+  w.pending = all;
+  agg.step(m, 3);
+  CHECK(broadcast(agg).size() == 4);
+  CHECK(agg.downloadResidual().empty());
 }
 
 TEST_CASE("download.ratio fixes the broadcast's size") {

@@ -3,9 +3,14 @@
 // and the ROUTER never gets that message, while other connections go on.
 #include "common/transport/frame_guard.hpp"
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
@@ -212,4 +217,52 @@ TEST_CASE("a peer that drops its connection in the middle of a spliced broadcast
   auto got = receiveMessage(rig.router);
   REQUIRE(got.size() == 2);
   CHECK(got[1] == "after");
+}
+
+namespace {
+
+// A raw TCP connection to the guard that sends the NULL greeting and the header of a long frame
+// claiming `body` bytes, and nothing of the body.
+int claimLargeFrame(const std::string& endpoint, uint64_t body) {
+  const auto colon = endpoint.rfind(':');
+  const int port = std::stoi(endpoint.substr(colon + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::vector<uint8_t> bytes(64, 0);
+  bytes[0] = 0xFF;
+  bytes[9] = 0x7F;
+  bytes[10] = 3;
+  std::memcpy(bytes.data() + 12, "NULL", 4);
+  bytes.push_back(0x02);  // a long message frame, the last of its message
+  for (int shift = 56; shift >= 0; shift -= 8) bytes.push_back(uint8_t(body >> shift));
+  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()));
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("a header claiming a large body gets no pipe: only a body that streams does") {
+  // Forty peers each claim a 1 MiB frame and send none of it: without this rule each would hold a
+  // pipe and the growth budget (8 MiB) would be theirs. A real large message still streams
+  // through a pipe, which its link gives back at the frame's end.
+  Rig rig(4);
+  std::vector<int> fds;
+  for (int i = 0; i < 40; ++i) fds.push_back(claimLargeFrame(rig.endpoint, 1 << 20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(rig.guard.counts().accepted == 40);
+  CHECK(rig.guard.counts().pipes == 0);
+  auto d = rig.dealer();
+  std::string big(4 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i % 233);
+  d.send(zmq::buffer(big), zmq::send_flags::none);
+  auto got = receiveMessage(rig.router);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1] == big);
+  CHECK(rig.guard.counts().pipes == 0);  // the up direction's pipe went with its frame
+  for (int fd : fds) ::close(fd);
 }
