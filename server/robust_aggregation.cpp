@@ -53,7 +53,7 @@ PushWeights cappedWeights(const std::vector<uint64_t>& samples, double max_share
 }
 
 double pushNorm(const compression::SparseGradient& g) {
-  return std::sqrt(laneSum(g.values, [](float x) { return double(x) * double(x); }));
+  return std::sqrt(laneSumOfSquares(g.values));
 }
 
 std::optional<double> lowerMedianNonZero(std::vector<double> norms) {

@@ -50,7 +50,7 @@ double effectiveSparsity(std::span<const float> v) {
 double squaredNorm(std::span<const float> v) {
   // A finite float's square is finite in double, so a non-finite sum says non-finite values were
   // there: only then is it taken again, skipping them.
-  const double plain = laneSum(v, [](float x) { return static_cast<double>(x) * x; });
+  const double plain = laneSumOfSquares(v);
   if (std::isfinite(plain)) return plain;
   return laneSum(v, [](float x) { return std::isfinite(x) ? static_cast<double>(x) * x : 0.0; });
 }

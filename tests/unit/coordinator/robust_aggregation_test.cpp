@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "common/util/float_passes.hpp"
 #include "server/aggregator.hpp"
 #include "tests/unit/coordinator/dense_gradient.hpp"
 
@@ -104,6 +106,25 @@ TEST_CASE("a push's norm is the square root of its sum of squares, at every leng
       reference += (long double)x * (long double)x;
     }
     CHECK(pushNorm(dense(v)) == doctest::Approx(double(std::sqrt(reference))).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("the vectorized sum of squares has the bits of the eight scalar running sums") {
+  // laneSumOfSquares keeps laneSum's lanes, each in the same order: the same double exactly, at
+  // lengths around the stride and over values from tiny (subnormal floats) to huge.
+  uint64_t state = 99;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return float(int64_t(state >> 33) - (int64_t(1) << 30)) / float(1 << 30);
+  };
+  for (float scale : {1e-40f, 1.0f, 3e18f}) {
+    for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 1000, 100003}) {
+      std::vector<float> v(n);
+      for (auto& x : v) x = next() * scale;
+      const double scalar = laneSum(v, [](float x) { return double(x) * double(x); });
+      const double vectorized = laneSumOfSquares(v);
+      CHECK(std::memcmp(&scalar, &vectorized, sizeof scalar) == 0);
+    }
   }
 }
 
