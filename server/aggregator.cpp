@@ -234,8 +234,7 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   const size_t pushed = full_push ? params_.size() : nonZeros(aggregate_);
   for (Worker* w : pushers) {
     spare_pushes_.push_back(std::move(*w->pending));
-    w->pending.reset();
-    w->pending_norm.reset();
+    w->dropPush();
   }
   deltaOf(round, r.refused);
   if (r.refused) {

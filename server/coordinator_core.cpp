@@ -197,8 +197,7 @@ void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join
   w.rec.pushed = false;
   clearReport(w.rec);
   w.refused = false;
-  w.pending.reset();
-  w.pending_norm.reset();
+  w.dropPush();
   w.last_seen = now_;
   planner_.plan(membership_);
   send(w, welcomeFor(w, join));
@@ -310,8 +309,7 @@ void CoordinatorCore::startRound() {
     if (!w.rec.alive) continue;
     w.rec.pushed = false;
     w.refused = false;
-    w.pending.reset();
-    w.pending_norm.reset();
+    w.dropPush();
     if (!bench_.offers(w.rec, round_)) continue;  // benched, and no probe due
     if (carried) {
       if (!planner_.admit(membership_, w, round_)) continue;

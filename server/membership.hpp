@@ -51,6 +51,11 @@ struct Worker {
   std::optional<compression::SparseGradient> pending;
   // pending's norm, taken as it was accepted (off the round's close) when the step clips norms.
   std::optional<double> pending_norm;
+  // Lets go of the open round's push and its norm together.
+  void dropPush() {
+    pending.reset();
+    pending_norm.reset();
+  }
   double loss = 0.0;
   bool refused = false;
   // Its own pushes' measured price (kept over re-joins of the same process) and this round's.
