@@ -360,6 +360,11 @@ void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, si
     // Idempotent: a duplicate of an accepted push is acknowledged again, not applied twice.
     ++counters_.rejections["duplicate"];
     ack(false);
+  } else if (!push.failure().empty()) {
+    spdlog::warn("worker {} ({}) could not compute round {}: {}", w->rec.id, w->rec.name, round_,
+                 printable(push.failure()));
+    refusePush(*w, wire::Error::BAD_PAYLOAD, "worker_failed",
+               "no gradient: " + printable(push.failure()));
   } else if (!std::isfinite(push.local_loss())) {
     refusePush(*w, wire::Error::BAD_PAYLOAD, "non_finite_loss", "local loss is not finite");
   } else if (auto decoded = aggregator_.decode(msg.payload); !decoded.value) {

@@ -65,7 +65,14 @@ telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
   st.participants = r.participants;
   st.alive_workers = uint32_t(core.aliveWorkers());
   st.late_pushes = r.late_pushes;
-  st.rejected = core.rejections();
+  // The commonest reasons are always listed, at 0 until one happens, so that a dashboard's
+  // query and an alert on their rate have a series from the start.
+  for (const char* reason :
+       {"envelope_unparseable", "bad_frame_count", "bad_version", "unknown_session",
+        "late_or_future_round", "bad_payload", "non_finite_loss", "worker_failed", "duplicate"}) {
+    st.rejected[reason] = 0;
+  }
+  for (const auto& [reason, n] : core.rejections()) st.rejected[reason] = n;
   st.counters = counters(core, auth);
   if (const auto& f = core.lastFederated()) {
     st.federated = telemetry::EvaluationStatus{f->round, f->loss, f->accuracy, f->rows};

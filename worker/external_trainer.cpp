@@ -92,6 +92,13 @@ void ExternalTrainer::sendEnvelope(const std::string& peer, const trainer::Envel
   }
 }
 
+void ExternalTrainer::sendError(const std::string& peer, const std::string& text) {
+  trainer::Envelope err;
+  err.set_version(kVersion);
+  err.mutable_error()->set_text(text);
+  sendEnvelope(peer, err);
+}
+
 std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms) {
   if (!channel_.waitReadable(std::chrono::milliseconds(timeout_ms))) return std::nullopt;
   auto frames = channel_.receive();
@@ -103,17 +110,14 @@ std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms
     count(&ExternalTrainerCounters::malformed);
     spdlog::warn("a malformed message from the trainer ({} frames, {} bytes): dropped",
                  frames->frame_count, frames->bytes);
+    sendError(in.peer, "the message is not a trainer Envelope frame (and at most a payload frame)");
     return std::nullopt;
   }
   if (in.env.version() != kVersion) {
     count(&ExternalTrainerCounters::malformed);
     spdlog::warn("the trainer speaks protocol version {}, this worker {}", in.env.version(),
                  kVersion);
-    trainer::Envelope err;
-    err.set_version(kVersion);
-    err.mutable_error()->set_text("this worker speaks trainer protocol version " +
-                                  std::to_string(kVersion));
-    sendEnvelope(in.peer, err);
+    sendError(in.peer, "this worker speaks trainer protocol version " + std::to_string(kVersion));
     return std::nullopt;
   }
   if (frames->parts.size() > 1) in.payload = std::move(frames->parts[1]);
@@ -123,6 +127,9 @@ std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms
 std::string ExternalTrainer::helloProblem(const trainer::Envelope& env) const {
   const auto& h = env.hello();
   if (h.tensors().empty()) return "the Hello describes no tensors";
+  if (h.train_rows() == 0) {
+    return "train_rows is 0: the coordinator weighs a worker by its rows and takes none without";
+  }
   for (const auto& t : h.tensors()) {
     if (size_t(t.shape().size()) > kMaxDimensions) {
       return "tensor '" + t.name() + "' has more than " + std::to_string(kMaxDimensions) +
@@ -196,6 +203,7 @@ std::optional<LocalData> ExternalTrainer::waitForHello(const std::function<bool(
       if (onHello(in->peer, in->env)) return described_;
     } else {
       spdlog::debug("a message from the trainer before its Hello: ignored");
+      sendError(in->peer, "say Hello first: this worker has no accepted Hello from its trainer");
     }
   }
   return std::nullopt;

@@ -77,6 +77,8 @@ class ExternalTrainer final : public Trainer {
   GradientResult noTrainer(const GradientRequest& request);
   // A message no request waits for: a Hello is taken, anything else counted and dropped.
   void takeStray(const Incoming& in);
+  // Answers `peer` with Error{text}.
+  void sendError(const std::string& peer, const std::string& text);
   void sendEnvelope(const std::string& peer, const trainer::Envelope& env);
   void count(uint64_t ExternalTrainerCounters::*counter);
   bool cancelled() const { return cancelled_ && cancelled_(); }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "common/compression/compressor_support.hpp"
 #include "common/compression/compressors.hpp"
@@ -397,7 +399,7 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (!pending_ || pending_->id != result.request_id) return effects();
   const Pending asked = *pending_;
   pending_.reset();
-  if (std::string why = resultProblem(result); !why.empty()) return sitOut(asked.round, why);
+  if (std::string why = resultProblem(result); !why.empty()) return sitOut(asked.round, why, now);
   if (asked.again) ++stats_.repushes;
   Message m = proto::pushMessage(session_.address(), asked.round);
   m.envelope.mutable_push()->set_samples_used(result.rows_used);
@@ -445,11 +447,29 @@ std::string WorkerCore::resultProblem(const GradientResult& result) const {
   return "";
 }
 
-Effects WorkerCore::sitOut(uint64_t round, const std::string& why) {
+namespace {
+// At most `most` bytes of `text`, cut before a UTF-8 character, never inside one (a protobuf
+// string must stay valid UTF-8 for the coordinator to parse the message).
+std::string utf8Prefix(const std::string& text, size_t most) {
+  if (text.size() <= most) return text;
+  size_t cut = most;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+}  // namespace
+
+Effects WorkerCore::sitOut(uint64_t round, const std::string& why, double now) {
   ++stats_.trainer_failures;
   stats_.last_trainer_error = why;
   spdlog::warn("round {}: the trainer failed ({}); sitting the round out", round, why);
-  return effects();
+  if (stopping_) return effects();
+  // Said to the coordinator with a push that carries nothing: it refuses it at once, so the round
+  // need not wait for this worker, and asks again at the deadline when nobody else could push.
+  Message m = proto::pushMessage(session_.address(), round);
+  auto* p = m.envelope.mutable_push();
+  p->set_local_loss(std::numeric_limits<double>::quiet_NaN());  // what an older coordinator reads
+  p->set_failure(utf8Prefix(why, 256));
+  return effects({sendable(std::move(m), now)});
 }
 
 std::vector<Message> WorkerCore::nextProbe(double now) {

@@ -53,7 +53,8 @@ class WorkerCore {
   // The answer to the outstanding gradient request: the push (led by a probe) to send. An answer
   // to a request no longer outstanding (a re-join since, a stop) is dropped. A failed answer (the
   // trainer's failure, a gradient of another size, a non-finite one from an external trainer)
-  // sits the round out: nothing is pushed, the failure is counted and kept (lastTrainerError).
+  // sits the round out: a push saying why and carrying nothing (Push.failure), the failure
+  // counted and kept (lastTrainerError).
   Effects onGradient(const GradientResult& result, double now);
   // The driver handed `msg` (of wire_bytes) to the socket now: starts its transmission timer.
   void onSent(const Message& msg, size_t wire_bytes, double now);
@@ -119,7 +120,7 @@ class WorkerCore {
 
   // Why `result` cannot be pushed ("" when it can).
   std::string resultProblem(const GradientResult& result) const;
-  Effects sitOut(uint64_t round, const std::string& why);
+  Effects sitOut(uint64_t round, const std::string& why, double now);
 
   WorkerOptions options_;
   LocalData data_;

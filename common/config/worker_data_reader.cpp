@@ -1,5 +1,9 @@
 #include "common/config/worker_data_reader.hpp"
 
+#include <arpa/inet.h>
+
+#include <string>
+
 #include "common/config/data_source_reader.hpp"
 
 namespace tern::config {
@@ -62,6 +66,26 @@ void readWorkerData(MapReader& m, WorkerSettings& s) {
   d.done();
 }
 
+namespace {
+
+// Why `endpoint` cannot be where a worker serves its trainer, or "": the socket has no
+// authentication, so a tcp:// one must be on the loopback (an address, not a host name).
+std::string trainerEndpointProblem(const std::string& endpoint) {
+  if (std::string why = endpointProblem(endpoint, true); !why.empty()) return why;
+  if (endpoint.rfind("tcp://", 0) != 0) return "";
+  const std::string host = endpoint.substr(6, endpoint.rfind(':') - 6);
+  in_addr v4{};
+  if (host == "[::1]" ||
+      (inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127)) {
+    return "";
+  }
+  return "must be ipc://PATH or tcp://127.0.0.1:PORT (the trainer's socket has no "
+         "authentication: only the loopback), got '" +
+         endpoint + "'";
+}
+
+}  // namespace
+
 void readTrainer(MapReader& parent, TrainerSettings& t) {
   if (!parent.has("trainer")) return;
   MapReader m = parent.child("trainer");
@@ -69,7 +93,7 @@ void readTrainer(MapReader& parent, TrainerSettings& t) {
   t.endpoint = m.get<std::string>("endpoint", t.endpoint);
   if (t.external()) {
     if (t.endpoint.empty()) m.failHere("an external trainer needs 'endpoint' (ipc://PATH)");
-    if (std::string why = endpointProblem(t.endpoint, true); !why.empty()) {
+    if (std::string why = trainerEndpointProblem(t.endpoint); !why.empty()) {
       m.fail("endpoint", "'trainer.endpoint' " + why);
     }
   } else if (m.has("endpoint")) {

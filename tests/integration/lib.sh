@@ -108,3 +108,15 @@ finish_cluster() {
   grep -q "^final: rounds=$2 " "$WORK/coord.out" || { cat "$WORK/coord.out" "$WORK/coord.err"; fail "no final line for $2 rounds"; }
   check_replicas "$1"
 }
+
+# use_fake_trainer: skips the test (77) without Debian's python3 modules or protoc; otherwise
+# sets PY and FAKE (tests/integration/fake_trainer.py with its protobuf module) and writes the
+# fake trainer's model file to $WORK/model.bin.
+use_fake_trainer() {
+  PY=/usr/bin/python3
+  "$PY" -c 'import zmq, numpy, google.protobuf' 2> /dev/null || { echo "SKIP: $PY lacks zmq, numpy or protobuf"; exit 77; }
+  command -v protoc > /dev/null || { echo "SKIP: no protoc"; exit 77; }
+  protoc --proto_path="$SRC/proto" --python_out="$WORK" "$SRC/proto/trainer.proto"
+  FAKE=("$PY" "$SRC/tests/integration/fake_trainer.py" --pb-dir "$WORK")
+  "${FAKE[@]}" --write-model "$WORK/model.bin"
+}

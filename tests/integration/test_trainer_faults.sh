@@ -7,12 +7,7 @@
 # training), and each worker trains again once its trainer answers (the crashed one restarted).
 source "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
-"$PY" -c 'import zmq, numpy, google.protobuf' 2> /dev/null || { echo "SKIP: $PY lacks zmq, numpy or protobuf"; exit 77; }
-command -v protoc > /dev/null || { echo "SKIP: no protoc"; exit 77; }
-protoc --proto_path="$SRC/proto" --python_out="$WORK" "$SRC/proto/trainer.proto"
-FAKE=("$PY" "$SRC/tests/integration/fake_trainer.py" --pb-dir "$WORK")
-"${FAKE[@]}" --write-model "$WORK/model.bin"
+use_fake_trainer
 
 ROUNDS=${ROUNDS:-800}
 cat > "$WORK/coord.yaml" <<YAML

@@ -57,6 +57,21 @@ TEST_CASE("a worker with an external trainer reads no data and needs an endpoint
   CHECK(has(errorOf([&] { loadWorkerSettings(builtin_endpoint); }), "needs 'kind: external'"));
 }
 
+TEST_CASE("a trainer's tcp endpoint must be a loopback address: its socket has no authentication") {
+  for (const char* ok : {"tcp://127.0.0.1:7777", "tcp://127.0.0.2:0", "tcp://[::1]:7777"}) {
+    const auto path =
+        writeYaml("trainer-lo", std::string("trainer: {kind: external, endpoint: '") + ok + "'}\n");
+    CHECK(loadWorkerSettings(path).trainer.endpoint == ok);
+  }
+  for (const char* bad : {"tcp://0.0.0.0:7777", "tcp://*:7777", "tcp://192.168.1.5:7777",
+                          "tcp://localhost:7777", "tcp://eth0:7777", "tcp://[::]:7777"}) {
+    const auto path = writeYaml(
+        "trainer-any", std::string("trainer: {kind: external, endpoint: '") + bad + "'}\n");
+    const std::string why = errorOf([&] { loadWorkerSettings(path); });
+    CHECK_MESSAGE(has(why, "only the loopback"), bad, ": ", why);
+  }
+}
+
 TEST_CASE("data.mode local takes the device's own rows and refuses shard settings") {
   const auto local = writeYaml("local",
                                "data: {mode: local, format: csv, path: mine.csv, eval: "

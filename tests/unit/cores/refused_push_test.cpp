@@ -647,3 +647,55 @@ TEST_CASE(
   REQUIRE(c.coordinator->accuracy());
   CHECK(*c.coordinator->accuracy() == model->accuracy(c.coordinator->parameters(), *test));
 }
+
+TEST_CASE("when every worker's trainer fails a round, each is asked again at the deadline") {
+  Cluster clean(2);
+  clean.run();
+  REQUIRE(clean.coordinator->finished());
+
+  Cluster c(2);
+  int failures = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    c.workers[i]->setFailure([&failures](const worker::GradientRequest& r) -> std::string {
+      // Round 3 fails on both workers, twice each (the first ask and the first ask again).
+      if (r.round != 3 || failures >= 4) return "";
+      ++failures;
+      return "the trainer could not fit: boom";
+    });
+  }
+  c.run();
+  REQUIRE(c.coordinator->finished());
+  CHECK(failures == 4);
+  CHECK(c.coordinator->rejections().at("worker_failed") == 4);
+  CHECK(c.coordinator->reasked() == 4);
+  CHECK(c.workers[0]->stats().trainer_failures == 2);
+  CHECK(c.workers[0]->stats().last_trainer_error == "the trainer could not fit: boom");
+  CHECK(c.coordinator->round() == clean.coordinator->round());
+  // Nothing of the failed asks reached a residual or the model: the clean run's model.
+  CHECK(c.coordinator->parameters() == clean.coordinator->parameters());
+  for (const auto& w : c.workers) {
+    CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
+  }
+}
+
+TEST_CASE("a failed round's push says why, carries nothing and closes the round at once") {
+  Cluster c(2);
+  c.workers[1]->setFailure([](const worker::GradientRequest& r) -> std::string {
+    // 259 bytes, a two-byte character across byte 256: cut before it, not inside it.
+    return r.round == 0 ? std::string(255, 'x') + "\xc3\xa9\xc3\xa9" : "";
+  });
+  std::vector<Message> failed;
+  c.tamper = [&](size_t i, Message& m) {
+    if (i == 1 && m.envelope.push().round() == 0) failed.push_back(m);
+  };
+  c.start();
+  REQUIRE(failed.size() == 1);
+  const auto& p = failed[0].envelope.push();
+  CHECK(failed[0].payload.empty());
+  CHECK(std::isnan(p.local_loss()));
+  CHECK(p.failure() == std::string(255, 'x'));
+  // Round 0 closed on worker 0's push and worker 1's refusal, without waiting for the deadline.
+  CHECK(c.coordinator->round() >= 1);
+  CHECK(c.coordinator->rejections().at("worker_failed") == 1);
+  CHECK(c.coordinator->reasked() == 0);
+}

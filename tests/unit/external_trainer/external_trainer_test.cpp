@@ -129,6 +129,24 @@ struct Rig {
   }
 };
 
+// A worker's trainer socket waiting for a Hello in the background, until `stop` (or a Hello).
+struct Waiting {
+  TempDir dir;
+  worker::ExternalTrainer trainer;
+  FakeTrainer fake;
+  std::atomic<bool> stop{false};
+  std::future<std::optional<worker::LocalData>> waited;
+  Waiting() : trainer(settingsIn(dir), 1 << 20), fake(trainer.endpoint()) {
+    waited = std::async(std::launch::async,
+                        [this] { return trainer.waitForHello([this] { return stop.load(); }); });
+  }
+  // Stops the wait; true when it ended without an accepted Hello.
+  bool stopWithoutHello() {
+    stop = true;
+    return !waited.get().has_value();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a trainer's Hello is accepted and describes the worker's data") {
@@ -336,4 +354,33 @@ TEST_CASE("a Hello describing no model is refused and the worker keeps waiting")
   CHECK_FALSE(waited.get().has_value());
   CHECK(trainer.counters().hellos_refused == 1);
   CHECK_FALSE(trainer.counters().connected);
+}
+
+TEST_CASE("a message that does not parse, or comes before a Hello, is answered with an Error") {
+  Waiting w;
+  const std::string junk = "\xff\xfe not an envelope";
+  w.fake.sock.send(zmq::buffer(junk), zmq::send_flags::none);
+  CHECK(w.fake.receive().error().text().find("not a trainer Envelope") != std::string::npos);
+  trainer::Envelope early;
+  early.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  early.mutable_result()->set_id(1);
+  w.fake.send(early, nullptr);
+  const std::string text = w.fake.receive().error().text();
+  CHECK(text.find("Hello") != std::string::npos);  // the Python trainer says Hello again on it
+  CHECK(w.stopWithoutHello());
+  CHECK(w.trainer.counters().malformed == 1);
+}
+
+TEST_CASE("a Hello with no training rows is refused: the coordinator takes no worker without") {
+  Waiting w;
+  trainer::Envelope e;
+  e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  auto* t = e.mutable_hello()->add_tensors();
+  t->set_name("w");
+  t->add_shape(4);
+  w.fake.send(e, nullptr);  // train_rows left 0
+  const auto reply = w.fake.receive();
+  CHECK_FALSE(reply.hello_reply().accepted());
+  CHECK(reply.hello_reply().reason().find("train_rows is 0") != std::string::npos);
+  CHECK(w.stopWithoutHello());
 }

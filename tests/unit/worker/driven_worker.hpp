@@ -3,6 +3,7 @@
 // request fulfilled at once by the built-in trainer, its push returned with the event's messages.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ class DrivenWorker : public worker::WorkerCore {
 
   // The daemon's stop flag as the trainer sees it: true abandons the gradient (nothing is sent).
   void setStopCheck(std::function<bool()> check) { stop_check_ = std::move(check); }
+  // Called with each gradient request: a non-empty answer fails it with that text, as an
+  // external trainer's failure would.
+  void setFailure(std::function<std::string(const worker::GradientRequest&)> failure) {
+    failure_ = std::move(failure);
+  }
   std::vector<Message> start() { return fulfil(WorkerCore::start(clock_())); }
   std::vector<Message> onMessage(const Message& m, size_t bytes) {
     return fulfil(WorkerCore::onMessage(m, bytes, clock_()));
@@ -38,7 +44,14 @@ class DrivenWorker : public worker::WorkerCore {
  private:
   std::vector<Message> fulfil(worker::Effects e) {
     if (!e.compute) return std::move(e.send);
-    auto result = trainer_.gradient(*e.compute);
+    std::optional<worker::GradientResult> result;
+    if (std::string why = failure_ ? failure_(*e.compute) : ""; !why.empty()) {
+      result.emplace();
+      result->request_id = e.compute->id;
+      result->failure = why;
+    } else {
+      result = trainer_.gradient(*e.compute);
+    }
     if (!result) return std::move(e.send);  // abandoned: the driver is stopping
     for (auto& m : WorkerCore::onGradient(*result, clock_()).send) e.send.push_back(std::move(m));
     return std::move(e.send);
@@ -46,6 +59,7 @@ class DrivenWorker : public worker::WorkerCore {
 
   std::function<double()> clock_;
   std::function<bool()> stop_check_;
+  std::function<std::string(const worker::GradientRequest&)> failure_;
   worker::ShardTrainer trainer_;
 };
 

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 
 #include "proto/model_spec.hpp"
 #include "worker/worker_core.hpp"
@@ -74,6 +75,14 @@ const Message* pushIn(const Effects& e) {
   return nullptr;
 }
 
+// What a push that sits its round out says (it carries nothing): its failure, or "" when the
+// effects hold no such push.
+std::string sitOutIn(const Effects& e) {
+  const Message* m = pushIn(e);
+  if (!m || !m->payload.empty() || !std::isnan(m->envelope.push().local_loss())) return "";
+  return m->envelope.push().failure();
+}
+
 }  // namespace
 
 TEST_CASE("an external trainer's join says its layout, rows and held-out rows") {
@@ -101,7 +110,9 @@ TEST_CASE(
   CHECK(builtin.unfitWelcome().find("external") != std::string::npos);
 }
 
-TEST_CASE("a failing trainer sits its rounds out and a good answer is pushed with its evaluation") {
+TEST_CASE(
+    "a failing trainer sits its rounds out, saying why, and a good answer is pushed with its "
+    "evaluation") {
   WorkerCore core(options(), externalData(), 5);
   core.start(0.0);
   core.onMessage(welcome(kLayout), 10, 0.1);
@@ -120,16 +131,16 @@ TEST_CASE("a failing trainer sits its rounds out and a good answer is pushed wit
   };
   GradientResult failed;
   failed.failure = "the trainer did not answer within 2 s";
-  CHECK(pushIn(answer(ask(0, false), failed)) == nullptr);
+  CHECK(sitOutIn(answer(ask(0, false), failed)) == failed.failure);
   CHECK(core.stats().trainer_failures == 1);
   CHECK(core.stats().last_trainer_error == failed.failure);
   GradientResult short_one = gradientOf(5);
-  CHECK(pushIn(answer(ask(1, false), short_one)) == nullptr);
+  CHECK(sitOutIn(answer(ask(1, false), short_one)).find("5 values") != std::string::npos);
   CHECK(core.stats().trainer_failures == 2);
   CHECK(core.stats().last_trainer_error.find("5 values") != std::string::npos);
   GradientResult nan = gradientOf(8);
   nan.gradient[3] = std::nanf("");
-  CHECK(pushIn(answer(ask(2, false), nan)) == nullptr);
+  CHECK(sitOutIn(answer(ask(2, false), nan)).find("non-finite") != std::string::npos);
   CHECK(core.stats().trainer_failures == 3);
   CHECK(core.residual().empty());  // nothing of a bad answer was kept
   GradientResult good = gradientOf(8);
