@@ -92,9 +92,9 @@ std::string CoordinatorDaemon::listenBehindGuard() {
   opts.limits.max_frame_bytes = s_.max_message_bytes;
   opts.limits.max_message_bytes = s_.max_message_bytes + transport::kMaxEnvelopeBytes;
   guard_ = std::make_unique<transport::FrameGuard>(opts);
-  const std::string inside = transport::privateEndpoint();
-  channel_.bind(inside);
-  return guard_->start(s_.bind, inside);
+  inside_ = std::make_unique<transport::PrivateEndpoint>();
+  channel_.bind(inside_->endpoint());
+  return guard_->start(s_.bind, inside_->endpoint());
 }
 
 AuthCounters CoordinatorDaemon::authCounters() const {

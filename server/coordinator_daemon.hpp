@@ -65,6 +65,7 @@ class CoordinatorDaemon {
   std::unique_ptr<transport::ZapHandler> zap_;  // until security_ takes it
   transport::Channel channel_;
   // The plaintext TCP listener in front of the ROUTER (nullptr with CURVE or a non-TCP bind).
+  std::unique_ptr<transport::PrivateEndpoint> inside_;  // the ROUTER's socket behind the guard
   std::unique_ptr<transport::FrameGuard> guard_;
   RouterSecurity security_;
   daemon::PollLoop loop_;

@@ -16,7 +16,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -377,13 +380,25 @@ std::string endpointText(const tcp::endpoint& ep) {
 
 }  // namespace
 
-std::string privateEndpoint() {
-  std::random_device rd;
-  const uint64_t tag = (uint64_t(rd()) << 32) ^ rd();
-  char name[64];
-  std::snprintf(name, sizeof name, "ipc://@tern-%d-%016llx", int(::getpid()),
-                static_cast<unsigned long long>(tag));
-  return name;
+PrivateEndpoint::PrivateEndpoint() {
+  std::string base = "/tmp";
+  for (const char* var : {"TMPDIR", "RUNTIME_DIRECTORY"}) {
+    const char* v = std::getenv(var);
+    // The socket's path must fit sockaddr_un's 108 bytes with "/tern-XXXXXX/router".
+    if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) base = v;
+  }
+  std::string templ = base + "/tern-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) {
+    throw std::runtime_error("cannot make a private directory under " + base + ": " +
+                             std::strerror(errno));
+  }
+  dir_ = templ;
+  endpoint_ = "ipc://" + dir_ + "/router";
+}
+
+PrivateEndpoint::~PrivateEndpoint() {
+  ::unlink((dir_ + "/router").c_str());
+  ::rmdir(dir_.c_str());
 }
 
 FrameGuard::FrameGuard(const FrameGuardOptions& options)
@@ -401,10 +416,11 @@ FrameGuard::~FrameGuard() {
 }
 
 std::string FrameGuard::start(const std::string& endpoint, const std::string& inside) {
-  const std::string ipc = "ipc://@";
-  if (inside.rfind(ipc, 0) != 0) throw std::runtime_error("not an ipc://@NAME endpoint: " + inside);
+  const std::string ipc = "ipc://";
+  if (inside.rfind(ipc, 0) != 0) throw std::runtime_error("not an ipc:// endpoint: " + inside);
   State& st = *state_;
-  st.inside = unix_stream::endpoint(std::string(1, '\0') + inside.substr(ipc.size()));
+  const std::string path = inside.substr(ipc.size());
+  st.inside = unix_stream::endpoint(path[0] == '@' ? std::string(1, '\0') + path.substr(1) : path);
   const tcp::endpoint listen_at = resolveListen(st.io, endpoint);
   try {
     st.acceptor.open(listen_at.protocol());

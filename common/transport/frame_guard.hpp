@@ -29,8 +29,22 @@ struct FrameGuardOptions {
   size_t growth_budget_bytes = 8 << 20;
 };
 
-// An unused abstract unix socket endpoint for the ROUTER behind the guard ("ipc://@...").
-std::string privateEndpoint();
+// A unix socket endpoint for the ROUTER behind the guard that only this user (and root) can
+// reach: "ipc://DIR/router" in a fresh directory of mode 0700 under $RUNTIME_DIRECTORY, $TMPDIR
+// or /tmp (an abstract socket has no permissions: any local user could bypass the guard). The
+// directory and the socket file are removed with it.
+class PrivateEndpoint {
+ public:
+  PrivateEndpoint();  // throws std::runtime_error when no directory can be made
+  ~PrivateEndpoint();
+  PrivateEndpoint(const PrivateEndpoint&) = delete;
+  PrivateEndpoint& operator=(const PrivateEndpoint&) = delete;
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string dir_;
+  std::string endpoint_;
+};
 
 class FrameGuard {
  public:

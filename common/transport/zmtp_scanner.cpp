@@ -1,7 +1,9 @@
 #include "common/transport/zmtp_scanner.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <string_view>
 
 namespace tern::transport {
 
@@ -13,6 +15,21 @@ constexpr uint8_t kCommand = 0x04;
 constexpr size_t kGreetingBytes = 64;
 constexpr size_t kMechanismAt = 12;
 constexpr size_t kMechanismBytes = 20;
+// A READY carries the socket type and a routing id of at most 255 bytes, and any metadata the
+// peer adds: 4 KiB is far more than a ZeroMQ peer sends.
+constexpr uint64_t kMaxFirstCommandBytes = 4096;
+
+// The big-endian 32-bit value at p.
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+
+bool sameIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
 
 }  // namespace
 
@@ -32,9 +49,11 @@ bool ZmtpScanner::feed(std::span<const uint8_t> bytes) {
         break;
       case State::kBody: {
         const uint64_t n = std::min<uint64_t>(body_left_, bytes.size() - i);
+        if (command_ && !first_command_done_) takeCommandBytes(bytes.subspan(i, size_t(n)));
         i += size_t(n);
         body_left_ -= n;
         if (body_left_ == 0) state_ = State::kFlags;
+        if (body_left_ == 0 && command_ && !first_command_done_) checkReady();
         break;
       }
     }
@@ -104,6 +123,11 @@ bool ZmtpScanner::takeFlags(uint8_t flags) {
 }
 
 bool ZmtpScanner::sizeDone() {
+  if (command_ && !first_command_done_ && size_ > kMaxFirstCommandBytes) {
+    refuse("not_zmtp3_null: a first command of " + std::to_string(size_) + " bytes (limit " +
+           std::to_string(kMaxFirstCommandBytes) + ")");
+    return false;
+  }
   if (size_ > limits_.max_frame_bytes) {
     refuse("frame_too_large: a frame of " + std::to_string(size_) + " bytes (limit " +
            std::to_string(limits_.max_frame_bytes) + ")");
@@ -124,7 +148,37 @@ bool ZmtpScanner::sizeDone() {
   }
   body_left_ = size_;
   state_ = size_ == 0 ? State::kFlags : State::kBody;
+  if (size_ == 0 && command_ && !first_command_done_) checkReady();
   return true;
+}
+
+void ZmtpScanner::takeCommandBytes(std::span<const uint8_t> bytes) {
+  first_command_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// The first command under NULL is the peer's READY: its properties are read for a routing id
+// (Identity) starting with a zero byte. What is not a READY, or does not parse, libzmq refuses.
+void ZmtpScanner::checkReady() {
+  first_command_done_ = true;
+  const std::string body = std::move(first_command_);
+  first_command_.clear();
+  first_command_.shrink_to_fit();
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const size_t n = body.size();
+  if (n < 1 || n < size_t(1) + p[0] || body.compare(1, p[0], "READY") != 0) return;
+  for (size_t at = 1 + p[0]; at < n;) {
+    const size_t name_len = p[at];
+    if (at + 1 + name_len + 4 > n) return;
+    const std::string_view name(body.data() + at + 1, name_len);
+    const uint32_t value_len = be32(p + at + 1 + name_len);
+    const size_t value_at = at + 1 + name_len + 4;
+    if (value_len > n - value_at) return;
+    if (sameIgnoringCase(name, "Identity") && value_len > 0 && p[value_at] == 0) {
+      refuse("reserved_identity: a routing id starting with a zero byte, which libzmq reserves");
+      return;
+    }
+    at = value_at + value_len;
+  }
 }
 
 }  // namespace tern::transport

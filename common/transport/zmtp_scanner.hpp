@@ -26,8 +26,10 @@ class ZmtpScanner {
   // Takes the next bytes of the stream; false once it is refused (then for good: see reason()).
   bool feed(std::span<const uint8_t> bytes);
   bool refused() const { return !reason_.empty(); }
-  // Why the stream was refused: "too_many_frames", "frame_too_large", "message_too_large" or
-  // "not_zmtp3_null", with detail after a colon; empty while it is fine.
+  // Why the stream was refused: "too_many_frames", "frame_too_large", "message_too_large",
+  // "reserved_identity" (a READY naming a routing id that starts with a zero byte, the form libzmq
+  // gives its peers: claiming one could collide with a generated id, which aborts libzmq, or take
+  // over a gone peer's) or "not_zmtp3_null", with detail after a colon; empty while it is fine.
   const std::string& reason() const { return reason_; }
   uint64_t messages() const { return messages_; }  // whole messages seen so far
   // Bytes of the current frame's body still to come (0 outside a body): they carry nothing the
@@ -42,6 +44,8 @@ class ZmtpScanner {
   bool checkGreeting();
   bool takeFlags(uint8_t flags);
   bool sizeDone();
+  void takeCommandBytes(std::span<const uint8_t> bytes);
+  void checkReady();
   void refuse(const std::string& why) { reason_ = why; }
 
   ZmtpLimits limits_;
@@ -53,6 +57,10 @@ class ZmtpScanner {
   uint64_t body_left_ = 0;
   bool more_ = false;  // the current frame is not a message's last
   bool command_ = false;
+  // The first command's body (the READY), collected to read its properties; at most
+  // kMaxFirstCommandBytes, released once checked.
+  std::string first_command_;
+  bool first_command_done_ = false;
   size_t frames_in_message_ = 0;
   uint64_t message_bytes_ = 0;  // of the frames of the current message so far
   uint64_t messages_ = 0;

@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,13 +37,13 @@ std::vector<std::string> receiveMessage(zmq::socket_t& s, int ms = 3000) {
 struct Rig {
   zmq::context_t ctx;
   zmq::socket_t router{ctx, zmq::socket_type::router};
+  transport::PrivateEndpoint inside;
   transport::FrameGuard guard;
   std::string endpoint;
   explicit Rig(size_t max_frames) : guard(options(max_frames)) {
-    const std::string inside = transport::privateEndpoint();
     router.set(zmq::sockopt::linger, 0);
-    router.bind(inside);
-    endpoint = guard.start("tcp://127.0.0.1:0", inside);
+    router.bind(inside.endpoint());
+    endpoint = guard.start("tcp://127.0.0.1:0", inside.endpoint());
   }
   static transport::FrameGuardOptions options(size_t max_frames) {
     transport::FrameGuardOptions o;
@@ -137,7 +139,8 @@ TEST_CASE("a message over the frame limit closes its connection before the ROUTE
 
 TEST_CASE("an endpoint the guard cannot listen on is an error with the endpoint in it") {
   transport::FrameGuard guard({});
-  const std::string inside = transport::privateEndpoint();
+  transport::PrivateEndpoint here;
+  const std::string inside = here.endpoint();
   CHECK_THROWS_WITH_AS(guard.start("ipc:///tmp/x", inside), doctest::Contains("tcp://"),
                        std::runtime_error);
   CHECK_THROWS_WITH_AS(guard.start("tcp://127.0.0.1:99999", inside), doctest::Contains("port"),
@@ -167,7 +170,8 @@ TEST_CASE("without room in the growth budget the guard relays large messages by 
   zmq::context_t ctx;
   zmq::socket_t router{ctx, zmq::socket_type::router};
   router.set(zmq::sockopt::linger, 0);
-  const std::string inside = transport::privateEndpoint();
+  transport::PrivateEndpoint here;
+  const std::string inside = here.endpoint();
   router.bind(inside);
   transport::FrameGuard guard(o);
   zmq::socket_t d(ctx, zmq::socket_type::dealer);
@@ -265,4 +269,51 @@ TEST_CASE("a header claiming a large body gets no pipe: only a body that streams
   CHECK(got[1] == big);
   CHECK(rig.guard.counts().pipes == 0);  // the up direction's pipe went with its frame
   for (int fd : fds) ::close(fd);
+}
+
+TEST_CASE("the ROUTER's socket behind the guard is in a directory only its user can enter") {
+  std::string dir;
+  {
+    transport::PrivateEndpoint inside;
+    REQUIRE(inside.endpoint().rfind("ipc:///", 0) == 0);
+    const std::string path = inside.endpoint().substr(6);
+    dir = path.substr(0, path.rfind('/'));
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    zmq::context_t ctx;
+    zmq::socket_t router(ctx, zmq::socket_type::router);
+    router.set(zmq::sockopt::linger, 0);
+    router.bind(inside.endpoint());
+    CHECK(::access(path.c_str(), F_OK) == 0);
+  }
+  struct stat gone {};
+  CHECK(::stat(dir.c_str(), &gone) != 0);  // removed with the endpoint, socket file and all
+}
+
+TEST_CASE("a peer claiming a routing id of libzmq's own form is refused, its own name passes") {
+  // libzmq gives its peers a zero byte and a counter; a peer announcing the next such id would
+  // make the ROUTER's generated one collide (libzmq aborts) or take a gone peer's place.
+  Rig rig(4);
+  zmq::socket_t squatter(rig.ctx, zmq::socket_type::dealer);
+  squatter.set(zmq::sockopt::linger, 0);
+  squatter.set(zmq::sockopt::routing_id, std::string("\0\x6b\x8b\x45\x67", 5));
+  squatter.connect(rig.endpoint);
+  squatter.send(zmq::buffer(std::string("squat")), zmq::send_flags::none);
+  for (int i = 0; i < 50 && rig.guard.counts().refused == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(rig.guard.counts().refused >= 1);
+  CHECK(rig.guard.lastRefusal().rfind("reserved_identity", 0) == 0);
+  CHECK(receiveMessage(rig.router, 300).empty());
+
+  zmq::socket_t named(rig.ctx, zmq::socket_type::dealer);
+  named.set(zmq::sockopt::linger, 0);
+  named.set(zmq::sockopt::routing_id, std::string("worker-1"));
+  named.connect(rig.endpoint);
+  named.send(zmq::buffer(std::string("hello")), zmq::send_flags::none);
+  const auto got = receiveMessage(rig.router);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0] == "worker-1");
+  CHECK(got[1] == "hello");
 }

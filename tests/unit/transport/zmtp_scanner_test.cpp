@@ -171,3 +171,60 @@ TEST_CASE("body bytes passed on unseen leave the scanner where feeding them woul
   CHECK_FALSE(s.feed(flood));
   CHECK(s.reason() == reference.reason());
 }
+
+namespace {
+
+// A READY command (ZMTP 3.0: the name, then properties of a 1-byte name length, the name, a
+// 4-byte big-endian value length and the value) with the given properties.
+Bytes ready(const std::vector<std::pair<std::string, Bytes>>& properties) {
+  Bytes body{5, 'R', 'E', 'A', 'D', 'Y'};
+  for (const auto& [name, value] : properties) {
+    body.push_back(uint8_t(name.size()));
+    body.insert(body.end(), name.begin(), name.end());
+    for (int shift = 24; shift >= 0; shift -= 8) body.push_back(uint8_t(value.size() >> shift));
+    body.insert(body.end(), value.begin(), value.end());
+  }
+  Bytes f = frame(0x04, body.size());
+  std::copy(body.begin(), body.end(), f.end() - long(body.size()));
+  return f;
+}
+
+const Bytes kDealer{'D', 'E', 'A', 'L', 'E', 'R'};
+
+}  // namespace
+
+TEST_CASE("a READY naming a routing id that starts with a zero byte is refused, any other passes") {
+  // libzmq's own ids are a zero byte and a counter: a peer claiming one could collide with the next
+  // generated id (libzmq aborts) or take over a gone worker's.
+  const Bytes reserved{0x00, 0x6b, 0x8b, 0x45, 0x67};
+  for (const std::string name : {"Identity", "identity"}) {
+    const Bytes stream =
+        greeting() + ready({{"Socket-Type", kDealer}, {name, reserved}}) + frame(0x00, 5);
+    for (size_t chunk : {1u, 3u, 4096u}) {
+      ZmtpScanner s(ZmtpLimits{});
+      CHECK_FALSE(feedInChunks(s, stream, chunk));
+      CHECK(s.reason().rfind("reserved_identity:", 0) == 0);
+    }
+  }
+  const Bytes chosen{'w', 'o', 'r', 'k', 'e', 'r', '-', '1'};
+  for (const Bytes& id : {Bytes{}, chosen}) {
+    ZmtpScanner s(ZmtpLimits{});
+    CHECK(feedInChunks(
+        s, greeting() + ready({{"Socket-Type", kDealer}, {"Identity", id}}) + frame(0x00, 5), 2));
+    CHECK(s.messages() == 1);
+  }
+  // Only the first command is read: a later one is passed whatever it holds.
+  ZmtpScanner later(ZmtpLimits{});
+  CHECK(feedInChunks(later,
+                     greeting() + ready({{"Socket-Type", kDealer}}) +
+                         ready({{"Identity", reserved}}) + frame(0x00, 1),
+                     5));
+}
+
+TEST_CASE("a first command over 4 KiB is refused at its size") {
+  ZmtpScanner s(ZmtpLimits{});
+  CHECK_FALSE(feedInChunks(s, greeting() + frame(0x04, 4097), 64));
+  CHECK(s.reason().rfind("not_zmtp3_null: a first command of 4097 bytes", 0) == 0);
+  ZmtpScanner ok(ZmtpLimits{});
+  CHECK(feedInChunks(ok, greeting() + ready({{"X-Pad", Bytes(4000, 1)}}) + frame(0x00, 1), 64));
+}
