@@ -192,6 +192,7 @@ void CoordinatorCore::handleJoin(const std::string& peer, const wire::Join& join
   }
   Worker& w = membership_.admit(peer, join, now_);
   w.evaluates = join.eval_rows() > 0;
+  w.eval_rows = join.eval_rows();
   if (join.has_link()) takeLink(w, join.link(), false);
   w.rec.alive = true;
   w.rec.pushed = false;
@@ -410,7 +411,9 @@ void CoordinatorCore::acceptPush(Worker& w, const Message& msg, size_t wire_byte
   w.loss = push.local_loss();
   if (tally_) tally_->notePush(w);
   w.rec.pushed = true;
-  if (!takeEvaluation(w.rec, push, round_, kMaxSamplesPerWorker)) {
+  // An evaluation over more rows than the worker's join declared is not its own: refused, or one
+  // member could outweigh the fleet's held-out rows (and end the run at target_accuracy).
+  if (!takeEvaluation(w.rec, push, round_, std::min(kMaxSamplesPerWorker, w.eval_rows))) {
     ++counters_.evaluations_unusable;
     spdlog::debug("worker {} ({}): unusable evaluation with its push: dropped", w.rec.id,
                   w.rec.name);
@@ -592,6 +595,7 @@ void CoordinatorCore::roundTimers() {
 
 Effects CoordinatorCore::handleTimeout(double now) {
   now_ = now;
+  housekeeping_at_ = now + options_.heartbeat_seconds;
   tallyStale();
   if (finished()) return take();
   // A worker gone for long is forgotten, so that the table and the checkpoint do not grow.

@@ -197,6 +197,7 @@ class CoordinatorCore {
   Counters counters_;
   uint64_t round_ = 0;  // the round being collected
   double round_deadline_ = 0.0;
+  double housekeeping_at_ = 0.0;      // handleTimeout is due by then at the latest
   std::optional<double> start_time_;  // when training (time_s 0) began, once it has
   double resumed_elapsed_ = 0.0;      // time_s the restored checkpoint had reached
   std::set<uint32_t> told_to_finish_, finish_unacked_;

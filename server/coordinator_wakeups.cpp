@@ -9,7 +9,9 @@
 namespace tern::server {
 
 double CoordinatorCore::sharedTimeout(double now) const {
-  double t = now + options_.heartbeat_seconds;
+  // At least once a heartbeat period whatever the traffic: a run whose rounds close faster than
+  // any timer falls due must still forget the long gone (their rows fill the CSV and the log).
+  double t = std::min(now + options_.heartbeat_seconds, housekeeping_at_);
   if (phase_.is(Phase::kRunning)) t = std::min(t, round_deadline_);
   // The resume grace matters only while a worker is back (else: a wake-up in the past).
   if (phase_.is(Phase::kResuming) && phase_.resume_deadline && membership_.alive() > 0)

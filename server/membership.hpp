@@ -40,6 +40,7 @@ struct Worker {
   uint64_t instance = 0;     // the worker process holding the name (0 = unknown)
   bool acks_finish = false;  // answers a Finish with a Leave
   bool evaluates = false;    // has held-out rows: asked for federated evaluations
+  uint64_t eval_rows = 0;    // the held-out rows its join declared: the most an evaluation counts
   double last_seen = 0.0;
   double last_sent = 0.0;
   double joined_at = 0.0;                // when its present process joined (not checkpointed)

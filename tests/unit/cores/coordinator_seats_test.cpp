@@ -112,3 +112,28 @@ TEST_CASE("a gone member that never pushed is forgotten after pending_seconds, n
   CHECK(pushBoth(h, a, b));
   for (const auto& w : h.core->lastRecord().workers) CHECK(w.name != "fake");
 }
+
+TEST_CASE("a gone member is forgotten while rounds close faster than any timer falls due") {
+  // The daemon calls handleTimeout only at nextTimeout: with a round closing every 10 ms the
+  // shared timer must not slide ahead with the clock, or the gone are never forgotten.
+  Harness h;
+  h.settings.joins.pending_seconds = 30.0;
+  h.settings.max_rounds = 10000;
+  h.withTimers(2.0, 5.0);
+  const auto [a, b] = h.joinAB();
+  idOf(h.join("F", "fake", 100), "F");
+  h.core->onMessage("F", h.leave(), 10, h.now);  // gone at once, never having pushed
+  REQUIRE(h.core->aliveWorkers() == 2);
+  size_t ticks = 0;
+  for (int step = 0; step < 4000; ++step) {  // 40 s
+    h.now += 0.01;
+    REQUIRE(pushBoth(h, a, b));
+    if (h.now >= h.core->nextWakeup()) {
+      h.core->onTick();
+      ++ticks;
+    }
+  }
+  CHECK(ticks >= 20);  // at least once a heartbeat period (2 s)
+  CHECK(ticks <= 60);
+  for (const auto& w : h.core->lastRecord().workers) CHECK(w.name != "fake");
+}

@@ -69,18 +69,58 @@ TEST_CASE("the round's accuracy is the row-weighted mean of the workers' evaluat
   h.core->onMessage("A", evaluatedPush(h, a, 2, 0.9, 300, 0.2), 50, h.now);
   h.core->onMessage("B", evaluatedPush(h, b, 2, 0.5, 100, 1.0), 50, h.now);
   REQUIRE(h.core->round() == 3);
-  const double expected = (0.9 * 300 + 0.5 * 100) / 400.0;
+  // b declared no held-out rows: its 100 are not its own, so only a's count.
+  CHECK(h.core->counters().evaluations_unusable == 1);
+  REQUIRE(h.core->accuracy().has_value());
+  CHECK(*h.core->accuracy() == doctest::Approx(0.9));
+  CHECK(h.core->lastRecord().federated_rows == 300);
+  CHECK(h.core->lastRecord().evaluated);
+  // Model 4: a and c (150 held-out rows) report.
+  const uint32_t c = idOf(h.core->onMessage("C", joinWithEval(150, "c"), 10, h.now), "C");
+  for (uint64_t r = 3; r < 5; ++r) {
+    const bool eval = r == 4;
+    h.core->onMessage(
+        "A",
+        eval ? evaluatedPush(h, a, r, 0.8, 300, 0.2) : h.push(a, r, std::vector<float>(8, 0.01f)),
+        50, h.now);
+    h.core->onMessage("B", h.push(b, r, std::vector<float>(8, 0.01f)), 50, h.now);
+    h.core->onMessage(
+        "C",
+        eval ? evaluatedPush(h, c, r, 0.5, 150, 1.0) : h.push(c, r, std::vector<float>(8, 0.01f)),
+        50, h.now);
+  }
+  REQUIRE(h.core->round() == 5);
+  const double expected = (0.8 * 300 + 0.5 * 150) / 450.0;
   REQUIRE(h.core->accuracy().has_value());
   CHECK(*h.core->accuracy() == doctest::Approx(expected));
   CHECK(h.core->lastRecord().test_accuracy == doctest::Approx(expected));
-  CHECK(h.core->lastRecord().federated_rows == 400);
-  CHECK(h.core->lastRecord().evaluated);
+  CHECK(h.core->lastRecord().federated_rows == 450);
   REQUIRE(h.core->lastFederated().has_value());
-  CHECK(h.core->lastFederated()->loss == doctest::Approx((0.2 * 300 + 1.0 * 100) / 400.0));
-  CHECK(h.core->lastFederated()->round == 2);
-  CHECK(recordOf(*h.core, a).evaluation.accuracy == doctest::Approx(0.9));
-  CHECK(recordOf(*h.core, b).evaluation.rows == 100);
-  CHECK(h.core->counters().evaluations_unusable == 0);
+  CHECK(h.core->lastFederated()->loss == doctest::Approx((0.2 * 300 + 1.0 * 150) / 450.0));
+  CHECK(h.core->lastFederated()->round == 4);
+  CHECK(recordOf(*h.core, a).evaluation.accuracy == doctest::Approx(0.8));
+  CHECK(recordOf(*h.core, c).evaluation.rows == 150);
+  CHECK(h.core->counters().evaluations_unusable == 1);
+}
+
+TEST_CASE("an evaluation over more rows than the join declared cannot outweigh the fleet") {
+  // One member claiming a perfect score over 2^40 rows would have ended a run at its
+  // target_accuracy at once.
+  Harness h;
+  h.settings.eval_every = 1;
+  h.withTimers(10.0, 100.0);
+  const uint32_t a = idOf(h.core->onMessage("A", joinWithEval(400, "a"), 10, h.now), "A");
+  const uint32_t m = idOf(h.core->onMessage("M", joinWithEval(1, "m"), 10, h.now), "M");
+  h.core->onMessage("A", evaluatedPush(h, a, 0, 0.6, 400), 50, h.now);
+  h.core->onMessage("M", evaluatedPush(h, m, 0, 1.0, uint64_t(1) << 40), 50, h.now);
+  REQUIRE(h.core->round() == 1);
+  CHECK(h.core->counters().evaluations_unusable == 1);
+  REQUIRE(h.core->accuracy().has_value());
+  CHECK(*h.core->accuracy() == doctest::Approx(0.6));
+  // Its declared row counts, as any member's.
+  h.core->onMessage("A", evaluatedPush(h, a, 1, 0.6, 400), 50, h.now);
+  h.core->onMessage("M", evaluatedPush(h, m, 1, 1.0, 1), 50, h.now);
+  CHECK(*h.core->accuracy() == doctest::Approx((0.6 * 400 + 1.0) / 401.0));
 }
 
 TEST_CASE("unusable or stale evaluations are dropped and counted, the push still counts") {

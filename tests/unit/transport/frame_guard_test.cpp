@@ -5,10 +5,9 @@
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
