@@ -1,9 +1,9 @@
 #pragma once
 // Strings from peers (worker names, leave reasons, error texts, a status document) shown in logs,
 // metrics labels and on a terminal: control characters (C0, DEL and C1: a newline that would
-// forge a log line, an escape sequence that would drive the terminal) and bytes that are not
-// UTF-8 are written as \xNN, and the text is cut at `max_bytes` on a character boundary ("..."
-// marks the cut).
+// forge a log line, an escape sequence that would drive the terminal), invisible and
+// direction-changing characters, and bytes that are not UTF-8 are written as \xNN, and the text is
+// cut at `max_bytes` on a character boundary ("..." marks the cut).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,7 +13,16 @@ namespace tern {
 
 namespace detail {
 
-// The length of the valid UTF-8 character at s[i] that is not a control character, or 0.
+// Code points that show nothing or reorder what follows: a name that holds one can pass for
+// another (a zero-width space, a right-to-left override) and a line separator forges a log line.
+inline bool invisible(uint32_t cp) {
+  return cp == 0xad || cp == 0x61c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff ||
+         (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
+// The length of the valid UTF-8 character at s[i] that is not a control or invisible character
+// (above), or 0.
 inline size_t printableCharAt(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = b(i);
@@ -40,7 +49,7 @@ inline size_t printableCharAt(std::string_view s, size_t i) {
   const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
   const bool surrogate = cp >= 0xd800 && cp <= 0xdfff;
   const bool c1 = cp >= 0x80 && cp <= 0x9f;
-  if (overlong || surrogate || c1 || cp > 0x10ffff) return 0;
+  if (overlong || surrogate || c1 || cp > 0x10ffff || invisible(cp)) return 0;
   return n;
 }
 

@@ -59,6 +59,19 @@ TEST_CASE("a join is admitted under any name a worker's configuration accepts, a
   CHECK(config::workerNameProblem("pi-3 (kitchen, ünïcode)").empty());
 }
 
+TEST_CASE(
+    "a name with an invisible or direction-changing character is refused, any script passes") {
+  // Each could make one worker's name pass for another's in logs and status.
+  for (const char* invisible : {"worker-0\u200b", "worker-\u202e0", "worker-0\u2028[error] x",
+                                "\ufeffworker-0", "worker\u00ad-0", "worker-\u20600"}) {
+    CHECK_MESSAGE(!config::workerNameProblem(invisible).empty(), invisible);
+    CHECK(tern::printable(invisible).find("\\x") != std::string::npos);
+  }
+  for (const char* fine : {"пи-1", "ラズパイ-2", "جهاز-3", "w\u00e9-4"}) {
+    CHECK_MESSAGE(config::workerNameProblem(fine).empty(), fine);
+  }
+}
+
 TEST_CASE("a name held by a live worker process is refused to another, kept on a reconnect") {
   Harness h;
   h.withTimers(2.0, 10.0);
