@@ -273,9 +273,13 @@ void readCoordinatorBody(MapReader& m, CoordinatorSettings& s) {
            "evaluated by its trainers (federated evaluation): leave 'test_data' out");
   }
   s.metrics_csv = m.get<std::string>("metrics_csv", s.metrics_csv);
-  s.max_message_bytes =
-      m.inRange<size_t>("max_message_bytes",
-                        m.get<size_t>("max_message_bytes", s.max_message_bytes), 1024, 1ull << 32);
+  s.max_message_bytes_given =
+      m.has("max_message_bytes") && m.get<std::string>("max_message_bytes", "") != "auto";
+  if (s.max_message_bytes_given) {
+    s.max_message_bytes = m.inRange<size_t>("max_message_bytes",
+                                            m.get<size_t>("max_message_bytes", s.max_message_bytes),
+                                            1024, 1ull << 32);
+  }
   if (m.has("checkpoint")) {
     MapReader c = m.child("checkpoint");
     s.checkpoint.path = c.get<std::string>("path", s.checkpoint.path);

@@ -1,6 +1,7 @@
 #pragma once
 // Validated configuration of the coordinator, the worker and the simulator, parsed once from
 // YAML and passed by const& from then on. Parsing errors name file:line:column.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -143,7 +144,10 @@ struct CoordinatorSettings {
   StragglerSettings stragglers;
   ml::DataSource test_data;
   std::string metrics_csv;
+  // The largest message part it takes. Not given (or `auto`): the daemon sets it from the model
+  // at start (autoMaxMessageBytes), so that no peer can make it hold more than a push needs.
   size_t max_message_bytes = 64u << 20;
+  bool max_message_bytes_given = false;
   CheckpointSettings checkpoint;
   SecuritySettings security;
   JoinSettings joins;
@@ -276,6 +280,15 @@ SimSettings loadSimSettings(const std::string& file);
 // Sets the simulated fleet's size and what follows from it: the coordinator waits for all of
 // them (min_workers) and tracks at least that many (max_workers).
 void setSimWorkers(SimSettings& s, uint32_t workers);
+
+// A coordinator's max_message_bytes for a model of `params` parameters when none is given: the
+// densest push a worker can send (a sparse code of every coordinate, 8 bytes each) and 64 KiB
+// for the codec's header and link probes, at least 256 KiB. Each unauthenticated connection can
+// make libzmq hold one such part while it arrives (docs/security.md).
+inline size_t autoMaxMessageBytes(size_t params) {
+  const uint64_t need = 8 * uint64_t(params) + (64u << 10);
+  return size_t(std::clamp<uint64_t>(need, 256u << 10, uint64_t(1) << 32));
+}
 
 // "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes of UTF-8
 // without control characters: it goes into the coordinator's logs, status and metrics labels);

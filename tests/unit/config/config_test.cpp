@@ -748,3 +748,23 @@ TEST_CASE("tern-sim's --workers past the file's count moves the coordinator's li
   CHECK(s.coordinator.min_workers == 2);
   CHECK(s.coordinator.max_workers == most);  // never lowered below what the file allows
 }
+
+TEST_CASE("a coordinator's max_message_bytes is auto unless given: what the densest push needs") {
+  const auto unset = loadCoordinatorSettings(writeTemp("mmb-unset.yaml", "security: none\n"));
+  CHECK_FALSE(unset.max_message_bytes_given);
+  const auto named = loadCoordinatorSettings(
+      writeTemp("mmb-auto.yaml", "max_message_bytes: auto\nsecurity: none\n"));
+  CHECK_FALSE(named.max_message_bytes_given);
+  const auto given = loadCoordinatorSettings(
+      writeTemp("mmb-given.yaml", "max_message_bytes: 4096\nsecurity: none\n"));
+  CHECK(given.max_message_bytes_given);
+  CHECK(given.max_message_bytes == 4096);
+  CHECK_FALSE(errorOf([&] {
+                loadCoordinatorSettings(
+                    writeTemp("mmb-small.yaml", "max_message_bytes: 10\nsecurity: none\n"));
+              }).empty());
+  // 8 bytes a coordinate (a sparse code of all of them) and 64 KiB, never under 256 KiB.
+  CHECK(autoMaxMessageBytes(7850) == 256u << 10);
+  CHECK(autoMaxMessageBytes(1000000) == 8000000u + (64u << 10));
+  CHECK(autoMaxMessageBytes(size_t(1) << 40) == size_t(1) << 32);
+}
