@@ -44,6 +44,11 @@ void readWorkerData(MapReader& m, WorkerSettings& s) {
     s.data_mode = "local";
     return;
   }
+  if (!m.has("data")) {
+    m.failHere(
+        "a worker needs 'data' (the rows it trains on: docs/configuration.md) or "
+        "'trainer: {kind: external, endpoint: ...}' (a trainer that holds them: docs/python.md)");
+  }
   MapReader d = m.child("data");
   s.data_mode = d.oneOf("mode", d.get<std::string>("mode", s.data_mode), {"shard", "local"});
   readDataSource(d, s.data, ml::DataSource::Split::kTrain);

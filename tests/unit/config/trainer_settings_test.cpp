@@ -107,3 +107,10 @@ TEST_CASE("model.kind external needs its file and takes no test_data") {
   const auto builtin_file = writeYaml("builtin-file", "model: {kind: softmax, file: m}\n");
   CHECK(has(errorOf([&] { loadCoordinatorSettings(builtin_file); }), "needs 'kind: external'"));
 }
+
+TEST_CASE("a worker with neither data nor an external trainer is told it needs one of them") {
+  const auto bare = writeYaml("no-data", "name: w\n");
+  const std::string why = errorOf([&] { loadWorkerSettings(bare); });
+  CHECK(has(why, "a worker needs 'data'"));
+  CHECK(has(why, "kind: external"));
+}
