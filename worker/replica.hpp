@@ -35,6 +35,8 @@ class Replica {
                                                 std::string& error) const;
   void reset(std::vector<float> params, uint64_t round);
   void clear() { params_ = std::make_shared<std::vector<float>>(); }
+  // The last join named a replica (announce found one to name).
+  bool named() const { return announced_checksum_.has_value(); }
 
   // The model part of a round start: the full model, or the update taken into the replica.
   enum class Sync { done, rejoin, refused };

@@ -299,10 +299,13 @@ Effects WorkerCore::handleWelcome(const Message& msg, double now) {
     std::string error;
     auto held = replica_.fromWelcome(w, msg.payload, m.numParams(), error);
     if (!held) {
-      // Asked again at once (unless stopping), naming no replica: the whole model comes.
+      // Asked again at once (unless stopping), naming no replica: the whole model comes. A join
+      // that named none already is not answered so by a coordinator that keeps the protocol:
+      // that one waits for the usual retry, not a join per welcome.
+      const bool named = replica_.named();
       replica_.clear();
       auto out = refuseWelcome(w, {"welcome without the whole model, but " + error}, now);
-      if (stopping_) return out;
+      if (stopping_ || !named) return out;
       ++stats_.rejoins;
       for (auto& j : join(now)) out.send.push_back(std::move(j));
       out.wake_at = nextWakeup();

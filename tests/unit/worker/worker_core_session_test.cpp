@@ -61,6 +61,11 @@ TEST_CASE("a welcome without the model is taken only as the replica the join nam
     REQUIRE(answer.size() == 2);  // a Leave, and a join at once that names no replica
     CHECK(answer.front().envelope.has_leave());
     CHECK(answer.back().envelope.join().replica_checksum() == 0);
+    // The same again, to a join that named no replica: a coordinator out of the protocol, which
+    // gets a Leave and the worker's usual retry, not a join per welcome.
+    const auto again = fresh.core->onMessage(m, 10);
+    REQUIRE(again.size() == 1);
+    CHECK(again.front().envelope.has_leave());
   }
   {
     // A stopping worker (its welcome taken in the wait after the stop) only refuses: no join.
