@@ -356,7 +356,13 @@ void CoordinatorCore::handlePush(const std::string& peer, const Message& msg, si
     counters_.upload_bytes += wire_bytes;
     ack(true);
   } else if (!phase_.is(Phase::kRunning) || push.round() != round_ || !w->plan.in_round) {
-    refuseOffRound(*w, push.round(), received_at);
+    // A round the worker could not compute, said after it closed (a trainer's timeout outlasts
+    // the deadline): counted, nothing to refuse or to ask again, and no sign of a timely push.
+    if (!push.failure().empty()) {
+      ++counters_.rejections["worker_failed"];
+    } else {
+      refuseOffRound(*w, push.round(), received_at);
+    }
   } else if (w->rec.pushed) {
     // Idempotent: a duplicate of an accepted push is acknowledged again, not applied twice.
     ++counters_.rejections["duplicate"];

@@ -117,7 +117,9 @@ std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms
     count(&ExternalTrainerCounters::malformed);
     spdlog::warn("the trainer speaks protocol version {}, this worker {}", in.env.version(),
                  kVersion);
-    sendError(in.peer, "this worker speaks trainer protocol version " + std::to_string(kVersion));
+    if (!in.env.has_error()) {  // an Error is not answered: another version's Error neither
+      sendError(in.peer, "this worker speaks trainer protocol version " + std::to_string(kVersion));
+    }
     return std::nullopt;
   }
   if (frames->parts.size() > 1) in.payload = std::move(frames->parts[1]);
@@ -203,7 +205,10 @@ std::optional<LocalData> ExternalTrainer::waitForHello(const std::function<bool(
       if (onHello(in->peer, in->env)) return described_;
     } else {
       spdlog::debug("a message from the trainer before its Hello: ignored");
-      sendError(in->peer, "say Hello first: this worker has no accepted Hello from its trainer");
+      // Never an Error for an Error: two peers doing so would answer each other for good.
+      if (!in->env.has_error()) {
+        sendError(in->peer, "say Hello first: this worker has no accepted Hello from its trainer");
+      }
     }
   }
   return std::nullopt;

@@ -283,11 +283,12 @@ void setSimWorkers(SimSettings& s, uint32_t workers);
 
 // A coordinator's max_message_bytes for a model of `params` parameters when none is given: the
 // densest push a worker can send (a sparse code of every coordinate, 8 bytes each) and 64 KiB
-// for the codec's header and link probes, at least 256 KiB. Each unauthenticated connection can
+// for the codec's header and link probes, at least 1 MiB (the largest envelope frame a message
+// may have: a join's label histogram can take most of it). Each unauthenticated connection can
 // make libzmq hold one such part while it arrives (docs/security.md).
 inline size_t autoMaxMessageBytes(size_t params) {
   const uint64_t need = 8 * uint64_t(params) + (64u << 10);
-  return size_t(std::clamp<uint64_t>(need, 256u << 10, uint64_t(1) << 32));
+  return size_t(std::clamp<uint64_t>(need, 1u << 20, uint64_t(1) << 32));
 }
 
 // "" when `name` can name a worker at the coordinator (1 to kMaxWorkerNameBytes bytes of UTF-8

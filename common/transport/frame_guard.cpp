@@ -23,6 +23,7 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace tern::transport {
 
@@ -381,19 +382,24 @@ std::string endpointText(const tcp::endpoint& ep) {
 }  // namespace
 
 PrivateEndpoint::PrivateEndpoint() {
-  std::string base = "/tmp";
-  for (const char* var : {"TMPDIR", "RUNTIME_DIRECTORY"}) {
+  std::vector<std::string> bases;
+  for (const char* var : {"RUNTIME_DIRECTORY", "TMPDIR"}) {
     const char* v = std::getenv(var);
     // The socket's path must fit sockaddr_un's 108 bytes with "/tern-XXXXXX/router".
-    if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) base = v;
+    if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) bases.push_back(v);
   }
-  std::string templ = base + "/tern-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) {
-    throw std::runtime_error("cannot make a private directory under " + base + ": " +
-                             std::strerror(errno));
+  bases.push_back("/tmp");
+  std::string failures;
+  for (const auto& base : bases) {  // the first that takes a directory
+    std::string templ = base + "/tern-XXXXXX";
+    if (::mkdtemp(templ.data()) != nullptr) {
+      dir_ = templ;
+      endpoint_ = "ipc://" + dir_ + "/router";
+      return;
+    }
+    failures += " " + base + ": " + std::strerror(errno) + ";";
   }
-  dir_ = templ;
-  endpoint_ = "ipc://" + dir_ + "/router";
+  throw std::runtime_error("cannot make a private directory for the ROUTER's socket:" + failures);
 }
 
 PrivateEndpoint::~PrivateEndpoint() {

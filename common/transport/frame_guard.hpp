@@ -30,9 +30,9 @@ struct FrameGuardOptions {
 };
 
 // A unix socket endpoint for the ROUTER behind the guard that only this user (and root) can
-// reach: "ipc://DIR/router" in a fresh directory of mode 0700 under $RUNTIME_DIRECTORY, $TMPDIR
-// or /tmp (an abstract socket has no permissions: any local user could bypass the guard). The
-// directory and the socket file are removed with it.
+// reach: "ipc://DIR/router" in a fresh directory of mode 0700 under the first of
+// $RUNTIME_DIRECTORY, $TMPDIR and /tmp that takes one (an abstract socket has no permissions: any
+// local user could bypass the guard). The directory and the socket file are removed with it.
 class PrivateEndpoint {
  public:
   PrivateEndpoint();  // throws std::runtime_error when no directory can be made

@@ -103,6 +103,12 @@ bool ZmtpScanner::takeFlags(uint8_t flags) {
     return false;
   }
   command_ = (flags & kCommand) != 0;
+  // libzmq reads the first frame after the greeting as the handshake's command whatever its
+  // flags: one sent as a message frame would carry a READY past the check below.
+  if (!command_ && !first_command_done_) {
+    refuse("not_zmtp3_null: the first frame after the greeting is not a command");
+    return false;
+  }
   if (command_ && (flags & kMore)) {
     refuse("not_zmtp3_null: a command frame with the more flag");
     return false;

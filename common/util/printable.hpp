@@ -15,10 +15,13 @@ namespace detail {
 
 // Code points that show nothing or reorder what follows: a name that holds one can pass for
 // another (a zero-width space, a right-to-left override) and a line separator forges a log line.
+// The joiners U+200C and U+200D are left: Persian, Indic scripts and emoji sequences need them.
 inline bool invisible(uint32_t cp) {
-  return cp == 0xad || cp == 0x61c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
-         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff ||
-         (cp >= 0xfff9 && cp <= 0xfffb);
+  return cp == 0xad || cp == 0x34f || cp == 0x61c || cp == 0x115f || cp == 0x1160 || cp == 0x17b4 ||
+         cp == 0x17b5 || cp == 0x180e || cp == 0x200b || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 ||
+         cp == 0xfeff || cp == 0xffa0 || (cp >= 0xfff9 && cp <= 0xfffb) ||
+         (cp >= 0xe0000 && cp <= 0xe007f);
 }
 
 // The length of the valid UTF-8 character at s[i] that is not a control or invisible character

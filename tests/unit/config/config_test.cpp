@@ -763,8 +763,9 @@ TEST_CASE("a coordinator's max_message_bytes is auto unless given: what the dens
                 loadCoordinatorSettings(
                     writeTemp("mmb-small.yaml", "max_message_bytes: 10\nsecurity: none\n"));
               }).empty());
-  // 8 bytes a coordinate (a sparse code of all of them) and 64 KiB, never under 256 KiB.
-  CHECK(autoMaxMessageBytes(7850) == 256u << 10);
+  // 8 bytes a coordinate (a sparse code of all of them) and 64 KiB, never under the 1 MiB an
+  // envelope frame may take.
+  CHECK(autoMaxMessageBytes(7850) == 1u << 20);
   CHECK(autoMaxMessageBytes(1000000) == 8000000u + (64u << 10));
   CHECK(autoMaxMessageBytes(size_t(1) << 40) == size_t(1) << 32);
 }

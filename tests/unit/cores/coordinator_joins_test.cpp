@@ -67,7 +67,11 @@ TEST_CASE(
     CHECK_MESSAGE(!config::workerNameProblem(invisible).empty(), invisible);
     CHECK(tern::printable(invisible).find("\\x") != std::string::npos);
   }
-  for (const char* fine : {"пи-1", "ラズパイ-2", "جهاز-3", "w\u00e9-4"}) {
+  CHECK_FALSE(config::workerNameProblem("worker-0\u3164").empty());      // a Hangul filler
+  CHECK_FALSE(config::workerNameProblem("worker-0\U000E0041").empty());  // a tag character
+  // Joiners stay: Persian and Indic names and emoji sequences need them.
+  for (const char* fine :
+       {"пи-1", "ラズパイ-2", "جهاز-3", "w\u00e9-4", "می\u200cخواهم", "क्\u200dष", "👩\u200d💻"}) {
     CHECK_MESSAGE(config::workerNameProblem(fine).empty(), fine);
   }
 }

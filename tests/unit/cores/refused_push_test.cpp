@@ -699,3 +699,26 @@ TEST_CASE("a failed round's push says why, carries nothing and closes the round 
   CHECK(c.coordinator->rejections().at("worker_failed") == 1);
   CHECK(c.coordinator->reasked() == 0);
 }
+
+TEST_CASE("a failed round said after the round closed is counted, not taken as a late push") {
+  Cluster c(2);
+  // Worker 1's failure for round 0 reaches the coordinator only after the round closed without it.
+  c.workers[1]->setFailure([](const worker::GradientRequest& r) -> std::string {
+    return r.round == 0 ? "the trainer did not answer within 60 s" : "";
+  });
+  c.hold = [&](size_t i, const Message&) { return i == 1; };  // its link holds all it sends
+  c.start();
+  REQUIRE(c.held.size() == 1);
+  c.now += c.cs.round_deadline_seconds + 0.01;
+  c.tick();
+  REQUIRE(c.coordinator->round() == 1);  // round 0 closed at its deadline, round 1 waits
+  REQUIRE(c.held.size() == 2);
+  const uint64_t late_before = c.coordinator->counters().late_pushes;
+  auto [i, m] = std::move(c.held.front());
+  REQUIRE(!m.envelope.push().failure().empty());
+  const size_t bytes = m.envelope.ByteSizeLong();
+  const auto answers = c.coordinator->onMessage(peerOf(i), m, bytes, c.now);
+  CHECK(answers.empty());  // nothing to refuse: its round is over
+  CHECK(c.coordinator->rejections().at("worker_failed") == 1);
+  CHECK(c.coordinator->counters().late_pushes == late_before);
+}

@@ -367,8 +367,18 @@ TEST_CASE("a message that does not parse, or comes before a Hello, is answered w
   w.fake.send(early, nullptr);
   const std::string text = w.fake.receive().error().text();
   CHECK(text.find("Hello") != std::string::npos);  // the Python trainer says Hello again on it
+  // An Error is never answered with one, or two such peers would talk for good.
+  trainer::Envelope error;
+  error.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  error.mutable_error()->set_text("a message I cannot take");
+  w.fake.send(error, nullptr);
+  error.set_version(trainer::TRAINER_PROTOCOL_VERSION + 1);
+  w.fake.send(error, nullptr);
+  w.fake.sock.set(zmq::sockopt::rcvtimeo, 300);
+  zmq::message_t none;
+  CHECK_FALSE(w.fake.sock.recv(none).has_value());
   CHECK(w.stopWithoutHello());
-  CHECK(w.trainer.counters().malformed == 1);
+  CHECK(w.trainer.counters().malformed == 2);  // the junk and the other version's Error
 }
 
 TEST_CASE("a Hello with no training rows is refused: the coordinator takes no worker without") {

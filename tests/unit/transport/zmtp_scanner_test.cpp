@@ -116,11 +116,12 @@ TEST_CASE("a message whose frames together pass the message limit is refused at 
   limits.max_message_bytes = 2500;
   ZmtpScanner ok(limits);
   // Messages of 2,500, 2,000 and 500 bytes: the count starts again with every message.
-  CHECK(ok.feed(greeting() + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x00, 500) +
+  CHECK(ok.feed(greeting() + kReady + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x00, 500) +
                 frame(0x01, 1000) + frame(0x00, 1000) + frame(0x00, 500)));
   CHECK(ok.messages() == 3);
   ZmtpScanner s(limits);
-  CHECK_FALSE(s.feed(greeting() + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x01, 501)));
+  CHECK_FALSE(
+      s.feed(greeting() + kReady + frame(0x01, 1000) + frame(0x01, 1000) + frame(0x01, 501)));
   CHECK(s.reason().rfind("message_too_large", 0) == 0);
 }
 
@@ -227,4 +228,13 @@ TEST_CASE("a first command over 4 KiB is refused at its size") {
   CHECK(s.reason().rfind("not_zmtp3_null: a first command of 4097 bytes", 0) == 0);
   ZmtpScanner ok(ZmtpLimits{});
   CHECK(feedInChunks(ok, greeting() + ready({{"X-Pad", Bytes(4000, 1)}}) + frame(0x00, 1), 64));
+}
+
+TEST_CASE("a first frame that is not a command is refused: libzmq would read it as the READY") {
+  // A READY naming a reserved id, sent with the flags of a message frame.
+  Bytes smuggled = ready({{"Identity", Bytes{0x00, 1, 2, 3, 4}}});
+  smuggled[0] = 0x00;
+  ZmtpScanner s(ZmtpLimits{});
+  CHECK_FALSE(feedInChunks(s, greeting() + smuggled, 3));
+  CHECK(s.reason() == "not_zmtp3_null: the first frame after the greeting is not a command");
 }
