@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Time to a target accuracy over a fleet of shaped links: the real tern-coordinator and 8
-# tern-worker daemons, each worker in its own network namespace with its uplink and downlink
+# Time to a target accuracy over a fleet of shaped links: the real tern-coordinator and a
+# tern-worker daemon per link of the fleet (8 in fleets A and B), each worker in its own network namespace with its uplink and downlink
 # shaped by tbf, trained by each method on each fleet (docs/fleet.md).
 #
 # Usage (as root): bench/fleet/run.sh [--quick] --csv FILE [--plot FILE.png]
@@ -11,7 +11,8 @@
 #             download_bytes,final_accuracy (the evaluations go to FILE_curves.csv, FILE
 #             less its .csv)
 #   --plot    test accuracy against wall-clock, one panel per fleet and model, a line per method
-# Environment: BIN (build/bin), DATA (/usr/share/datasets/fashion-mnist), FLEETS ("A B"),
+# Environment: BIN (build/bin), DATA (/usr/share/datasets/fashion-mnist), FLEETS ("A B"; each
+#   A, B or the path of a fleet file: your own links and partition, bench/fleet/fleets.py),
 #   METHODS ("fp32 topk1 topk10 tern"), MODELS ("softmax" quick, "softmax cnn" full),
 #   SEEDS ("1" quick, "1 2 3" full), TARGET (0.80) and CNN_TARGET (0.88), MAX_ROUNDS (2000;
 #   the CNN 1000) and RUN_SECONDS (150 quick, 600 full; the CNN 1800): each run's caps (a run
@@ -26,9 +27,8 @@ SRC="$(cd "$HERE/../.." && pwd)"
 BIN="${BIN:-$SRC/build/bin}"
 DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 PY=/usr/bin/python3
-WORKERS=8
 
-usage() { sed -n '6,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+usage() { sed -n '6,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 quick=0 csv_out="" plot_out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -71,6 +71,10 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-
   t10k-labels-idx1-ubyte.gz; do
   [ -r "$DATA/$f" ] || { echo "run.sh: $DATA/$f missing (deploy/install-deps.sh)" >&2; exit 1; }
 done
+# shellcheck disable=SC2086 # FLEETS is a list
+"$PY" "$HERE/fleets.py" check $FLEETS || exit 2
+names=$(for f in $FLEETS; do "$PY" "$HERE/fleets.py" name "$f"; done)
+[ -z "$(sort <<< "$names" | uniq -d)" ] || { echo "run.sh: two fleets named alike" >&2; exit 2; }
 for m in $METHODS; do
   [ -r "$HERE/methods/$m.yaml" ] || { echo "run.sh: no method $m in $HERE/methods" >&2; exit 2; }
 done
@@ -93,9 +97,10 @@ source "$HERE/fleet_ns.sh"
 TRAINERS=()
 
 # write_coordinator_config DIR MODEL METHOD SEED, write_worker_config DIR MODEL METHOD FLEET SEED
-# PORT K: a run's configuration files: the shipped file, the method's sections, what every run
-# sets, and for the CNN its model file and examples/pytorch's training recipe (local SGD of 10
-# steps, docs/python.md), a trainer's socket in each worker's place of data and no test set.
+# PORT K (FLEET as FLEETS gives it; $WORKERS is the fleet's): a run's configuration files: the
+# shipped file, the method's sections, what every run sets, and for the CNN its model file and
+# examples/pytorch's training recipe (local SGD of 10 steps, docs/python.md), a trainer's socket
+# in each worker's place of data and no test set.
 write_coordinator_config() {
   local model_args=(--set "training.seed=$4"
     --set "test_data={format: idx, images: $DATA/t10k-images-idx3-ubyte.gz,
@@ -137,19 +142,20 @@ cnn_prepare() {
   [ -s "$WORK/cnn-model.tern" ] ||
     PYTHONPATH="$SRC/python" "$PY" "$SRC/examples/pytorch/train.py" \
       --write-model "$WORK/cnn-model.tern"
-  [ -d "$WORK/cnn-$1-$2" ] && return 0
+  [ -d "$WORK/cnn-$FLEET_NAME-$2" ] && return 0
   # shellcheck disable=SC2046 # fleets.py prints the options, split on purpose
-  "$PY" "$SRC/examples/pytorch/prep.py" --out "$WORK/cnn-$1-$2" --workers "$WORKERS" \
-    --seed "$2" --data "$DATA" $("$PY" "$HERE/fleets.py" prep "$1") > "$WORK/cnn-$1-$2.txt"
+  "$PY" "$SRC/examples/pytorch/prep.py" --out "$WORK/cnn-$FLEET_NAME-$2" \
+    --workers "$WORKERS" --seed "$2" --data "$DATA" $("$PY" "$HERE/fleets.py" prep "$1") \
+    > "$WORK/cnn-$FLEET_NAME-$2.txt"
 }
 
 # start_trainers DIR FLEET SEED: worker k's PyTorch trainer serving ipc://DIR/tK.sock on its
-# rows, one thread each (eight share the machine); in the host's namespace, as ipc needs none.
+# rows, one thread each (the fleet's trainers share the machine); in the host's namespace, as ipc needs none.
 start_trainers() {
   local k
   for k in $(seq 0 $((WORKERS - 1))); do
     OMP_NUM_THREADS=1 PYTHONPATH="$SRC/python" "$PY" "$SRC/examples/pytorch/train.py" \
-      "$WORK/cnn-$2-$3/w$k.npz" "ipc://$1/t$k.sock" > "$1/t$k.out" 2>&1 &
+      "$WORK/cnn-$FLEET_NAME-$3/w$k.npz" "ipc://$1/t$k.sock" > "$1/t$k.out" 2>&1 &
     TRAINERS+=($!)
   done
 }
@@ -178,10 +184,11 @@ stop_run() {
   TRAINERS=()
 }
 
-# run_one FLEET MODEL METHOD SEED: one training run; appends its row to $RESULT and its
-# evaluations to $CURVES.
+# run_one FLEET MODEL METHOD SEED: one training run of the fleet FLEETS names FLEET (its name
+# $FLEET_NAME, its $WORKERS workers); appends its row to $RESULT and its evaluations to $CURVES.
 run_one() {
-  local fleet=$1 model=$2 method=$3 seed=$4 dir="$WORK/$1-$2-$3-$4" k port end started=$SECONDS
+  local fleet=$1 model=$2 method=$3 seed=$4 dir="$WORK/$FLEET_NAME-$2-$3-$4" k port end
+  local started=$SECONDS
   mkdir -p "$dir"
   write_coordinator_config "$dir" "$model" "$method" "$seed"
   if [ "$model" = cnn ]; then
@@ -210,10 +217,10 @@ run_one() {
   kill -0 "$cpid" 2> /dev/null && timed_out=1
   stop_run "$cpid"
   local row
-  row=$("$PY" "$HERE/summarize.py" "$dir/metrics.csv" "$(per_model "$model" TARGET)" "$fleet" "$model" \
-    "$method" "$seed" "$CURVES")
+  row=$("$PY" "$HERE/summarize.py" "$dir/metrics.csv" "$(per_model "$model" TARGET)" \
+    "$FLEET_NAME" "$model" "$method" "$seed" "$CURVES")
   echo "$row" >> "$RESULT"
-  echo "fleet $fleet $model $method seed $seed: $row ($((SECONDS - started)) s$(
+  echo "fleet $FLEET_NAME $model $method seed $seed: $row ($((SECONDS - started)) s$(
     [ "$timed_out" = 1 ] && echo ", stopped at $(per_model "$model" RUN_SECONDS) s"), qdisc drops" \
     "$(fleet_drops), load $(cut -d' ' -f1-3 /proc/loadavg))"
   grep -h '^final:' "$dir/coord.out" ||
@@ -224,11 +231,15 @@ RESULT="$WORK/result.csv"
 CURVES="$WORK/curves.csv"
 "$PY" "$HERE/summarize.py" --header > "$RESULT"
 : > "$CURVES"
-fleet_setup "$WORKERS"
+# shellcheck disable=SC2086 # FLEETS is a list
+most=$(for f in $FLEETS; do "$PY" "$HERE/fleets.py" workers "$f"; done | sort -n | tail -1)
+fleet_setup "$most"
 [ "${KEEP:-0}" = 1 ] && echo "runs kept in $WORK"
 begin=$SECONDS
 for fleet in $FLEETS; do
   read -r -a links <<< "$("$PY" "$HERE/fleets.py" links "$fleet")"
+  WORKERS=$((${#links[@]} / 2))
+  FLEET_NAME=$("$PY" "$HERE/fleets.py" name "$fleet")
   for k in $(seq 0 $((WORKERS - 1))); do
     fleet_shape "$k" "${links[$((2 * k))]}" "${links[$((2 * k + 1))]}"
   done

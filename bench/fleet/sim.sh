@@ -5,8 +5,9 @@
 # per fleet and method (means over the seeds both have), in Markdown (docs/fleet.md).
 #
 # Usage: bench/fleet/sim.sh [--quick] --csv FILE [--real REAL_CSV] [--workers N]
-#   --workers N  simulate N workers (8): the fleet stretched, each of its 8 links held by N / 8
-#                workers (sim_config.py); only 8 compares with run.sh
+#   --workers N  simulate N workers (default: one per link of the fleet, 8 in A and B): the fleet
+#                stretched, each of its L links held by N / L workers (sim_config.py); only the
+#                fleet's own count compares with run.sh
 # Environment: BIN, DATA, FLEETS, METHODS, SEEDS, TARGET, MAX_ROUNDS as run.sh; LATENCY_MS (0.1),
 #   COMPUTE_SECONDS (0.003), BURST_BYTES (2896) of every simulated link, EVAL_SECONDS (0.02).
 set -euo pipefail
@@ -17,8 +18,8 @@ PY=/usr/bin/python3
 export DATA="${DATA:-/usr/share/datasets/fashion-mnist}" TARGET="${TARGET:-0.80}"
 export MAX_ROUNDS="${MAX_ROUNDS:-2000}"
 
-usage() { sed -n '7,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
-quick=0 csv_out="" real="" workers=8
+usage() { sed -n '7,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+quick=0 csv_out="" real="" workers=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -35,18 +36,21 @@ done
 if [ "$quick" = 1 ]; then SEEDS="${SEEDS:-1}"; else SEEDS="${SEEDS:-1 2 3}"; fi
 FLEETS="${FLEETS:-A B}"
 METHODS="${METHODS:-fp32 topk1 topk10 tern}"
+# shellcheck disable=SC2086 # FLEETS is a list
+"$PY" "$HERE/fleets.py" check $FLEETS || exit 2
 WORK="$(mktemp -d /tmp/tern-fleet-sim.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
 "$PY" "$HERE/summarize.py" --header > "$WORK/result.csv"
 for fleet in $FLEETS; do
+  name=$("$PY" "$HERE/fleets.py" name "$fleet")
   for seed in $SEEDS; do
     for method in $METHODS; do
-      run="$WORK/$fleet-$method-$seed"
+      run="$WORK/$name-$method-$seed"
       WORKERS="$workers" METRICS_CSV="$run.csv" "$PY" "$HERE/sim_config.py" "$SRC" \
         "$HERE/methods/$method.yaml" "$fleet" "$seed" "$run.yaml"
       "$BIN/tern-sim" --config "$run.yaml" --log-level warn > "$run.out"
-      "$PY" "$HERE/summarize.py" "$run.csv" "$TARGET" "$fleet" softmax "$method" "$seed" \
+      "$PY" "$HERE/summarize.py" "$run.csv" "$TARGET" "$name" softmax "$method" "$seed" \
         "$WORK/curves.csv" | tee -a "$WORK/result.csv"
     done
   done

@@ -6,8 +6,9 @@ Usage: sim_config.py SRC METHOD_FILE FLEET SEED OUT
 Environment: DATA, TARGET, MAX_ROUNDS (as run.sh), LATENCY_MS (0.1), COMPUTE_SECONDS (0.003),
 BURST_BYTES (2896: the two 1514-byte frames of the fleet's tbf buckets, as TCP payload),
 EVAL_SECONDS (0.02: the coordinator's evaluation of the test set; docs/fleet.md),
-METRICS_CSV (the simulator's metrics CSV), WORKERS (8; more stretch the fleet: worker i of n has
-link i x 8 / n, so each of the 8 links is held by n / 8 workers).
+METRICS_CSV (the simulator's metrics CSV), WORKERS (empty: one per link of the fleet; more
+stretch the fleet: worker i of n has link i x L / n, so each of its L links is held by n / L
+workers). FLEET is as fleets.py takes it (A, B or a fleet file).
 
 Each simulated link has the fleet's uplink and downlink rates of its worker.
 """
@@ -49,9 +50,12 @@ def main(argv):
         "format": "idx", "images": f"{data}/t10k-images-idx3-ubyte.gz",
         "labels": f"{data}/t10k-labels-idx1-ubyte.gz"})
     worker = section(f"{src}/deploy/config/worker.yaml", method_file, "worker", DAEMON_ONLY_WORKER)
-    worker["partition"] = merge_config.load(fleets.partition(fleet_name, seed))
-    links = fleets.fleet(fleet_name)["links"]
-    n = int(env.get("WORKERS", len(links)))
+    try:
+        worker["partition"] = merge_config.load(fleets.partition(fleet_name, seed))
+        links = fleets.fleet(fleet_name)["links"]
+    except fleets.FleetError as e:
+        sys.exit(f"sim_config.py: {e}")
+    n = int(env.get("WORKERS") or len(links))
     links = [links[i * len(links) // n] for i in range(n)]
     doc = {
         "workers": str(n),
