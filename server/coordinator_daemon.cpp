@@ -93,6 +93,9 @@ std::string CoordinatorDaemon::listenBehindGuard() {
   opts.limits.max_message_bytes = s_.max_message_bytes + transport::kMaxEnvelopeBytes;
   guard_ = std::make_unique<transport::FrameGuard>(opts);
   inside_ = std::make_unique<transport::PrivateEndpoint>();
+  if (inside_->swept() > 0)
+    spdlog::info("removed {} directories of coordinators no longer running (their ROUTER sockets)",
+                 inside_->swept());
   channel_.bind(inside_->endpoint());
   return guard_->start(s_.bind, inside_->endpoint());
 }

@@ -13,6 +13,7 @@
 #include "common/telemetry/daemon_telemetry.hpp"
 #include "common/transport/channel.hpp"
 #include "common/transport/frame_guard.hpp"
+#include "common/transport/private_endpoint.hpp"
 #include "server/coordinator_core.hpp"
 #include "server/router_security.hpp"
 #include "server/run_records.hpp"

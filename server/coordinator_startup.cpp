@@ -61,8 +61,12 @@ void warnFinished(const config::CoordinatorSettings& s, const CoordinatorCore& c
 
 }  // namespace
 
-StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates) {
+StartedCore startCore(config::CoordinatorSettings& s, bool evaluates) {
   auto model = ml::makeModel(s.model);
+  if (!s.max_message_bytes_given) {
+    s.max_message_bytes = config::autoMaxMessageBytes(model->numParams());
+    spdlog::info("max_message_bytes: {} (auto, from the model)", s.max_message_bytes);
+  }
   std::random_device rd;
   uint64_t session = (uint64_t(rd()) << 32) ^ rd();
   // A resumed coordinator takes a new session: every worker's old-session message is refused

@@ -20,7 +20,8 @@ struct StartedCore {
 
 // The core under a new random session: restored from the checkpoint if there is one (a run
 // already finished is warned about), else new. Throws when a checkpoint exists but neither of
-// its generations is usable, or its path is not a regular file or cannot be written.
-StartedCore startCore(const config::CoordinatorSettings& s, bool evaluates);
+// its generations is usable, or its path is not a regular file or cannot be written. Resolves
+// `max_message_bytes: auto` in s from the model it makes.
+StartedCore startCore(config::CoordinatorSettings& s, bool evaluates);
 
 }  // namespace tern::server

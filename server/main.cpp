@@ -9,7 +9,6 @@
 #include "common/config/yaml_reader.hpp"
 #include "common/daemon/logging.hpp"
 #include "common/daemon/signals.hpp"
-#include "common/ml/model.hpp"
 #include "server/coordinator_cli.hpp"
 #include "server/coordinator_daemon.hpp"
 #include "server/coordinator_startup.hpp"
@@ -27,10 +26,6 @@ int runCoordinator(config::CoordinatorSettings s, const telemetry::TelemetryOpti
   // by reason and logged at a bounded rate by the loop instead.
   google::protobuf::SetLogHandler(nullptr);
   auto test = server::loadTestData(s);  // gives the model its width when the YAML does not
-  if (!s.max_message_bytes_given) {
-    s.max_message_bytes = config::autoMaxMessageBytes(ml::makeModel(s.model)->numParams());
-    spdlog::info("max_message_bytes: {} (auto, from the model)", s.max_message_bytes);
-  }
   auto started = server::startCore(s, test != nullptr);
   server::CoordinatorDaemon coordinator(s, *started.core, test.get(), started.resumed, tel_opts,
                                         started.fell_back);

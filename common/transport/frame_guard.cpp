@@ -381,32 +381,6 @@ std::string endpointText(const tcp::endpoint& ep) {
 
 }  // namespace
 
-PrivateEndpoint::PrivateEndpoint() {
-  std::vector<std::string> bases;
-  for (const char* var : {"RUNTIME_DIRECTORY", "TMPDIR"}) {
-    const char* v = std::getenv(var);
-    // The socket's path must fit sockaddr_un's 108 bytes with "/tern-XXXXXX/router".
-    if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) bases.push_back(v);
-  }
-  bases.push_back("/tmp");
-  std::string failures;
-  for (const auto& base : bases) {  // the first that takes a directory
-    std::string templ = base + "/tern-XXXXXX";
-    if (::mkdtemp(templ.data()) != nullptr) {
-      dir_ = templ;
-      endpoint_ = "ipc://" + dir_ + "/router";
-      return;
-    }
-    failures += " " + base + ": " + std::strerror(errno) + ";";
-  }
-  throw std::runtime_error("cannot make a private directory for the ROUTER's socket:" + failures);
-}
-
-PrivateEndpoint::~PrivateEndpoint() {
-  ::unlink((dir_ + "/router").c_str());
-  ::rmdir(dir_.c_str());
-}
-
 FrameGuard::FrameGuard(const FrameGuardOptions& options)
     : state_(std::make_shared<State>(options)) {}
 

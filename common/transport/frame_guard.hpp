@@ -1,12 +1,13 @@
 #pragma once
 // The frame guard: the plaintext coordinator's TCP listener. It accepts each connection itself,
-// relays its bytes to the ROUTER's private endpoint (an abstract unix socket) and back, and reads
-// what the peer sends with a ZmtpScanner: a connection that sends a message of more frames than
-// a tern message has, an oversized frame, or anything but ZMTP 3 with the NULL mechanism is
-// closed at once, so libzmq never holds more than ZmtpLimits::max_frames_per_message frames of
-// one peer's message (libzmq itself buffers a multipart message whole, with no limit on its
-// frames). It runs one Boost.Asio thread; each connection costs two relay buffers.
-// docs/security.md, "What one peer can make the coordinator hold".
+// relays its bytes to the ROUTER's private endpoint (a unix socket in a directory only this user
+// can reach: PrivateEndpoint) and back, and reads what the peer sends with a ZmtpScanner: a
+// connection that sends a message of more frames than a tern message has, an oversized frame, or
+// anything but ZMTP 3 with the NULL mechanism is closed at once, so libzmq never holds more than
+// ZmtpLimits::max_frames_per_message frames of one peer's message (libzmq itself buffers a
+// multipart message whole, with no limit on its frames). It runs one Boost.Asio thread; each
+// connection costs two relay buffers. docs/security.md, "What one peer can make the coordinator
+// hold".
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -29,23 +30,6 @@ struct FrameGuardOptions {
   size_t growth_budget_bytes = 8 << 20;
 };
 
-// A unix socket endpoint for the ROUTER behind the guard that only this user (and root) can
-// reach: "ipc://DIR/router" in a fresh directory of mode 0700 under the first of
-// $RUNTIME_DIRECTORY, $TMPDIR and /tmp that takes one (an abstract socket has no permissions: any
-// local user could bypass the guard). The directory and the socket file are removed with it.
-class PrivateEndpoint {
- public:
-  PrivateEndpoint();  // throws std::runtime_error when no directory can be made
-  ~PrivateEndpoint();
-  PrivateEndpoint(const PrivateEndpoint&) = delete;
-  PrivateEndpoint& operator=(const PrivateEndpoint&) = delete;
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::string dir_;
-  std::string endpoint_;
-};
-
 class FrameGuard {
  public:
   struct Counts {
@@ -60,8 +44,9 @@ class FrameGuard {
   FrameGuard& operator=(const FrameGuard&) = delete;
 
   // Listens on `endpoint` (tcp://HOST:PORT; HOST an address, `*` or a host name, PORT a number,
-  // 0 or `*`) and relays every connection to `inside` (ipc://@NAME, where the ROUTER is bound);
-  // returns the endpoint listened on, its port resolved. Throws std::runtime_error when it
+  // 0 or `*`) and relays every connection to `inside` (ipc://PATH where the ROUTER is bound, a
+  // PrivateEndpoint's; ipc://@NAME for an abstract socket); returns the endpoint listened on, its
+  // port resolved. Throws std::runtime_error when it
   // cannot listen. Starts the guard's thread.
   std::string start(const std::string& endpoint, const std::string& inside);
   Counts counts() const;

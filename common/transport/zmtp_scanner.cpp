@@ -1,8 +1,9 @@
 #include "common/transport/zmtp_scanner.hpp"
 
 #include <algorithm>
-#include <cctype>
+#include <boost/algorithm/string/predicate.hpp>
 #include <cstring>
+#include <locale>
 #include <string_view>
 
 namespace tern::transport {
@@ -22,13 +23,6 @@ constexpr uint64_t kMaxFirstCommandBytes = 4096;
 // The big-endian 32-bit value at p.
 uint32_t be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
-}
-
-bool sameIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 }  // namespace
@@ -166,9 +160,8 @@ void ZmtpScanner::takeCommandBytes(std::span<const uint8_t> bytes) {
 // (Identity) starting with a zero byte. What is not a READY, or does not parse, libzmq refuses.
 void ZmtpScanner::checkReady() {
   first_command_done_ = true;
-  const std::string body = std::move(first_command_);
-  first_command_.clear();
-  first_command_.shrink_to_fit();
+  std::string body;
+  body.swap(first_command_);  // the scanner keeps none of it
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   const size_t n = body.size();
   if (n < 1 || n < size_t(1) + p[0] || body.compare(1, p[0], "READY") != 0) return;
@@ -179,7 +172,8 @@ void ZmtpScanner::checkReady() {
     const uint32_t value_len = be32(p + at + 1 + name_len);
     const size_t value_at = at + 1 + name_len + 4;
     if (value_len > n - value_at) return;
-    if (sameIgnoringCase(name, "Identity") && value_len > 0 && p[value_at] == 0) {
+    if (boost::algorithm::iequals(name, "Identity", std::locale::classic()) && value_len > 0 &&
+        p[value_at] == 0) {
       refuse("reserved_identity: a routing id starting with a zero byte, which libzmq reserves");
       return;
     }

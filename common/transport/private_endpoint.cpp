@@ -1,0 +1,155 @@
+#include "common/transport/private_endpoint.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+namespace tern::transport {
+
+namespace {
+
+constexpr char kPrefix[] = "tern-";
+constexpr size_t kSuffixChars = 6;  // mkdtemp's XXXXXX
+
+// A file descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// True for a name mkdtemp makes of "tern-XXXXXX".
+bool endpointName(const std::string& name) {
+  const size_t n = sizeof(kPrefix) - 1;
+  if (name.size() != n + kSuffixChars || name.compare(0, n, kPrefix) != 0) return false;
+  for (size_t i = n; i < name.size(); ++i) {
+    const char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+// The names in the directory open at fd (without . and ..); nullopt if it cannot be read.
+std::optional<std::vector<std::string>> entries(int fd) {
+  const int copy = ::dup(fd);  // closedir closes what fdopendir took
+  if (copy < 0) return std::nullopt;
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    ::close(copy);
+    return std::nullopt;
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+// True when nothing listens on the unix socket at path (a connection is refused).
+bool nobodyListens(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(a.sun_path)) return false;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.get() < 0) return false;
+  if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return false;
+  return errno == ECONNREFUSED;
+}
+
+// Whether the directory `name` under the base open at base_fd is a dead endpoint's (see
+// sweepDeadEndpoints); if so, its socket is unlinked and the directory removed.
+bool removeIfDead(int base_fd, const std::string& base, const std::string& name, double min_age) {
+  Fd fd(::openat(base_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return false;
+  if (st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700) return false;
+  if (double(std::time(nullptr) - st.st_mtime) < min_age) return false;
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return false;  // its coordinator runs
+  const auto names = entries(fd.get());
+  if (!names || names->size() > 1) return false;
+  if (names->size() == 1) {
+    struct stat sock {};
+    if ((*names)[0] != "router" || ::fstatat(fd.get(), "router", &sock, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISSOCK(sock.st_mode))
+      return false;
+    // A coordinator from before the lock holds none: its socket says whether it runs.
+    if (!nobodyListens(base + "/" + name + "/router")) return false;
+    if (::unlinkat(fd.get(), "router", 0) != 0) return false;
+  }
+  return ::unlinkat(base_fd, name.c_str(), AT_REMOVEDIR) == 0;
+}
+
+// $RUNTIME_DIRECTORY, $TMPDIR (when set to an absolute path short enough for the socket's) and
+// /tmp, in that order.
+std::vector<std::string> candidateBases() {
+  std::vector<std::string> bases;
+  for (const char* var : {"RUNTIME_DIRECTORY", "TMPDIR"}) {
+    const char* v = std::getenv(var);
+    // The socket's path must fit sockaddr_un's 108 bytes with "/tern-XXXXXX/router".
+    if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) bases.push_back(v);
+  }
+  bases.push_back("/tmp");
+  return bases;
+}
+
+}  // namespace
+
+size_t sweepDeadEndpoints(const std::string& base, double min_age_seconds) {
+  Fd base_fd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (base_fd.get() < 0) return 0;
+  const auto names = entries(base_fd.get());
+  if (!names) return 0;
+  size_t removed = 0;
+  for (const auto& name : *names)
+    if (endpointName(name) && removeIfDead(base_fd.get(), base, name, min_age_seconds)) ++removed;
+  return removed;
+}
+
+PrivateEndpoint::PrivateEndpoint() {
+  std::string failures;
+  for (const auto& base : candidateBases()) {  // the first that takes a directory
+    swept_ += sweepDeadEndpoints(base);
+    std::string templ = base + "/" + kPrefix + "XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      failures += " " + base + ": " + std::strerror(errno) + ";";
+      continue;
+    }
+    dir_ = templ;
+    endpoint_ = "ipc://" + dir_ + "/router";
+    lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX | LOCK_NB);  // a fresh directory: never held
+    return;
+  }
+  throw std::runtime_error("cannot make a private directory for the ROUTER's socket:" + failures);
+}
+
+PrivateEndpoint::~PrivateEndpoint() {
+  ::unlink((dir_ + "/router").c_str());
+  ::rmdir(dir_.c_str());
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+}  // namespace tern::transport
