@@ -2,7 +2,6 @@
 // unchanged; a DEALER that sends a message of more frames than the limit loses its connection
 // and the ROUTER never gets that message, while other connections go on.
 #include "common/transport/frame_guard.hpp"
-#include "common/transport/private_endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -17,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <zmq.hpp>
+
+#include "common/transport/private_endpoint.hpp"
 
 using namespace tern;
 
