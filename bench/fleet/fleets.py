@@ -6,11 +6,15 @@ Usage: fleets.py links FLEET            "UP DOWN" tc rates per worker, on one li
        fleets.py name FLEET             the fleet's name in the CSVs
        fleets.py partition FLEET SEED   the shards' partition, a YAML flow mapping
        fleets.py prep FLEET             the same partition as examples/pytorch/prep.py's options
-       fleets.py check FLEET...         exit 0 if every fleet can be read, else say why (status 2)
+       fleets.py check [--cnn] FLEET... exit 0 if every fleet can be read (and, with --cnn, trained
+                                        by the CNN's trainers), else say why (status 2)
+       fleets.py resolve [--cnn] DIR FLEET...  check, copy each fleet file to DIR/NAME.yaml and
+                                        check the copy; prints the fleets to run, one a line
 
 FLEET is A or B, or the path of a fleet file (YAML, docs/fleet.md#your-own-fleet):
 
-    name: C                      # optional: the CSVs' fleet column (default: the file's stem)
+    name: C                      # optional: the CSVs' fleet column (default: the file's stem;
+                                 # not A or B, the built-in fleets' names)
     links:                       # worker k takes the k-th link (after counts are expanded)
       - {up: 2, down: 8, count: 7}     # Mbit/s; count (default 1) repeats the entry
       - {up: 0.5, down: 2}
@@ -23,6 +27,8 @@ volumes, Dirichlet(0.3) labels. Worker k holds shard k.
 import math
 import os
 import re
+import reprlib
+import shutil
 import sys
 
 FLEETS = {
@@ -36,9 +42,13 @@ FLEETS = {
     },
 }
 MAX_WORKERS = 250  # worker k's link is 10.78.k.0/30 (run.sh's namespaces)
+MAX_CNN_WORKERS = 32  # the CNN runs a PyTorch trainer per worker on this machine
+MAX_FILE_BYTES = 64 << 10
 RATE_MBPS = (0.064, 10000.0)  # tbf's useful range here: 64 kbit/s to 10 Gbit/s
 PARTITION_KEYS = {"dirichlet_alpha": (0.0, 1e6), "volume_ratio": (1.0, 1e6)}
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+SHORT = reprlib.Repr()
+SHORT.maxstring = SHORT.maxother = 40
 
 
 class FleetError(Exception):
@@ -48,7 +58,7 @@ class FleetError(Exception):
 def number(where, value, low, high):
     """value as a finite float in [low, high], else a FleetError naming where it was."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FleetError(f"{where}: expected a number, got {value!r}")
+        raise FleetError(f"{where}: expected a number, got {SHORT.repr(value)}")
     if not math.isfinite(value) or not low <= value <= high:
         raise FleetError(f"{where}: {value} is outside {low}-{high}")
     return float(value)
@@ -70,7 +80,7 @@ def expand_links(path, links):
         down = number(f"{where}.down", entry["down"], *RATE_MBPS)
         count = entry.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise FleetError(f"{where}.count: expected a whole number >= 1, got {count!r}")
+            raise FleetError(f"{where}.count: expected a whole number >= 1, got {SHORT.repr(count)}")
         if len(out) + count > MAX_WORKERS:
             raise FleetError(f"{path}: more than {MAX_WORKERS} workers")
         out += [(up, down)] * count
@@ -93,25 +103,44 @@ def partition_of(path, part):
     return out
 
 
-def from_file(path):
-    """The fleet a file describes (module docstring), or a FleetError saying what is wrong."""
+def read_yaml(path):
+    """The YAML document at path: at most MAX_FILE_BYTES, no aliases (a few bytes of nested
+    aliases can stand for gigabytes)."""
     import yaml  # only fleet files need it (python3-yaml)
 
-    if not os.path.isfile(path):
-        raise FleetError(f"{path}: not a fleet name ({' '.join(FLEETS)}) nor a regular file")
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
     try:
-        with open(path) as f:
-            doc = yaml.safe_load(f)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise FleetError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        return yaml.load(raw.decode("utf-8"), Loader=Loader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise FleetError(f"{path}: cannot be read as YAML: {e}") from None
+
+
+def from_file(path):
+    """The fleet a file describes (module docstring), or a FleetError saying what is wrong."""
+    if not os.path.isfile(path):
+        raise FleetError(f"{path}: not a fleet name ({' '.join(FLEETS)}) nor a regular file")
+    doc = read_yaml(path)
     if not isinstance(doc, dict):
         raise FleetError(f"{path}: expected a mapping with 'links' (and 'name', 'partition')")
     unknown = set(doc) - {"name", "links", "partition"}
     if unknown:
         raise FleetError(f"{path}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
-    name = str(doc.get("name", os.path.splitext(os.path.basename(path))[0]))
-    if not NAME.match(name):
-        raise FleetError(f"{path}: name '{name}' must be 1-40 letters, digits, '_', '.', '-'")
+    name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise FleetError(f"{path}: name {SHORT.repr(name)} must be 1-40 letters, digits, '_', '.', "
+                         "'-', starting with a letter or digit")
+    if name in FLEETS:
+        raise FleetError(f"{path}: name '{name}' is a built-in fleet's (name the file's fleet)")
     return {"name": name, "links": expand_links(path, doc.get("links")),
             "partition": partition_of(path, doc.get("partition"))}
 
@@ -135,11 +164,54 @@ def partition(spec, seed):
                            for k, v in p.items()) + "}"
 
 
+def check_cnn(spec):
+    """What the CNN's data preparation (examples/pytorch/prep.py) and trainers can take."""
+    f = fleet(spec)
+    p = f["partition"]
+    if p["dirichlet_alpha"] > 0 and p["volume_ratio"] != 1:
+        raise FleetError(f"{spec}: the CNN's shards take a Dirichlet label skew or a volume ratio, "
+                         "not both (examples/pytorch/prep.py)")
+    if len(f["links"]) > MAX_CNN_WORKERS:
+        raise FleetError(f"{spec}: the CNN runs a PyTorch trainer per worker on this machine: at "
+                         f"most {MAX_CNN_WORKERS} workers")
+
+
+def check(specs, cnn):
+    """Raises FleetError for the first fleet that cannot be used, or for two of one name."""
+    names = set()
+    for spec in specs:
+        name = fleet(spec)["name"]
+        if name in names:
+            raise FleetError(f"two fleets named '{name}'")
+        names.add(name)
+        if cnn:
+            check_cnn(spec)
+
+
+def resolve(directory, specs, cnn):
+    """The fleets to run: A and B as they are, each file copied to directory/NAME.yaml once
+    checked and checked again there (so that every run reads what was checked)."""
+    check(specs, cnn)
+    out = []
+    for spec in specs:
+        if spec in FLEETS:
+            out.append(spec)
+            continue
+        copy = os.path.join(directory, fleet(spec)["name"] + ".yaml")
+        shutil.copyfile(spec, copy)
+        check([copy], cnn)
+        out.append(copy)
+    return out
+
+
 def run(argv):
     """The command of argv (module docstring); raises FleetError."""
+    cnn = len(argv) >= 3 and argv[2] == "--cnn"
+    args = [a for a in argv[2:] if a != "--cnn"] if cnn else argv[2:]
     if len(argv) >= 3 and argv[1] == "check":
-        for spec in argv[2:]:
-            fleet(spec)
+        check(args, cnn)
+    elif len(argv) >= 4 and argv[1] == "resolve":
+        print("\n".join(resolve(args[0], args[1:], cnn)))
     elif len(argv) == 3 and argv[1] == "links":
         print(" ".join(f"{rate(up)} {rate(down)}" for up, down in fleet(argv[2])["links"]))
     elif len(argv) == 3 and argv[1] == "workers":

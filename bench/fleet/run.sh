@@ -71,10 +71,10 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-
   t10k-labels-idx1-ubyte.gz; do
   [ -r "$DATA/$f" ] || { echo "run.sh: $DATA/$f missing (deploy/install-deps.sh)" >&2; exit 1; }
 done
+cnn_check=()
+[[ " $MODELS " == *" cnn "* ]] && cnn_check=(--cnn)
 # shellcheck disable=SC2086 # FLEETS is a list
-"$PY" "$HERE/fleets.py" check $FLEETS || exit 2
-names=$(for f in $FLEETS; do "$PY" "$HERE/fleets.py" name "$f"; done)
-[ -z "$(sort <<< "$names" | uniq -d)" ] || { echo "run.sh: two fleets named alike" >&2; exit 2; }
+"$PY" "$HERE/fleets.py" check "${cnn_check[@]}" $FLEETS || exit 2
 for m in $METHODS; do
   [ -r "$HERE/methods/$m.yaml" ] || { echo "run.sh: no method $m in $HERE/methods" >&2; exit 2; }
 done
@@ -95,6 +95,12 @@ fi
 source "$SRC/tests/netns/lib.sh" "$BIN" "$SRC"
 source "$HERE/fleet_ns.sh"
 TRAINERS=()
+# Each fleet file is read once: every run reads the copy checked here, whatever happens to the
+# file meanwhile.
+mkdir "$WORK/fleets"
+# shellcheck disable=SC2086 # FLEETS is a list
+resolved=$("$PY" "$HERE/fleets.py" resolve "${cnn_check[@]}" "$WORK/fleets" $FLEETS) || exit 2
+mapfile -t RESOLVED <<< "$resolved"
 
 # write_coordinator_config DIR MODEL METHOD SEED, write_worker_config DIR MODEL METHOD FLEET SEED
 # PORT K (FLEET as FLEETS gives it; $WORKERS is the fleet's): a run's configuration files: the
@@ -117,11 +123,12 @@ write_coordinator_config() {
     "${model_args[@]}"
 }
 write_worker_config() {
-  local dir=$1 model=$2 method=$3 fleet=$4 seed=$5 port=$6 k=$7
+  local dir=$1 model=$2 method=$3 fleet=$4 seed=$5 port=$6 k=$7 partition
+  partition=$("$PY" "$HERE/fleets.py" partition "$fleet" "$seed")
   local model_args=(--set "data.images=$DATA/train-images-idx3-ubyte.gz"
     --set "data.labels=$DATA/train-labels-idx1-ubyte.gz"
     --set "data.shard={index: $k, total: $WORKERS}"
-    --set "data.partition=$("$PY" "$HERE/fleets.py" partition "$fleet" "$seed")")
+    --set "data.partition=$partition")
   [ "$model" = cnn ] && model_args=(--drop data --set "coordinator_patience_seconds=60"
     --set "trainer={kind: external, endpoint: 'ipc://$dir/t$k.sock', timeout_seconds: 120}")
   "$PY" "$HERE/merge_config.py" "$SRC/deploy/config/worker.yaml" "$dir/w$k.yaml" \
@@ -231,12 +238,11 @@ RESULT="$WORK/result.csv"
 CURVES="$WORK/curves.csv"
 "$PY" "$HERE/summarize.py" --header > "$RESULT"
 : > "$CURVES"
-# shellcheck disable=SC2086 # FLEETS is a list
-most=$(for f in $FLEETS; do "$PY" "$HERE/fleets.py" workers "$f"; done | sort -n | tail -1)
+most=$(for f in "${RESOLVED[@]}"; do "$PY" "$HERE/fleets.py" workers "$f"; done | sort -n | tail -1)
 fleet_setup "$most"
 [ "${KEEP:-0}" = 1 ] && echo "runs kept in $WORK"
 begin=$SECONDS
-for fleet in $FLEETS; do
+for fleet in "${RESOLVED[@]}"; do
   read -r -a links <<< "$("$PY" "$HERE/fleets.py" links "$fleet")"
   WORKERS=$((${#links[@]} / 2))
   FLEET_NAME=$("$PY" "$HERE/fleets.py" name "$fleet")

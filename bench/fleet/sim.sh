@@ -40,9 +40,14 @@ METHODS="${METHODS:-fp32 topk1 topk10 tern}"
 "$PY" "$HERE/fleets.py" check $FLEETS || exit 2
 WORK="$(mktemp -d /tmp/tern-fleet-sim.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
+# Each fleet file is read once: every run reads the copy checked here.
+mkdir "$WORK/fleets"
+# shellcheck disable=SC2086 # FLEETS is a list
+resolved=$("$PY" "$HERE/fleets.py" resolve "$WORK/fleets" $FLEETS) || exit 2
+mapfile -t RESOLVED <<< "$resolved"
 
 "$PY" "$HERE/summarize.py" --header > "$WORK/result.csv"
-for fleet in $FLEETS; do
+for fleet in "${RESOLVED[@]}"; do
   name=$("$PY" "$HERE/fleets.py" name "$fleet")
   for seed in $SEEDS; do
     for method in $METHODS; do

@@ -75,6 +75,11 @@ def test_a_file_without_a_partition_has_equal_iid_shards_and_may_name_itself(tmp
     ("links: [{up: 1, down: 1}]\npartition: {skew: 1}\n", "unknown key(s) skew"),
     ("links: [{up: 1, down: 1}]\npartition: [1]\n", "must be a mapping"),
     ("links: [{up: 1, down: 1}]\nname: 'a b'\n", "must be 1-40 letters"),
+    ("links: [{up: 1, down: 1}]\nname: \"abc\\n\"\n", "must be 1-40 letters"),
+    ("links: [{up: 1, down: 1}]\nname: null\n", "must be 1-40 letters"),
+    ("links: [{up: 1, down: 1}]\nname: 7\n", "must be 1-40 letters"),
+    ("links: [{up: 1, down: 1}]\nname: A\n", "is a built-in fleet's"),
+    ("a: &a [1, 1]\nb: &b [*a, *a]\nlinks: [{up: 1, down: 1}]\n", "aliases (*name) are not allowed"),
     ("links: [{up: 1, down: 1}]\nworkers: 3\n", "unknown key(s) workers"),
     ("- 1\n- 2\n", "expected a mapping"),
     ("links: [{up: 1, down: 1\n", "cannot be read as YAML"),
@@ -102,3 +107,54 @@ def test_check_passes_every_readable_fleet(tmp_path):
     path = write(tmp_path, "links: [{up: 1, down: 4, count: 250}]\n")
     r = cli("check", "A", "B", path)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_file_larger_than_64_kib_is_refused_unread(tmp_path):
+    path = write(tmp_path, "links: [{up: 1, down: 1}]\n" + "#" * (64 << 10) + "\n")
+    r = cli("check", path)
+    assert r.returncode == 2
+    assert "larger than 65536 bytes" in r.stderr
+
+
+def test_a_long_bad_value_is_shortened_in_the_message(tmp_path):
+    path = write(tmp_path, "links: [{up: '" + "x" * 5000 + "', down: 1}]\n")
+    r = cli("check", path)
+    assert r.returncode == 2
+    assert len(r.stderr) < 400
+
+
+def test_check_refuses_two_fleets_of_one_name(tmp_path):
+    one = write(tmp_path, "name: twin\nlinks: [{up: 1, down: 1}]\n", "one.yaml")
+    two = write(tmp_path, "name: twin\nlinks: [{up: 2, down: 2}]\n", "two.yaml")
+    r = cli("check", one, two)
+    assert r.returncode == 2
+    assert "two fleets named 'twin'" in r.stderr
+    assert cli("check", "A", "A").returncode == 2
+
+
+def test_check_for_the_cnn_refuses_what_its_trainers_cannot_take(tmp_path):
+    both = write(tmp_path, "links: [{up: 1, down: 1}]\npartition: {dirichlet_alpha: 0.3, "
+                 "volume_ratio: 2}\n", "both.yaml")
+    big = write(tmp_path, "links: [{up: 1, down: 1, count: 33}]\n", "big.yaml")
+    fine = write(tmp_path, "links: [{up: 1, down: 1, count: 32}]\npartition: "
+                 "{volume_ratio: 4}\n", "fine.yaml")
+    assert cli("check", both, big).returncode == 0  # the softmax takes both
+    r = cli("check", "--cnn", both)
+    assert r.returncode == 2 and "not both" in r.stderr
+    r = cli("check", "--cnn", big)
+    assert r.returncode == 2 and "at most 32 workers" in r.stderr
+    assert cli("check", "--cnn", "A", "B", fine).returncode == 0
+
+
+def test_resolve_copies_each_checked_file_once_and_names_the_copies(tmp_path):
+    src = write(tmp_path, "links: [{up: 3, down: 12}]\n", "lab.yaml")
+    out = tmp_path / "resolved"
+    out.mkdir()
+    r = cli("resolve", str(out), "B", src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["B", str(out / "lab.yaml")]
+    with open(src, "w") as f:  # changed after the copy: the runs read the copy
+        f.write("links: [{up: 0, down: 0}]\n")
+    assert cli("links", str(out / "lab.yaml")).stdout.split() == ["3mbit", "12mbit"]
+    assert cli("name", str(out / "lab.yaml")).stdout.strip() == "lab"
+    assert cli("resolve", str(out), src).returncode == 2

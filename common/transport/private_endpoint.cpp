@@ -20,7 +20,10 @@ namespace tern::transport {
 
 namespace {
 
-constexpr char kPrefix[] = "tern-";
+// Directories are made as "tern-router-XXXXXX"; "tern-XXXXXX" is how earlier versions named
+// theirs (only one holding a dead socket is taken for such a directory).
+constexpr char kPrefix[] = "tern-router-";
+constexpr char kOldPrefix[] = "tern-";
 constexpr size_t kSuffixChars = 6;  // mkdtemp's XXXXXX
 
 // A file descriptor closed when it goes out of scope.
@@ -38,10 +41,10 @@ class Fd {
   int fd_;
 };
 
-// True for a name mkdtemp makes of "tern-XXXXXX".
-bool endpointName(const std::string& name) {
-  const size_t n = sizeof(kPrefix) - 1;
-  if (name.size() != n + kSuffixChars || name.compare(0, n, kPrefix) != 0) return false;
+// True for a name mkdtemp makes of prefix + "XXXXXX".
+bool madeAs(const std::string& name, const char* prefix) {
+  const size_t n = std::strlen(prefix);
+  if (name.size() != n + kSuffixChars || name.compare(0, n, prefix) != 0) return false;
   for (size_t i = n; i < name.size(); ++i) {
     const char c = name[i];
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
@@ -67,21 +70,27 @@ std::optional<std::vector<std::string>> entries(int fd) {
   return names;
 }
 
-// True when nothing listens on the unix socket at path (a connection is refused).
-bool nobodyListens(const std::string& path) {
+// True when nothing listens on the unix socket `router` in the directory open at dir_fd (the
+// connection is refused). Non-blocking: a listener that does not accept (stopped, its backlog
+// full) answers EAGAIN and counts as alive, never as a wait.
+bool nobodyListens(int dir_fd) {
+  const std::string path = "/proc/self/fd/" + std::to_string(dir_fd) + "/router";
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof(a.sun_path)) return false;
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (s.get() < 0) return false;
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return false;
   return errno == ECONNREFUSED;
 }
 
 // Whether the directory `name` under the base open at base_fd is a dead endpoint's (see
-// sweepDeadEndpoints); if so, its socket is unlinked and the directory removed.
-bool removeIfDead(int base_fd, const std::string& base, const std::string& name, double min_age) {
+// sweepDeadEndpoints); if so, its socket is unlinked and the directory removed. An empty one
+// counts only under the current prefix (an older version's name is too common to take alone).
+bool removeIfDead(int base_fd, const std::string& name, double min_age) {
+  const bool current = madeAs(name, kPrefix);
+  if (!current && !madeAs(name, kOldPrefix)) return false;
   Fd fd(::openat(base_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return false;
@@ -89,14 +98,14 @@ bool removeIfDead(int base_fd, const std::string& base, const std::string& name,
   if (double(std::time(nullptr) - st.st_mtime) < min_age) return false;
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return false;  // its coordinator runs
   const auto names = entries(fd.get());
-  if (!names || names->size() > 1) return false;
+  if (!names || names->size() > 1 || (names->empty() && !current)) return false;
   if (names->size() == 1) {
     struct stat sock {};
     if ((*names)[0] != "router" || ::fstatat(fd.get(), "router", &sock, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISSOCK(sock.st_mode))
       return false;
     // A coordinator from before the lock holds none: its socket says whether it runs.
-    if (!nobodyListens(base + "/" + name + "/router")) return false;
+    if (!nobodyListens(fd.get())) return false;
     if (::unlinkat(fd.get(), "router", 0) != 0) return false;
   }
   return ::unlinkat(base_fd, name.c_str(), AT_REMOVEDIR) == 0;
@@ -108,7 +117,7 @@ std::vector<std::string> candidateBases() {
   std::vector<std::string> bases;
   for (const char* var : {"RUNTIME_DIRECTORY", "TMPDIR"}) {
     const char* v = std::getenv(var);
-    // The socket's path must fit sockaddr_un's 108 bytes with "/tern-XXXXXX/router".
+    // The socket's path must fit sockaddr_un's 108 bytes with "/tern-router-XXXXXX/router".
     if (v && *v == '/' && std::strlen(v) < 80 && std::strchr(v, ':') == nullptr) bases.push_back(v);
   }
   bases.push_back("/tmp");
@@ -124,7 +133,7 @@ size_t sweepDeadEndpoints(const std::string& base, double min_age_seconds) {
   if (!names) return 0;
   size_t removed = 0;
   for (const auto& name : *names)
-    if (endpointName(name) && removeIfDead(base_fd.get(), base, name, min_age_seconds)) ++removed;
+    if (removeIfDead(base_fd.get(), name, min_age_seconds)) ++removed;
   return removed;
 }
 
@@ -140,7 +149,12 @@ PrivateEndpoint::PrivateEndpoint() {
     dir_ = templ;
     endpoint_ = "ipc://" + dir_ + "/router";
     lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX | LOCK_NB);  // a fresh directory: never held
+    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const std::string why = std::strerror(errno);
+      if (lock_fd_ >= 0) ::close(lock_fd_);
+      ::rmdir(dir_.c_str());
+      throw std::runtime_error("cannot lock " + dir_ + ", the ROUTER's directory: " + why);
+    }
     return;
   }
   throw std::runtime_error("cannot make a private directory for the ROUTER's socket:" + failures);

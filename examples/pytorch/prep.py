@@ -7,6 +7,7 @@ Writes OUT/w0.npz ... (x_train, y_train, x_eval, y_eval; images as uint8)."""
 import argparse
 import gzip
 import os
+import sys
 
 import numpy as np
 
@@ -42,10 +43,12 @@ def draw_shares(args, rng):
     """classes x workers: each class's rows cut among the workers."""
     if args.alpha == 0:
         return np.tile(geometric(args.workers, args.volume_ratio), (10, 1))
-    while True:  # every worker gets at least 2% of the rows
+    for _ in range(10000):  # every worker gets at least 2% of the rows
         shares = rng.dirichlet([args.alpha] * args.workers, size=10)
         if shares.sum(axis=0).min() >= 0.2:
             return shares
+    sys.exit(f"prep.py: no Dirichlet({args.alpha}) draw in 10000 gives each of {args.workers} "
+             "workers 2% of the rows (fewer workers or a larger --alpha)")
 
 
 def main():

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tests/unit/transport/test_files.hpp"
 
@@ -82,26 +83,30 @@ struct ShortBase {
 
 TEST_CASE("the sweep removes the directories of killed coordinators and nothing else") {
   ShortBase base;
-  const Leftover dead(base.path, "tern-aB3xY9", false);
-  const Leftover never_bound(base.path, "tern-Q0w2e4", std::nullopt);
-  const Leftover live(base.path, "tern-Live00", true);
-  const Leftover young(base.path, "tern-Young1", false, 0);
-  const Leftover other_name(base.path, "tern-abc", false);
-  const Leftover other_file(base.path, "tern-More11", false);
+  const Leftover dead(base.path, "tern-router-aB3xY9", false);
+  const Leftover never_bound(base.path, "tern-router-Q0w2e4", std::nullopt);
+  const Leftover old_dead(base.path, "tern-Old000", false);          // an earlier version's name
+  const Leftover old_empty(base.path, "tern-Old111", std::nullopt);  // anyone's mktemp -d
+  const Leftover live(base.path, "tern-router-Live00", true);
+  const Leftover young(base.path, "tern-router-Young1", false, 0);
+  const Leftover other_name(base.path, "tern-router-abc", false);
+  const Leftover other_file(base.path, "tern-router-More11", false);
   std::ofstream(other_file.dir + "/notes") << "keep";
   other_file.age_by(3600);
-  const Leftover open_mode(base.path, "tern-Mode22", false);
+  const Leftover open_mode(base.path, "tern-router-Mode22", false);
   REQUIRE(::chmod(open_mode.dir.c_str(), 0755) == 0);
-  const Leftover locked(base.path, "tern-Lock33", false);
+  const Leftover locked(base.path, "tern-router-Lock33", false);
   const int lock = ::open(locked.dir.c_str(), O_RDONLY | O_DIRECTORY);
   REQUIRE(lock >= 0);
   REQUIRE(::flock(lock, LOCK_EX | LOCK_NB) == 0);  // as a running coordinator holds its own
   const Leftover target(base.path, "target", false);
-  fs::create_directory_symlink(target.dir, base.path / "tern-Link44");
+  fs::create_directory_symlink(target.dir, base.path / "tern-router-Link44");
 
-  CHECK(transport::sweepDeadEndpoints(base.path.string()) == 2);
+  CHECK(transport::sweepDeadEndpoints(base.path.string()) == 3);
   CHECK_FALSE(dead.exists());
   CHECK_FALSE(never_bound.exists());
+  CHECK_FALSE(old_dead.exists());
+  CHECK(old_empty.exists());
   CHECK(live.exists());
   CHECK(fs::exists(fs::symlink_status(live.dir + "/router")));
   CHECK(young.exists());
@@ -111,7 +116,7 @@ TEST_CASE("the sweep removes the directories of killed coordinators and nothing 
   CHECK(open_mode.exists());
   CHECK(locked.exists());
   CHECK(fs::exists(fs::symlink_status(target.dir + "/router")));  // a link is not followed
-  CHECK(fs::is_symlink(base.path / "tern-Link44"));
+  CHECK(fs::is_symlink(base.path / "tern-router-Link44"));
   ::close(lock);
   CHECK(transport::sweepDeadEndpoints(base.path.string()) == 1);  // the lock let go of
   CHECK_FALSE(locked.exists());
@@ -124,7 +129,7 @@ TEST_CASE("an endpoint's directory is private, locked while it lives, swept by t
   const std::string saved = old ? old : "";
   ::setenv("TMPDIR", base.path.c_str(), 1);
   ::unsetenv("RUNTIME_DIRECTORY");
-  const Leftover dead(base.path, "tern-Dead55", false);
+  const Leftover dead(base.path, "tern-router-Dead55", false);
   std::string dir;
   {
     transport::PrivateEndpoint here;
@@ -152,4 +157,38 @@ TEST_CASE("an endpoint's directory is private, locked while it lives, swept by t
   } else {
     ::unsetenv("TMPDIR");
   }
+}
+
+TEST_CASE("a socket whose listener never accepts stops no sweep: it counts as alive") {
+  // A stopped coordinator of an earlier version (no lock) with its backlog full: a blocking
+  // connect would wait for ever, and every probe would queue one more connection.
+  ShortBase base;
+  const std::string dir = (base.path / "tern-Stop00").string();
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  const std::string path = dir + "/router";
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(::bind(listener, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  std::vector<int> queued;
+  for (int i = 0; i < 8; ++i) {  // fill the backlog: later connects would block
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (::connect(c, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(c);
+      break;
+    }
+    queued.push_back(c);
+  }
+  REQUIRE_FALSE(queued.empty());
+  timespec t[2];
+  ::clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= 3600;
+  t[1] = t[0];
+  REQUIRE(::utimensat(AT_FDCWD, dir.c_str(), t, 0) == 0);
+  CHECK(transport::sweepDeadEndpoints(base.path.string()) == 0);
+  CHECK(fs::exists(fs::symlink_status(path)));
+  for (int c : queued) ::close(c);
+  ::close(listener);
 }
