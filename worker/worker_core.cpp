@@ -173,6 +173,7 @@ Effects WorkerCore::handleAck(const wire::Ack& a, double now) {
   if (!std::isfinite(a.hold_seconds()) || a.hold_seconds() < 0.0)
     refuse("ack with hold time " + std::to_string(a.hold_seconds()));  // not timed
   link_.acked(key, a.hold_seconds(), now);
+  if (!a.probe()) link_report_.taken(a.round());
   // Exploration is decided on the push's ack, with that push's time in the fit; the probe goes
   // out ahead of the next push.
   if (joined() && !a.probe()) link_.queueExploration(now);
@@ -335,6 +336,7 @@ void WorkerCore::takeWelcome(const wire::Welcome& w, std::shared_ptr<ml::Model> 
   if (push_) push->keepFitOf(*push_);
   push_ = std::move(push);
   link_.reset();
+  link_report_.reset();
   link_.setPlansByLinkTime(w.plans_by_link_time());
   pushed_round_.reset();
   pending_.reset();
@@ -414,7 +416,8 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
     ev->set_rows(e->rows);
     ++stats_.evaluations;
   }
-  *m.envelope.mutable_push()->mutable_link() = link_.toWire();
+  if (auto report = link_report_.forPush(asked.round, link_.toWire()))
+    *m.envelope.mutable_push()->mutable_link() = std::move(*report);
   const auto built = push_->build(m, result.gradient, result.loss, asked.again, cap_, link_, now,
                                   now - asked.asked_at, rng_, stats_);
   // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.

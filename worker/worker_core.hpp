@@ -16,6 +16,7 @@
 #include "common/util/rng.hpp"
 #include "proto/message.hpp"
 #include "worker/link_monitor.hpp"
+#include "worker/link_report.hpp"
 #include "worker/local_data.hpp"
 #include "worker/push_builder.hpp"
 #include "worker/replica.hpp"
@@ -129,6 +130,7 @@ class WorkerCore {
   Session session_;
   Replica replica_;
   LinkMonitor link_;
+  LinkReport link_report_;                  // which pushes carry the link model
   std::shared_ptr<const ml::Model> model_;  // the welcome's (null before one)
   std::unique_ptr<PushBuilder> push_;       // null before a welcome
   TrainingPlan plan_;

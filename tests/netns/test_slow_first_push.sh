@@ -34,8 +34,13 @@ gaps = [b - a for a, b in zip(t, t[1:])]
 assert min(gaps) > 2 * patience, f"rounds of {gaps} s: pushes not longer than the patience"
 print("rounds of " + ", ".join(f"{g:.1f}" for g in gaps) + f" s against {patience} s of patience")
 PY
-# The last rounds ran on a fitted link: past the calibration train's 8 samples.
-samples=$(grep -E "round +$((ROUNDS - 1)) " "$WORK/coord.out" | grep -o "pkt(n=[0-9]*" | grep -o "[0-9]*$" || true)
-[ "${samples:-0}" -ge 8 ] || fail "the link was not fitted by the last round (n=${samples:-none})"
+# The last rounds ran on a fitted link: the coordinator's copy of the worker's model (a push
+# carries it when the fit is first identified, and when its samples double) has a b and more
+# than the first samples.
+read -r link_b samples < <(python3 -c 'import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[-1]
+print(r["link_b"], r["link_samples"])' "$WORK/metrics.csv")
+python3 -c "import sys; sys.exit(0 if float('$link_b') > 0 and int('$samples') >= 4 else 1)" ||
+  fail "the link was not fitted by the last round (b=$link_b, n=$samples)"
 wait "$WPID" || fail "the worker exited with $?"
 echo "PASS: a worker whose first pushes outlast the patience is waited for, every round with its push"
