@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/util/durable_file.hpp"
+#include "common/util/unique_fd.hpp"
 
 namespace tern::server {
 namespace {
@@ -47,13 +48,6 @@ bool regularFileAt(const std::string& path) {
   }
   return true;
 }
-
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // Keeps the present newest file as PATH.prev: a hard link renamed into place (never a moment
 // without either), or a copy where the file system has no hard links.
@@ -101,10 +95,10 @@ std::optional<std::string> readCheckpointFile(const std::string& path, size_t ma
   if (!regularFileAt(path)) return std::nullopt;
   // O_NONBLOCK and O_NOFOLLOW: what replaced the file since it was inspected cannot make the
   // open hang (a FIFO) or follow a link.
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
-  if (f.fd < 0) failErrno(path, "cannot open the checkpoint");
+  util::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (f.get() < 0) failErrno(path, "cannot open the checkpoint");
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) failErrno(path, "cannot inspect the checkpoint");
+  if (::fstat(f.get(), &st) != 0) failErrno(path, "cannot inspect the checkpoint");
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + ": not a regular file");
   if (uint64_t(st.st_size) > max_bytes) {
     throw std::runtime_error(path + ": the checkpoint is " + std::to_string(st.st_size) +
@@ -114,7 +108,7 @@ std::optional<std::string> readCheckpointFile(const std::string& path, size_t ma
   std::string out(size_t(st.st_size), '\0');
   size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::read(f.fd, out.data() + done, out.size() - done);
+    const ssize_t n = ::read(f.get(), out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) failErrno(path, "cannot read the checkpoint");
     if (n == 0) break;  // shrunk meanwhile: the codec refuses what is left

@@ -2,7 +2,7 @@
 // Which pushes carry the worker's link model. The coordinator keeps the last model it took, so a
 // push carries it only when the coordinator has none from this session, when a or b moved by
 // more than kMove from the copy it took, and every kEvery pushes; on a slow link every byte of
-// a push is round time (docs/link-model.md, "What a push reports").
+// a push is round time (docs/link-model.md, "The model and its fit").
 #include <cstdint>
 #include <optional>
 #include <utility>

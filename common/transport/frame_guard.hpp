@@ -46,8 +46,7 @@ class FrameGuard {
   // Listens on `endpoint` (tcp://HOST:PORT; HOST an address, `*` or a host name, PORT a number,
   // 0 or `*`) and relays every connection to `inside` (ipc://PATH where the ROUTER is bound, a
   // PrivateEndpoint's; ipc://@NAME for an abstract socket); returns the endpoint listened on, its
-  // port resolved. Throws std::runtime_error when it
-  // cannot listen. Starts the guard's thread.
+  // port resolved. Throws std::runtime_error when it cannot listen. Starts the guard's thread.
   std::string start(const std::string& endpoint, const std::string& inside);
   Counts counts() const;
   // The latest refusal ("too_many_frames: ...") with the peer's address; empty before any.

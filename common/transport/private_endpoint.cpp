@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/util/unique_fd.hpp"
+
 namespace tern::transport {
 
 namespace {
@@ -25,21 +27,6 @@ namespace {
 constexpr char kPrefix[] = "tern-router-";
 constexpr char kOldPrefix[] = "tern-";
 constexpr size_t kSuffixChars = 6;  // mkdtemp's XXXXXX
-
-// A file descriptor closed when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // True for a name mkdtemp makes of prefix + "XXXXXX".
 bool madeAs(const std::string& name, const char* prefix) {
@@ -79,7 +66,7 @@ bool nobodyListens(int dir_fd) {
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof(a.sun_path)) return false;
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  util::UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (s.get() < 0) return false;
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return false;
   return errno == ECONNREFUSED;
@@ -91,7 +78,8 @@ bool nobodyListens(int dir_fd) {
 bool removeIfDead(int base_fd, const std::string& name, double min_age) {
   const bool current = madeAs(name, kPrefix);
   if (!current && !madeAs(name, kOldPrefix)) return false;
-  Fd fd(::openat(base_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  util::UniqueFd fd(
+      ::openat(base_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return false;
   if (st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700) return false;
@@ -127,7 +115,7 @@ std::vector<std::string> candidateBases() {
 }  // namespace
 
 size_t sweepDeadEndpoints(const std::string& base, double min_age_seconds) {
-  Fd base_fd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  util::UniqueFd base_fd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (base_fd.get() < 0) return 0;
   const auto names = entries(base_fd.get());
   if (!names) return 0;

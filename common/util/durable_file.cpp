@@ -9,20 +9,14 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "common/util/unique_fd.hpp"
+
 namespace tern {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
 }
-
-// Closes the descriptor on every path out, so a failed write does not leak it.
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -46,12 +40,12 @@ void writeFileAtomically(const std::string& path,
     fail(what, where);
   };
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))};
-    if (f.fd < 0) fail("cannot create", tmp);
+    util::UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode)));
+    if (f.get() < 0) fail("cannot create", tmp);
     const ByteSink sink = [&](std::string_view bytes) {
       size_t done = 0;
       while (done < bytes.size()) {
-        ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
+        ssize_t n = ::write(f.get(), bytes.data() + done, bytes.size() - done);
         if (n < 0) {
           if (errno == EINTR) continue;
           failRemoving("write failed", tmp);
@@ -65,37 +59,36 @@ void writeFileAtomically(const std::string& path,
       ::unlink(tmp.c_str());
       throw;
     }
-    if (::fsync(f.fd) != 0) failRemoving("fsync failed", tmp);
-    int fd = f.fd;
-    f.fd = -1;
+    if (::fsync(f.get()) != 0) failRemoving("fsync failed", tmp);
+    int fd = f.release();
     if (::close(fd) != 0) failRemoving("close failed", tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) failRemoving("rename failed", path);
   // The rename is durable only once the directory entry is on disk.
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd < 0) fail("cannot open directory", dir.string());
-  if (::fsync(d.fd) != 0) fail("fsync failed", dir.string());
+  util::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.get() < 0) fail("cannot open directory", dir.string());
+  if (::fsync(d.get()) != 0) fail("fsync failed", dir.string());
 }
 
 void checkWritable(const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
-    if (f.fd < 0) fail("cannot create", tmp);
+    util::UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (f.get() < 0) fail("cannot create", tmp);
   }
   if (::unlink(tmp.c_str()) != 0) fail("cannot remove", tmp);
 }
 
 std::optional<std::string> readFileIfExists(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) {
+  util::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
     fail("cannot open", path);
   }
   std::string out;
   char buf[1 << 16];
   while (true) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
+    ssize_t n = ::read(f.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("read failed", path);
