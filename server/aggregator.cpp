@@ -83,7 +83,41 @@ uint64_t Aggregator::largestFrameBytes() {
   return largest_frame_bytes_;
 }
 
-void Aggregator::deltaOf(uint64_t round, bool& refused) {
+namespace {
+
+// One pass over a step (it is memory-bound, so the four things it asks are asked together):
+// delta += residual (an empty residual adds nothing), whether delta or params + delta is not
+// finite, and the non-zeros of the aggregate and of delta. No early exit: it vectorizes.
+Aggregator::StepScan scanStep(std::vector<float>& delta, const std::vector<float>& residual,
+                              const std::vector<float>& params,
+                              const std::vector<float>& aggregate) {
+  const size_t n = delta.size();
+  if (params.size() != n || aggregate.size() != n || (!residual.empty() && residual.size() != n))
+    throw std::logic_error("scanStep: buffers of different sizes");
+  uint32_t bad = 0, aggregate_nz = 0, delta_nz = 0;
+  float* d = delta.data();
+  const float* p = params.data();
+  const float* a = aggregate.data();
+  auto pass = [&](const float* r) {
+    for (size_t j = 0; j < n; ++j) {
+      const float x = r ? d[j] + r[j] : d[j];
+      d[j] = x;
+      bad |= nonFiniteBit(x) | nonFiniteBit(p[j] + x);
+      aggregate_nz += uint32_t(a[j] != 0.0f);
+      delta_nz += uint32_t(x != 0.0f);
+    }
+  };
+  if (residual.empty()) {
+    pass(nullptr);
+  } else {
+    pass(residual.data());
+  }
+  return {bad != 0, aggregate_nz, delta_nz};
+}
+
+}  // namespace
+
+Aggregator::StepScan Aggregator::deltaOf(uint64_t round) {
   // A step of huge finite pushes can overflow: not taken, the model and momentum kept.
   // Every entry of delta_ and of the new velocity is written: no pass to clear them first. The
   // velocity before the step stays in velocity_before_ (swapped out, not copied).
@@ -91,24 +125,17 @@ void Aggregator::deltaOf(uint64_t round, bool& refused) {
   velocity_before_.resize(params_.size());
   optimizer_.swapVelocity(velocity_before_);
   optimizer_.stepFrom(velocity_before_, aggregate_, round, delta_);
-  for (size_t j = 0; j < download_residual_.size(); ++j) delta_[j] += download_residual_[j];
-  // No early exit: a refused step is the rare case, and the loop vectorizes without one.
-  uint32_t bad = 0;
-  for (size_t j = 0; j < delta_.size(); ++j)
-    bad |= nonFiniteBit(delta_[j]) | nonFiniteBit(params_[j] + delta_[j]);
-  refused = bad != 0;
-  if (refused) {
+  StepScan scan = scanStep(delta_, download_residual_, params_, aggregate_);
+  if (scan.refused) {
     spdlog::warn("round {}: the aggregated step overflows the model; not taken", round);
     optimizer_.swapVelocity(velocity_before_);
     std::fill(delta_.begin(), delta_.end(), 0.0f);
+    scan.delta_non_zeros = 0;
   }
+  return scan;
 }
 
 namespace {
-
-size_t nonZeros(const std::vector<float>& v) {
-  return size_t(std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; }));
-}
 
 // `update` = `delta` (with `non_zeros` of them) as sparse coordinates when fewer than half are
 // non-zero, else dense: then delta's buffer becomes the update's (no copy) and delta holds the
@@ -136,9 +163,8 @@ size_t Aggregator::downloadCount(size_t pushed) const {
   return size_t(std::ceil(robustness_.download_ratio * double(params_.size())));
 }
 
-void Aggregator::broadcastOf(size_t count) {
+void Aggregator::broadcastOf(size_t count, size_t non_zeros) {
   std::vector<float>& pending = delta_;
-  const size_t non_zeros = nonZeros(pending);
   if (count >= non_zeros) {
     download_residual_.clear();
     updateOf(pending, non_zeros, update_);
@@ -231,19 +257,20 @@ StepResult Aggregator::step(Membership& members, uint64_t round) {
   const bool full_push = std::any_of(pushers.begin(), pushers.end(), [&](const Worker* w) {
     return w->pending->nonZeros() == params_.size();
   });
-  const size_t pushed = full_push ? params_.size() : nonZeros(aggregate_);
   for (Worker* w : pushers) {
     spare_pushes_.push_back(std::move(*w->pending));
     w->dropPush();
   }
-  deltaOf(round, r.refused);
+  const StepScan scan = deltaOf(round);
+  r.refused = scan.refused;
+  const size_t pushed = full_push ? params_.size() : scan.aggregate_non_zeros;
   if (r.refused) {
     // A refused step sends nothing and keeps the residual.
     update_.dim = uint32_t(params_.size());
     update_.indices.clear();
     update_.values.clear();
   } else {
-    broadcastOf(downloadCount(pushed));
+    broadcastOf(downloadCount(pushed), scan.delta_non_zeros);
   }
   // A worker may re-join one round behind: the previous model's checksum tells it.
   keepPrevious();

@@ -62,15 +62,23 @@ class Aggregator {
   void restore(std::vector<float> params, std::vector<float> velocity,
                std::vector<float> download_residual = {});
 
+  // What the pass over a step found: whether it overflows, and the non-zero coordinates of the
+  // aggregate (what the pushes carried) and of the step (what a broadcast could carry).
+  struct StepScan {
+    bool refused = false;
+    size_t aggregate_non_zeros = 0;
+    size_t delta_non_zeros = 0;
+  };
+
  private:
   // delta_ = the optimizer's step on aggregate_ plus the download residual; zero (momentum kept)
   // when not finite.
-  void deltaOf(uint64_t round, bool& refused);
+  StepScan deltaOf(uint64_t round);
   // How many coordinates a broadcast carries when the round's pushes carried `pushed`.
   size_t downloadCount(size_t pushed) const;
-  // update_ = the `count` largest entries of delta_ (all when they fit); the rest becomes the
-  // download residual.
-  void broadcastOf(size_t count);
+  // update_ = the `count` largest entries of delta_ (all when they fit; it has `non_zeros`); the
+  // rest becomes the download residual.
+  void broadcastOf(size_t count, size_t non_zeros);
   // Keeps what the update is about to change of the model (before it is applied), so that
   // model_{round-1} can be checksummed later without a pass over the model every round.
   void keepPrevious();

@@ -214,19 +214,20 @@ void PushBuilder::reportDeadline(uint64_t round, const InTime& t, uint32_t most,
   }
 }
 
-std::span<const float> PushBuilder::corrected(std::span<const float> grad, uint64_t round,
-                                              bool again, WorkerStats& stats) {
+std::optional<std::span<const float>> PushBuilder::corrected(std::span<const float> grad,
+                                                             uint64_t round, bool again,
+                                                             WorkerStats& stats) {
   // Asked again, the refused push is taken back (if its error has not done so already): the
   // residual then holds this round's gradient (the replica and the minibatch are the same) and
   // everything else still owed, and it goes out as it is, so the gradient is never added twice.
   // Without feedback the gradient is simply computed again.
-  std::span<const float> v;
   if (again) {
+    if (!compression::detail::allFinite(grad)) return std::nullopt;
     takeBack(round, stats);
-    v = compressor_->resendResidual(grad.size());
+    const std::span<const float> v = compressor_->resendResidual(grad.size());
+    if (!v.empty()) return v;
   }
-  if (v.empty()) v = compressor_->corrected(grad);
-  return v;
+  return compressor_->correctedIfFinite(grad);
 }
 
 PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, double loss,
@@ -246,9 +247,11 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
     p->set_compute_seconds(compute_seconds);
     return Built{false, true};
   };
-  if (!std::isfinite(loss) || !compression::detail::allFinite(grad))
+  const auto corrected_v =
+      std::isfinite(loss) ? corrected(grad, round, again, stats) : std::nullopt;
+  if (!corrected_v)
     return failed("the local loss or gradient is not finite (loss " + std::to_string(loss) + ")");
-  const std::span<const float> v = corrected(grad, round, again, stats);
+  const std::span<const float> v = *corrected_v;
   uint32_t cap = std::clamp<uint32_t>(std::min(cap_said, size_cap_.value_or(UINT32_MAX)), 1, d);
   // What the push carries besides the codec's bytes: its envelope, with every report field
   // present (the level at its largest, the cap), and the two frames' headers (the payload's

@@ -63,9 +63,9 @@ class PushBuilder {
  private:
   struct InTime;
   // The vector to compress: the gradient plus the residual (or, asked again, the residual alone
-  // once the refused push is back in it).
-  std::span<const float> corrected(std::span<const float> grad, uint64_t round, bool again,
-                                   WorkerStats& stats);
+  // once the refused push is back in it); nullopt, nothing changed, when grad is not finite.
+  std::optional<std::span<const float>> corrected(std::span<const float> grad, uint64_t round,
+                                                  bool again, WorkerStats& stats);
   InTime inTime(uint32_t most, size_t overhead_bytes, uint32_t dim, LinkMonitor& link, double now);
   // Counts (and now and then says) a push trimmed to the message limit or held to the deadline.
   void reportDeadline(uint64_t round, const InTime& t, uint32_t most, uint32_t level,

@@ -73,13 +73,10 @@ bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>
     error = update.error;
     return false;
   }
-  // Checked before anything is applied: a finite update can still overflow the replica.
-  const bool stays_finite = compression::staysFinite(*update.value, 1.0f, params);
-  if (stays_finite) {
-    compression::addScaled(*update.value, 1.0f, params);
-  } else {
-    error = "applying it would make the replica non-finite";
-  }
+  // A finite update can still overflow the replica: then nothing of it stays applied.
+  const bool stays_finite =
+      compression::addScaledIfFinite(*update.value, 1.0f, params, saved_scratch_);
+  if (!stays_finite) error = "applying it would make the replica non-finite";
   update_scratch_ = std::move(*update.value);  // its buffers serve the next update
   return stays_finite;
 }

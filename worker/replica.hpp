@@ -54,6 +54,7 @@ class Replica {
 
   uint64_t max_message_bytes_;
   mutable compression::SparseGradient update_scratch_;  // each update decoded into it
+  mutable std::vector<float> saved_scratch_;  // what an update overwrote, until it is known finite
   std::shared_ptr<std::vector<float>> params_ = std::make_shared<std::vector<float>>();
   uint64_t round_ = 0;
   std::optional<uint64_t> announced_checksum_;  // tern::checksum of the replica the last join named

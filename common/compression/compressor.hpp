@@ -29,6 +29,11 @@ void addScaled(const SparseGradient& g, float weight, std::span<float> out);
 // Whether addScaled(g, weight, out) would leave every value it touches finite (g's own values
 // and out's included); nothing is changed.
 bool staysFinite(const SparseGradient& g, float weight, std::span<const float> out);
+// addScaled(g, weight, out) when it leaves every value it touches finite, with the same bits;
+// else out is left as it was and false is returned. A sparse g is applied in one pass over the
+// coordinates it touches (their old values kept in `saved`, put back on failure).
+bool addScaledIfFinite(const SparseGradient& g, float weight, std::span<float> out,
+                       std::vector<float>& saved);
 // Dense copy of g.
 std::vector<float> toDense(const SparseGradient& g);
 

@@ -2,6 +2,9 @@
 
 #include <stdexcept>
 
+#include "common/compression/compressor_support.hpp"
+#include "common/util/float_passes.hpp"
+
 namespace tern::compression {
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner, bool enabled,
@@ -21,6 +24,29 @@ std::span<const float> ErrorFeedback::corrected(std::span<const float> g) {
   std::vector<float>& v = *corrected_;
   v.resize(g.size());
   for (size_t j = 0; j < g.size(); ++j) v[j] = residual_[j] + g[j];
+  return view_ = v;
+}
+
+std::optional<std::span<const float>> ErrorFeedback::correctedIfFinite(std::span<const float> g) {
+  if (!enabled_) {
+    if (!detail::allFinite(g)) return std::nullopt;
+    return corrected(g);
+  }
+  if (residual_.size() != g.size()) residual_.assign(g.size(), 0.0f);
+  std::vector<float>& v = *corrected_;
+  v.resize(g.size());
+  // The pass is memory-bound: the check rides on the sum (no early exit, so it vectorizes).
+  uint32_t bad = 0;
+  for (size_t j = 0; j < g.size(); ++j) {
+    v[j] = residual_[j] + g[j];
+    bad |= nonFiniteBit(g[j]);
+  }
+  if (bad != 0) {
+    have_corrected_ = false;
+    view_ = {};
+    return std::nullopt;
+  }
+  have_corrected_ = true;
   return view_ = v;
 }
 

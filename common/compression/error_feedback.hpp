@@ -3,6 +3,7 @@
 //   v = e + g;  c = C(v);  e <- v - c.
 // Biased compressors (top-k, threshold, S+Q) then converge. The residual is reset on re-join.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/compression/compressor.hpp"
@@ -19,6 +20,9 @@ class ErrorFeedback {
   // v = e + g is what the tuner should look at before choosing the level. With feedback off, v
   // is g itself: g must then stay valid until compressCorrected.
   std::span<const float> corrected(std::span<const float> g);
+  // corrected(g) when every value of g is finite (checked in the same pass over the model);
+  // nullopt otherwise, the residual unchanged and no compressCorrected allowed.
+  std::optional<std::span<const float>> correctedIfFinite(std::span<const float> g);
   // Compress the last corrected vector at `level` and update the residual.
   Compressed compressCorrected(uint32_t level, Rng& rng);
   Compressed compress(std::span<const float> g, uint32_t level, Rng& rng);

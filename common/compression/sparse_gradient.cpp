@@ -49,6 +49,34 @@ bool staysFinite(const SparseGradient& g, float weight, std::span<const float> o
   return bad == 0;
 }
 
+bool addScaledIfFinite(const SparseGradient& g, float weight, std::span<float> out,
+                       std::vector<float>& saved) {
+  if (g.isDense()) {
+    // Sequential: a check pass then the add costs less than keeping a model-sized copy.
+    if (!staysFinite(g, weight, out)) return false;
+    addScaled(g, weight, out);
+    return true;
+  }
+  if (out.size() != g.dim) throw std::invalid_argument("addScaledIfFinite: dimension mismatch");
+  if (g.indices.size() != g.values.size())
+    throw std::invalid_argument("addScaledIfFinite: indices and values differ in length");
+  if (!indicesBelow(g.indices, g.dim))
+    throw std::invalid_argument("addScaledIfFinite: index out of range");
+  const size_t n = g.indices.size();
+  saved.resize(n);
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float& o = out[g.indices[i]];
+    saved[i] = o;
+    o = o + weight * g.values[i];
+    bad |= nonFiniteBit(o);
+  }
+  if (bad == 0) return true;
+  // Backwards, so that a repeated index ends with the value it had before the first.
+  for (size_t i = n; i-- > 0;) out[g.indices[i]] = saved[i];
+  return false;
+}
+
 std::vector<float> toDense(const SparseGradient& g) {
   if (g.isDense()) return g.values;
   if (g.indices.size() != g.values.size())

@@ -122,3 +122,38 @@ TEST_CASE("feedbacks sharing one corrected buffer, taking turns, match feedbacks
     CHECK(shared->size() == 2000);  // the one buffer they built v in
   }
 }
+
+TEST_CASE("correctedIfFinite is corrected for a finite gradient and changes nothing for another") {
+  CompressorSpec spec;
+  spec.name = "topk";
+  ErrorFeedback with(makeCompressor(spec), true);
+  ErrorFeedback reference(makeCompressor(spec), true);
+  tern::Rng rng_a(4), rng_b(4);
+  for (int round = 0; round < 4; ++round) {
+    auto g = gaussianGradient(2000, 70 + round);
+    const auto v = with.correctedIfFinite(g);
+    REQUIRE(v.has_value());
+    const auto w = reference.corrected(g);
+    REQUIRE(std::equal(v->begin(), v->end(), w.begin(), w.end()));
+    const Compressed a = with.compressCorrected(50, rng_a);
+    const Compressed b = reference.compressCorrected(50, rng_b);
+    REQUIRE(a.bytes == b.bytes);
+    REQUIRE(with.residual() == reference.residual());
+    // A NaN or an infinity anywhere: refused, the residual as it was, nothing to compress.
+    for (float badness : {std::nanf(""), INFINITY, -INFINITY}) {
+      const std::vector<float> residual = with.residual();
+      g[size_t(round * 499)] = badness;
+      CHECK_FALSE(with.correctedIfFinite(g).has_value());
+      CHECK(with.residual() == residual);
+      CHECK_THROWS_AS(with.compressCorrected(50, rng_a), std::logic_error);
+    }
+  }
+  // Without feedback: the gradient itself, or nothing.
+  ErrorFeedback off(makeCompressor(spec), false);
+  auto g = gaussianGradient(100, 5);
+  const auto v = off.correctedIfFinite(g);
+  REQUIRE(v.has_value());
+  CHECK(v->data() == g.data());
+  g[99] = std::nanf("");
+  CHECK_FALSE(off.correctedIfFinite(g).has_value());
+}
