@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/daemon/descriptor_limit.hpp"
 #include "common/daemon/heap_policy.hpp"
 #include "common/transport/framing.hpp"
 #include "common/util/checksum.hpp"
@@ -91,6 +92,13 @@ std::string CoordinatorDaemon::listenBehindGuard() {
   transport::FrameGuardOptions opts;
   opts.limits.max_frame_bytes = s_.max_message_bytes;
   opts.limits.max_message_bytes = s_.max_message_bytes + transport::kMaxEnvelopeBytes;
+  // Descriptors for everything but the relayed connections: libzmq's own, the telemetry
+  // server's 32 connections, checkpoint and CSV files, the logs.
+  constexpr uint64_t kReservedDescriptors = 256;
+  opts.max_connections =
+      transport::connectionsWithin(daemon::raiseDescriptorLimit(), opts, kReservedDescriptors);
+  spdlog::info("relaying at most {} connections at once (the file descriptor limit)",
+               opts.max_connections);
   guard_ = std::make_unique<transport::FrameGuard>(opts);
   inside_ = std::make_unique<transport::PrivateEndpoint>();
   if (inside_->swept() > 0)
@@ -266,7 +274,7 @@ void CoordinatorDaemon::logRejections() {
     spdlog::warn("rejected messages so far:{}", rejectionReasons(core_));
   }
   if (guard_ && guard_log_.changed(guard_->counts().refused, steadySeconds())) {
-    spdlog::warn("connections closed for what they sent: {} so far, the latest {}",
+    spdlog::warn("connections the frame guard closed: {} so far, the latest {}",
                  guard_->counts().refused, guard_->lastRefusal());
   }
 }

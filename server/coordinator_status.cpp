@@ -38,8 +38,8 @@ std::map<std::string, telemetry::CounterStatus> counters(const CoordinatorCore& 
         "Connections whose handshake failed (e.g. plaintext, wrong server key, a port check)."}},
       {"connections_guard_refused",
        {auth.guard_refused,
-        "Plaintext connections closed for what they sent: a message of too many frames, an "
-        "oversized frame, or not ZMTP 3 with the NULL mechanism."}}};
+        "Plaintext connections the frame guard closed: for a message of too many frames, an "
+        "oversized frame or not ZMTP 3 with the NULL mechanism, or past its connection limit."}}};
 }
 
 }  // namespace

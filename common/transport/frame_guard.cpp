@@ -38,6 +38,7 @@ struct FrameGuard::State {
   // links destroyed with io's handlers still find it.
   size_t grown = 0;
   std::atomic<uint64_t> pipes{0};  // held by links now; before io, like grown
+  size_t links = 0;                // relayed now (the guard's thread only); before io, like grown
   asio::io_context io;             // destroyed after everything that runs on it
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
@@ -45,6 +46,7 @@ struct FrameGuard::State {
   FrameGuardOptions opts;
   std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> refused{0};
+  std::atomic<uint64_t> over_limit{0};
   mutable std::mutex mu;
   std::string last_refusal;
   std::thread thread;
@@ -110,10 +112,13 @@ class Link : public std::enable_shared_from_this<Link> {
         down_(st.opts.buffer_bytes, st.opts.max_buffer_bytes, st.grown,
               st.opts.growth_budget_bytes),
         pipe_size_(st.opts.max_buffer_bytes),
-        budget_(st.opts.growth_budget_bytes) {}
+        budget_(st.opts.growth_budget_bytes) {
+    ++st_.links;
+  }
   ~Link() {
     releasePipe(up_pipe_);
     releasePipe(down_pipe_);
+    --st_.links;
   }
 
   void start() {
@@ -313,6 +318,22 @@ void tuneSocket(tcp::socket& s) {
   ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
 }
 
+// Closes a connection accepted past max_connections, before it costs libzmq a descriptor.
+void refuseOverLimit(FrameGuard::State& st, tcp::socket& s) {
+  error_code ec;
+  const auto peer = s.remote_endpoint(ec);
+  const std::string who =
+      ec ? std::string("a peer") : peer.address().to_string() + ":" + std::to_string(peer.port());
+  ++st.refused;
+  ++st.over_limit;
+  {
+    std::lock_guard lock(st.mu);
+    st.last_refusal = "too_many_connections: " + std::to_string(st.opts.max_connections) +
+                      " relayed already (from " + who + ")";
+  }
+  s.close(ec);
+}
+
 void acceptNext(FrameGuard::State& st) {
   st.acceptor.async_accept([&st](error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted) return;
@@ -324,9 +345,13 @@ void acceptNext(FrameGuard::State& st) {
       });
       return;
     }
-    tuneSocket(s);
-    ++st.accepted;
-    std::make_shared<Link>(st, std::move(s))->start();
+    if (st.opts.max_connections > 0 && st.links >= st.opts.max_connections) {
+      refuseOverLimit(st, s);
+    } else {
+      tuneSocket(s);
+      ++st.accepted;
+      std::make_shared<Link>(st, std::move(s))->start();
+    }
     acceptNext(st);
   });
 }
@@ -425,7 +450,17 @@ std::string FrameGuard::start(const std::string& endpoint, const std::string& in
 }
 
 FrameGuard::Counts FrameGuard::counts() const {
-  return {state_->accepted.load(), state_->refused.load(), state_->pipes.load()};
+  return {state_->accepted.load(), state_->refused.load(), state_->pipes.load(),
+          state_->over_limit.load()};
+}
+
+size_t mostPipes(const FrameGuardOptions& o) {
+  return o.max_buffer_bytes > 0 ? o.growth_budget_bytes / o.max_buffer_bytes : 0;
+}
+
+size_t connectionsWithin(uint64_t descriptors, const FrameGuardOptions& o, uint64_t reserve) {
+  const uint64_t fixed = reserve + 2 * uint64_t(mostPipes(o));
+  return descriptors > fixed + 3 ? size_t((descriptors - fixed) / 3) : 1;
 }
 
 std::string FrameGuard::lastRefusal() const {

@@ -28,7 +28,21 @@ struct FrameGuardOptions {
   // worker's calibration probes at once) do not grow every connection; a closed connection gives
   // its growth back.
   size_t growth_budget_bytes = 8 << 20;
+  // Connections relayed at once (0: no limit). Past it a new connection is closed as soon as it
+  // is accepted and counted as refused: each relayed connection costs three file descriptors
+  // (its TCP socket and the guard's and libzmq's ends of the unix socket), and libzmq ends the
+  // process when it cannot accept on its unix socket (connectionsWithin sizes this).
+  size_t max_connections = 0;
 };
+
+// Growth buffers' splice pipes at most (two descriptors each): growth_budget_bytes over
+// max_buffer_bytes.
+size_t mostPipes(const FrameGuardOptions& o);
+
+// How many connections the guard may relay with `descriptors` file descriptors (the soft
+// RLIMIT_NOFILE): three each, after its pipes' and `reserve` (the rest of the process: libzmq's
+// own, the telemetry server's, files). At least 1.
+size_t connectionsWithin(uint64_t descriptors, const FrameGuardOptions& o, uint64_t reserve);
 
 class FrameGuard {
  public:
@@ -36,6 +50,7 @@ class FrameGuard {
     uint64_t accepted = 0;  // connections relayed
     uint64_t refused = 0;   // connections closed for what they sent
     uint64_t pipes = 0;     // kernel pipes the links hold now (large frames, streaming broadcasts)
+    uint64_t over_limit = 0;  // of refused: closed at once, max_connections already relayed
   };
 
   explicit FrameGuard(const FrameGuardOptions& options);

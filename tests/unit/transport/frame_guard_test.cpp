@@ -318,3 +318,72 @@ TEST_CASE("a peer claiming a routing id of libzmq's own form is refused, its own
   CHECK(got[0] == "worker-1");
   CHECK(got[1] == "hello");
 }
+
+namespace {
+
+// A raw TCP connection to the guard (no ZMTP): what an idle peer holds.
+int rawConnect(const std::string& endpoint) {
+  const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+// Whether the guard closed `fd` within 3 s (a read sees the end of the stream).
+bool closedByGuard(int fd) {
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  return ::recv(fd, &c, 1, 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("past max_connections a new connection is closed at once and counted, others go on") {
+  zmq::context_t ctx;
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::linger, 0);
+  transport::PrivateEndpoint inside;
+  router.bind(inside.endpoint());
+  transport::FrameGuardOptions o;
+  o.max_connections = 2;
+  transport::FrameGuard guard(o);
+  const std::string endpoint = guard.start("tcp://127.0.0.1:0", inside.endpoint());
+  const int first = rawConnect(endpoint);
+  const int second = rawConnect(endpoint);
+  for (int i = 0; i < 50 && guard.counts().accepted < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(guard.counts().accepted == 2);
+  const int third = rawConnect(endpoint);
+  CHECK(closedByGuard(third));
+  CHECK(guard.counts().over_limit == 1);
+  CHECK(guard.counts().refused == 1);
+  CHECK(guard.lastRefusal().rfind("too_many_connections", 0) == 0);
+  // A relayed connection that ends makes room: the next one is relayed and its messages pass.
+  ::close(first);
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);  // libzmq reconnects while it is turned away
+  d.set(zmq::sockopt::linger, 0);
+  d.set(zmq::sockopt::reconnect_ivl, 50);
+  d.connect(endpoint);
+  d.send(zmq::buffer(std::string("after")), zmq::send_flags::none);
+  const auto got = receiveMessage(router, 5000);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1] == "after");
+  CHECK(guard.counts().accepted >= 3);
+  ::close(second);
+  ::close(third);
+}
+
+TEST_CASE("connectionsWithin leaves the reserve and the pipes' descriptors, three a connection") {
+  transport::FrameGuardOptions o;  // 8 MiB of growth over 256 KiB buffers: 32 pipes
+  CHECK(transport::mostPipes(o) == 32);
+  CHECK(transport::connectionsWithin(8192, o, 256) == (8192 - 256 - 64) / 3);
+  CHECK(transport::connectionsWithin(1024, o, 256) == (1024 - 320) / 3);
+  CHECK(transport::connectionsWithin(100, o, 256) == 1);
+  CHECK(transport::connectionsWithin(323, o, 256) == 1);
+  CHECK(transport::connectionsWithin(326, o, 256) == 2);
+}
