@@ -18,9 +18,15 @@ namespace tern::server {
 
 namespace {
 
-transport::ChannelOptions channelOptions(const config::CoordinatorSettings& s) {
+transport::ChannelOptions channelOptions(const config::CoordinatorSettings& s,
+                                         const CoordinatorCore& core) {
   transport::ChannelOptions opts;
   opts.max_message_bytes = int64_t(s.max_message_bytes);
+  // A member that stops reading (while it heartbeats) is sent a whole model now and then; what
+  // queues for it is bounded in bytes, not only in messages (docs/security.md).
+  constexpr uint64_t kEnvelopeAndHeaders = 4096;
+  opts.send_high_water_mark =
+      transport::sendQueueFor(core.parameters().size() * sizeof(float) + kEnvelopeAndHeaders);
   return opts;
 }
 
@@ -42,7 +48,7 @@ CoordinatorDaemon::CoordinatorDaemon(const config::CoordinatorSettings& s, Coord
       fell_back_(fell_back),
       records_(s, resumed ? std::optional<uint64_t>(core.round()) : std::nullopt),
       tel_(tel_opts, steadySeconds, coordinatorStatus(s, core, false, "starting", AuthCounters{})),
-      channel_opts_(channelOptions(s)),
+      channel_opts_(channelOptions(s, core)),
       zap_(setUpSecurity(s.security, ctx_, channel_opts_)),
       channel_(ctx_, zmq::socket_type::router, channel_opts_),
       security_(ctx_, channel_, std::move(zap_), steadySeconds, s.joins.per_key),

@@ -1,8 +1,15 @@
 #include "common/transport/channel.hpp"
 
+#include <algorithm>
+
 #include "common/transport/curve_keys.hpp"
 
 namespace tern::transport {
+
+int sendQueueFor(uint64_t largest_message_bytes, uint64_t budget_bytes) {
+  const uint64_t fits = budget_bytes / std::max<uint64_t>(largest_message_bytes, 1);
+  return int(std::clamp<uint64_t>(fits, 16, 1000));
+}
 
 Channel::Channel(zmq::context_t& ctx, zmq::socket_type type, const ChannelOptions& options)
     : socket_(ctx, type), router_(type == zmq::socket_type::router) {

@@ -30,7 +30,7 @@ struct CurveOptions {
 struct ChannelOptions {
   int64_t max_message_bytes = 64 << 20;
   int linger_ms = 200;
-  int send_high_water_mark = 1000;
+  int send_high_water_mark = 1000;  // messages queued per peer (a ROUTER: sendQueueFor)
   int reconnect_ivl_ms = 100;
   int reconnect_ivl_max_ms = 2000;
   // ZMTP heartbeats: a PING after this much quiet, and a connection with no traffic from the
@@ -41,6 +41,11 @@ struct ChannelOptions {
   int heartbeat_timeout_ms = 30000;
   CurveOptions curve;
 };
+
+// A ROUTER's send high-water mark (messages queued per peer) such that a peer that stops reading
+// holds about `budget_bytes` of messages as large as `largest_message_bytes` at most: at least 16
+// (a worker's burst of probe acknowledgements and round starts), at most 1000 (libzmq's default).
+int sendQueueFor(uint64_t largest_message_bytes, uint64_t budget_bytes = 8 << 20);
 
 // The most frames after the identity that a message keeps: an envelope and a payload. The rest
 // of a longer message is read and dropped frame by frame, never stored (docs/security.md).
