@@ -185,6 +185,7 @@ bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& 
     described_ = std::move(d);
   }
   peer_ = peer;
+  busy_since_.reset();  // a new trainer owes nothing yet
   {
     std::lock_guard lock(mutex_);
     counters_.connected = true;
@@ -229,7 +230,9 @@ bool ExternalTrainer::sendFit(const GradientRequest& request) {
   const auto& p = *request.params;
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(p.data()),
                                        p.size() * sizeof(float));
-  return channel_.send(peer_, env.SerializeAsString(), bytes).has_value();
+  if (!channel_.send(peer_, env.SerializeAsString(), bytes)) return false;
+  if (!busy_since_) busy_since_ = Clock::now();
+  return true;
 }
 
 GradientResult ExternalTrainer::failed(const GradientRequest& request, const std::string& why,
@@ -289,6 +292,7 @@ GradientResult ExternalTrainer::noTrainer(const GradientRequest& request) {
     counters_.connected = false;
   }
   peer_.clear();
+  busy_since_.reset();
   return failed(request, "no trainer connected to " + endpoint_,
                 &ExternalTrainerCounters::no_trainer);
 }
@@ -298,6 +302,8 @@ void ExternalTrainer::takeStray(const Incoming& in) {
     onHello(in.peer, in.env);
     return;
   }
+  // The trainer answered a request given up: it is working again, and owes nothing now.
+  if (in.peer == peer_ && (in.env.has_result() || in.env.has_error())) busy_since_.reset();
   count(&ExternalTrainerCounters::late_answers);
   spdlog::debug("a trainer message answering no waiting request: ignored");
 }
@@ -328,8 +334,12 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
     if (cancelled()) return std::nullopt;
     return noTrainer(request);
   }
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_seconds_);
-  while (Clock::now() < deadline) {
+  // The time runs from the oldest request the trainer has not answered: one still busy with a
+  // request given up (its round moved on) has had its time since then, so a hang is a timeout
+  // however often rounds move on before trainer.timeout_seconds.
+  const auto timeout =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+  while (busy_since_ && Clock::now() < *busy_since_ + timeout) {
     if (cancelled()) return std::nullopt;
     auto in = receive(kSliceMs);
     if (!in) continue;
@@ -340,14 +350,20 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
     }
     const bool current = in->peer == peer_;
     if (current && in->env.has_error()) {
+      busy_since_.reset();
       return failed(request, "the trainer refused the request: " + in->env.error().text(),
                     &ExternalTrainerCounters::trainer_errors);
     }
     if (current && in->env.has_result() && in->env.result().id() == request.id) {
+      busy_since_.reset();
       return takeResult(request, *in);
     }
     takeStray(*in);
+    // An answer to an earlier request: the trainer is on to this one now.
+    if (current && in->env.has_result()) busy_since_ = Clock::now();
   }
+  // Said once per timeout: the next request's time runs from now (the trainer may still be busy).
+  busy_since_ = Clock::now();
   return failed(request, fmt::format("the trainer did not answer within {:g} s", timeout_seconds_),
                 &ExternalTrainerCounters::timeouts);
 }

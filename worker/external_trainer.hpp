@@ -6,6 +6,7 @@
 // wrongly fails the request (GradientResult::failure) and the worker sits the round out.
 // The socket is used from one thread at a time: waitForHello before the compute thread starts,
 // gradient() on it afterwards; counters() may be read from any thread.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -89,7 +90,10 @@ class ExternalTrainer final : public Trainer {
   zmq::context_t ctx_{1};
   transport::Channel channel_;
   std::function<bool()> cancelled_;
-  std::string peer_;                     // the current trainer's identity ("" = none)
+  std::string peer_;  // the current trainer's identity ("" = none)
+  // When the current trainer was sent the oldest request it has not answered (none: it owes
+  // nothing); a request's time runs from here.
+  std::optional<std::chrono::steady_clock::time_point> busy_since_;
   std::vector<ml::TensorShape> layout_;  // the first accepted trainer's
   std::optional<LocalData> described_;   // the first accepted trainer's description
   mutable std::mutex mutex_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -400,6 +401,14 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   return out;
 }
 
+namespace {
+// A finite loss and an accuracy in [0, 1]: what the coordinator takes.
+bool usableEvaluation(const Evaluation& e) {
+  return std::isfinite(e.loss) && std::isfinite(e.accuracy) && e.accuracy >= 0.0 &&
+         e.accuracy <= 1.0;
+}
+}  // namespace
+
 Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (!pending_ || pending_->id != result.request_id) return effects();
   const Pending asked = *pending_;
@@ -408,7 +417,14 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (asked.again) ++stats_.repushes;
   Message m = proto::pushMessage(session_.address(), asked.round);
   m.envelope.mutable_push()->set_samples_used(result.rows_used);
-  if (const auto& e = result.evaluation; e && e->rows > 0) {
+  if (const auto& e = result.evaluation; e && !usableEvaluation(*e)) {
+    // The evaluation alone is dropped; the gradient still goes (docs/python.md).
+    if (std::has_single_bit(++stats_.evaluations_unusable))
+      spdlog::warn(
+          "round {}: the trainer's evaluation is not a finite loss and an accuracy in "
+          "[0, 1] (accuracy {}): not reported ({} so far)",
+          asked.round, e->accuracy, stats_.evaluations_unusable);
+  } else if (e && e->rows > 0) {
     auto* ev = m.envelope.mutable_push()->mutable_evaluation();
     ev->set_round(asked.round);
     ev->set_loss(e->loss);
@@ -438,11 +454,6 @@ std::string WorkerCore::resultProblem(const GradientResult& result) const {
   if (result.gradient.size() != replica_.params().size()) {
     return "the trainer's gradient has " + std::to_string(result.gradient.size()) +
            " values, the model " + std::to_string(replica_.params().size());
-  }
-  if (const auto& e = result.evaluation;
-      e && !(std::isfinite(e->loss) && std::isfinite(e->accuracy) && e->accuracy >= 0.0 &&
-             e->accuracy <= 1.0)) {
-    return "the trainer's evaluation is not a loss and an accuracy in [0, 1]";
   }
   // A built-in model's overflow is the push builder's to report (a push that carries nothing);
   // an external trainer's non-finite answer is its failure.

@@ -27,6 +27,8 @@ struct WorkerStats {
   uint64_t trainer_failures = 0;
   std::string last_trainer_error;
   uint64_t evaluations = 0;  // federated evaluations reported with pushes
+  uint64_t evaluations_unusable =
+      0;  // the trainer's evaluations dropped (not finite, not in [0, 1])
   uint32_t last_level = 0;
   double last_predicted_cost = 0.0;  // the tuner's prediction for the last push
   double last_predicted_improvement = 0.0;

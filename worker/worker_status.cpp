@@ -40,7 +40,11 @@ std::map<std::string, telemetry::CounterStatus> counters(const WorkerStats& stat
       {"trainer_failures",
        {stats.trainer_failures,
         "Rounds sat out: the trainer failed (crashed, timed out, answered wrongly)."}},
-      {"evaluations", {stats.evaluations, "Federated evaluations reported with pushes."}}};
+      {"evaluations", {stats.evaluations, "Federated evaluations reported with pushes."}},
+      {"evaluations_unusable",
+       {stats.evaluations_unusable,
+        "The trainer's evaluations dropped: a loss or accuracy not finite, or an accuracy outside "
+        "[0, 1] (the push went without it)."}}};
 }
 
 // The external trainer's counters, each with what it counts.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <thread>
 
 #include "common/util/rng.hpp"
 #include "trainer.pb.h"
@@ -393,4 +394,38 @@ TEST_CASE("a Hello with no training rows is refused: the coordinator takes no wo
   CHECK_FALSE(reply.hello_reply().accepted());
   CHECK(reply.hello_reply().reason().find("train_rows is 0") != std::string::npos);
   CHECK(w.stopWithoutHello());
+}
+
+TEST_CASE("a hang is a timeout even when every request is given up before the timeout") {
+  // Rounds that move on (a new round start gives the request up) must not restart the clock: a
+  // trainer that answers nothing is reported once trainer.timeout_seconds passed since the
+  // oldest request it owes.
+  Rig rig(1.0);
+  std::atomic<bool> stop{false};
+  rig.trainer.setCancelled([&] { return stop.load(); });
+  const auto started = std::chrono::steady_clock::now();
+  auto first = ask(rig.trainer, request(20));
+  CHECK(rig.fake.receive().fit().id() == 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  stop = true;
+  CHECK_FALSE(first.get().has_value());  // given up: its round moved on
+  stop = false;
+  auto second = ask(rig.trainer, request(21));
+  CHECK(rig.fake.receive().fit().id() == 21);
+  const auto result = second.get();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  REQUIRE(result.has_value());
+  CHECK(result->failure == "the trainer did not answer within 1 s");
+  CHECK(rig.trainer.counters().timeouts == 1);
+  CHECK(waited < 1.5);  // 1 s from the first request (not 1.7 s: 1 s from the second)
+  // Once it answers again (late, then the current request), the clock starts afresh.
+  auto third = ask(rig.trainer, request(22));
+  CHECK(rig.fake.receive().fit().id() == 22);
+  rig.fake.answer(20, kGrad);
+  rig.fake.answer(22, kGrad);
+  const auto answered = third.get();
+  REQUIRE(answered.has_value());
+  CHECK(answered->failure.empty());
+  CHECK(answered->gradient == kGrad);
 }

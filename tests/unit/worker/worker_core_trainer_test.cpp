@@ -154,4 +154,18 @@ TEST_CASE(
   CHECK(ev.rows() == 30);
   CHECK(core.stats().trainer_failures == 3);
   CHECK(core.stats().evaluations == 1);
+  // An evaluation that is not one (an accuracy in percent, a NaN loss) is dropped alone: the
+  // gradient still goes, no failure counted.
+  for (const Evaluation bad : {Evaluation{0.4, 85.0, 30}, Evaluation{std::nan(""), 0.5, 30}}) {
+    GradientResult with_bad = gradientOf(8);
+    with_bad.evaluation = bad;
+    const Message* pushed =
+        pushIn(answer(ask(4 + core.stats().evaluations_unusable, true), with_bad));
+    REQUIRE(pushed != nullptr);
+    CHECK_FALSE(pushed->payload.empty());
+    CHECK_FALSE(pushed->envelope.push().has_evaluation());
+  }
+  CHECK(core.stats().evaluations_unusable == 2);
+  CHECK(core.stats().trainer_failures == 3);
+  CHECK(core.stats().evaluations == 1);
 }
