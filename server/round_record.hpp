@@ -41,6 +41,11 @@ struct WorkerRecord {
   uint32_t missed_in_row = 0;
   bool benched = false;
   uint64_t probe_round = 0;
+  // Benchings since it last pushed probe_every rounds in a row in time (not checkpointed): back
+  // from the bench it is on probation (one miss benches it again) and each benching doubles the
+  // rounds between its probes (StragglerBench).
+  uint32_t benchings = 0;
+  uint32_t in_time_streak = 0;  // rounds in a row it pushed in time, while benchings > 0
   uint64_t pushes_clipped = 0;
   WorkerEvaluation evaluation;  // the last usable one (not checkpointed)
 };

@@ -2,7 +2,24 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace tern::server {
+
+namespace {
+
+// A push in time: the misses end; on probation, probe_every of them in a row end it.
+void keptUp(WorkerRecord& rec, uint32_t probe_every) {
+  rec.missed_in_row = 0;
+  rec.benched = false;
+  if (rec.benchings == 0) return;
+  if (++rec.in_time_streak >= probe_every) {
+    rec.benchings = 0;
+    rec.in_time_streak = 0;
+  }
+}
+
+}  // namespace
 
 bool StragglerBench::closeRound(Membership& members, uint64_t round, uint64_t& benched) {
   bool moved = false;
@@ -11,27 +28,36 @@ bool StragglerBench::closeRound(Membership& members, uint64_t round, uint64_t& b
     if (rec.pushed) {
       moved = moved || rec.benched;
       if (rec.benched) spdlog::info("worker {} ({}) pushed in time: off the bench", id, rec.name);
-      rec.missed_in_row = 0;
-      rec.benched = false;
+      keptUp(rec, settings_.probe_every);
       continue;
     }
     if (!rec.alive || !w.plan.in_round || rec.benched) continue;
     ++rec.missed_in_row;
-    if (settings_.bench_after_misses == 0 || rec.missed_in_row < settings_.bench_after_misses)
-      continue;
-    spdlog::warn("worker {} ({}) missed {} rounds in a row (to round {}): benched", id, rec.name,
-                 rec.missed_in_row, round);
+    rec.in_time_streak = 0;
+    // On probation (back from the bench, not yet kept up) one miss is enough.
+    const uint32_t allowed = rec.benchings > 0 ? 1 : settings_.bench_after_misses;
+    if (settings_.bench_after_misses == 0 || rec.missed_in_row < allowed) continue;
+    ++rec.benchings;
+    spdlog::warn(
+        "worker {} ({}) missed {} rounds in a row (to round {}): benched, probed every {} "
+        "rounds",
+        id, rec.name, rec.missed_in_row, round, probeInterval(rec));
     rec.benched = true;
     ++benched;
-    rec.probe_round = round;  // its next probe is probe_every rounds on
+    rec.probe_round = round;  // its next probe is probeInterval rounds on
     moved = true;
   }
   return moved;
 }
 
+uint64_t StragglerBench::probeInterval(const WorkerRecord& rec) const {
+  const uint32_t doublings = std::min(rec.benchings > 0 ? rec.benchings - 1 : 0, kMostDoublings);
+  return uint64_t(settings_.probe_every) << doublings;
+}
+
 bool StragglerBench::offers(WorkerRecord& rec, uint64_t round) const {
   if (!rec.benched) return true;
-  if (round < rec.probe_round + settings_.probe_every) return false;
+  if (round < rec.probe_round + probeInterval(rec)) return false;
   rec.probe_round = round;
   return true;
 }
@@ -43,6 +69,7 @@ bool StragglerBench::latePush(WorkerRecord& rec, uint64_t push_round, double sec
                rec.id, rec.name, push_round);
   rec.benched = false;
   rec.missed_in_row = 0;
+  rec.in_time_streak = 0;
   return true;
 }
 

@@ -3,7 +3,10 @@
 // bench_after_misses rounds in a row and let each close without its push is benched. A benched
 // member is not waited for: it sits rounds out, offered one round (a probe) every probe_every
 // rounds. A push for its probe that arrives while the round is open, or later but within a round
-// deadline of the probe's round start, shows it can push in time: it leaves the bench.
+// deadline of the probe's round start, shows it can push in time: it leaves the bench, on
+// probation: until it has pushed in time probe_every rounds in a row, one missed round benches it
+// again, and each benching doubles the rounds between its probes (up to kMostDoublings times), so
+// that a member that pushes only its probes holds up fewer and fewer rounds.
 #include <cstdint>
 
 #include "common/config/settings.hpp"
@@ -26,6 +29,10 @@ class StragglerBench {
   bool latePush(WorkerRecord& rec, uint64_t push_round, double seconds, double deadline) const;
   // Whether the round waits for `w`'s push: it holds a seat and is not benched.
   static bool awaited(const Worker& w) { return w.rec.alive && w.plan.in_round && !w.rec.benched; }
+  // Rounds between a benched member's probes: probe_every, doubled for each benching after the
+  // first since it last kept up (at most 2^kMostDoublings times).
+  uint64_t probeInterval(const WorkerRecord& rec) const;
+  static constexpr uint32_t kMostDoublings = 10;
 
  private:
   config::StragglerSettings settings_;

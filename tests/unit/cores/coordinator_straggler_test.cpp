@@ -4,6 +4,9 @@
 // it, and a late push for its probe within the deadline brings it back.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "coordinator_harness.hpp"
 
 using namespace tern;
@@ -86,4 +89,77 @@ TEST_CASE("with bench_after_misses 0 every round waits for the silent member") {
   std::vector<Outgoing> sent;
   for (int r = 0; r < 6; ++r) CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));
   CHECK_FALSE(recordOf(*h.core, b).benched);
+}
+
+namespace {
+
+// Both push the open round (B first); the round closes at A's push.
+void roundOfBoth(Harness& h, uint32_t a, uint32_t b) {
+  const uint64_t r = h.core->round();
+  const std::vector<float> g(h.core->parameters().size(), 0.1f);
+  h.now += 0.05;
+  h.core->onMessage("B", h.push(b, r, g), 50, h.now);
+  h.now += 0.05;
+  h.core->onMessage("A", h.push(a, r, g), 50, h.now);
+  REQUIRE(h.core->round() == r + 1);
+}
+
+// Runs `rounds` rounds in which B pushes only its probes (late, within the deadline); returns
+// how many rounds waited for B, and the rounds it was probed in.
+int probeOnlyRounds(Harness& h, uint32_t a, uint32_t b, int rounds, std::vector<uint64_t>& probes) {
+  int waited = 0;
+  uint64_t probe = UINT64_MAX;  // none
+  for (int i = 0; i < rounds; ++i) {
+    std::vector<Outgoing> sent;
+    const uint64_t r = h.core->round();
+    if (!roundOfA(h, a, b, 2.0, sent)) ++waited;
+    if (probe == r) {
+      h.now += 0.4;
+      h.core->onMessage("B", h.push(b, r, std::vector<float>(h.core->parameters().size(), 0.1f)),
+                        50, h.now);
+      probe = UINT64_MAX;
+    }
+    if (recordOf(*h.core, b).benched && roundStartTo(sent, "B")) {
+      probe = r + 1;
+      probes.push_back(r + 1);
+    }
+  }
+  return waited;
+}
+
+}  // namespace
+
+TEST_CASE("a member that pushes only its probes holds up fewer and fewer rounds") {
+  // Back from the bench on probation, one miss benches it again and its probes come twice as
+  // far apart each time: over 400 rounds it holds up 3 + one a probe, not 3 every 13 rounds.
+  Harness h;
+  h.settings.max_rounds = 1000;
+  h.withTimers(2.0, 100.0);
+  const auto [a, b] = h.joinAB();
+  std::vector<uint64_t> probes;
+  const int waited = probeOnlyRounds(h, a, b, 400, probes);
+  REQUIRE(probes.size() >= 4);
+  CHECK(waited <= 3 + int(probes.size()));
+  CHECK(waited <= 12);
+  for (size_t k = 2; k < probes.size(); ++k)
+    CHECK(probes[k] - probes[k - 1] > probes[k - 1] - probes[k - 2]);
+}
+
+TEST_CASE("a member that keeps up for probe_every rounds after the bench is on probation no more") {
+  Harness h;
+  h.withTimers(2.0, 100.0);
+  const auto [a, b] = h.joinAB();
+  std::vector<uint64_t> probes;
+  probeOnlyRounds(h, a, b, 13, probes);  // benched after 3, probed in round 12, back on probation
+  REQUIRE(probes.size() == 1);
+  roundOfBoth(h, a, b);  // (records are read as of the last round's close)
+  CHECK_FALSE(recordOf(*h.core, b).benched);
+  CHECK(recordOf(*h.core, b).benchings == 1);  // on probation
+  for (int r = 1; r < 10; ++r) roundOfBoth(h, a, b);
+  CHECK(recordOf(*h.core, b).benchings == 0);
+  std::vector<Outgoing> sent;
+  // Silent again: three misses before the bench, as at first.
+  for (int r = 0; r < 3; ++r) CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));
+  CHECK(recordOf(*h.core, b).benched);
+  CHECK(recordOf(*h.core, b).benchings == 1);
 }
