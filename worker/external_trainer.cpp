@@ -225,7 +225,7 @@ bool ExternalTrainer::sendFit(const GradientRequest& request) {
   fit->set_local_steps(request.plan.local_steps);
   fit->set_local_lr(request.plan.local_lr);
   // This worker's and this round's own seed, as the built-in trainer draws its minibatches.
-  fit->set_seed(deriveSeed(request.plan.seed ^ (uint64_t(request.worker_id) << 32), request.round));
+  fit->set_seed(minibatchSeed(request));
   fit->set_evaluate(request.evaluate);
   const auto& p = *request.params;
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(p.data()),

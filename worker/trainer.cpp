@@ -54,12 +54,18 @@ std::optional<GradientResult> ShardTrainer::gradient(const GradientRequest& requ
   return out;
 }
 
+uint64_t minibatchSeed(const GradientRequest& request) {
+  const uint64_t seed =
+      deriveSeed(request.plan.seed ^ (uint64_t(request.worker_id) << 32), request.round);
+  return request.attempt == 0 ? seed : deriveSeed(seed, request.attempt);
+}
+
 bool ShardTrainer::train(const GradientRequest& request, GradientResult& out) {
   const auto& params = *request.params;
   const auto& plan = request.plan;
   const size_t n = shard_->rows();
   const size_t batch = std::min<size_t>(plan.batch_size, n);
-  Rng rng(deriveSeed(plan.seed ^ (uint64_t(request.worker_id) << 32), request.round));
+  Rng rng(minibatchSeed(request));
   auto draw = [&] {
     std::vector<size_t> rows(batch);
     std::uniform_int_distribution<size_t> pick(0, n - 1);

@@ -33,7 +33,14 @@ struct GradientRequest {
   std::shared_ptr<const ml::Model> model;
   TrainingPlan plan;
   bool evaluate = false;  // also evaluate at params (before training) on the held-out rows
+  // > 0: the round's gradient asked again after this many failed attempts (a trainer's error):
+  // the minibatches are drawn anew (minibatchSeed), so a failure tied to one does not repeat.
+  uint32_t attempt = 0;
 };
+
+// The seed of a request's minibatches: the coordinator's training seed, this worker's id and the
+// round; an attempt after failed ones mixes in its number.
+uint64_t minibatchSeed(const GradientRequest& request);
 
 // A model's quality on a trainer's held-out rows.
 struct Evaluation {

@@ -398,6 +398,7 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   Effects out = effects();
   out.compute = GradientRequest{pending_->id, rs.round(), id(),         replica_.lend(),
                                 model_,       plan_,      rs.evaluate()};
+  if (failed_round_ == rs.round()) out.compute->attempt = failed_attempts_;
   return out;
 }
 
@@ -437,7 +438,10 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   const auto built = push_->build(m, result.gradient, result.loss, asked.again, cap_, link_, now,
                                   now - asked.asked_at, rng_, stats_);
   // A push without a gradient is refused at once, not acked: neither timed nor led by a probe.
-  if (!built.computed) return effects({sendable(std::move(m), now)});
+  if (!built.computed) {
+    noteFailed(asked.round);
+    return effects({sendable(std::move(m), now)});
+  }
   pushed_round_ = asked.round;
   // A queued probe goes out right before the push, once the push is computed, and only when
   // nothing else is unacknowledged (see LinkMonitor::acked), and only if the push's deadline
@@ -475,9 +479,15 @@ std::string utf8Prefix(const std::string& text, size_t most) {
 }
 }  // namespace
 
+void WorkerCore::noteFailed(uint64_t round) {
+  failed_attempts_ = failed_round_ == round ? failed_attempts_ + 1 : 1;
+  failed_round_ = round;
+}
+
 Effects WorkerCore::sitOut(uint64_t round, const std::string& why, double now) {
   ++stats_.trainer_failures;
   stats_.last_trainer_error = why;
+  noteFailed(round);
   spdlog::warn("round {}: the trainer failed ({}); sitting the round out", round, why);
   if (stopping_) return effects();
   // Said to the coordinator with a push that carries nothing: it refuses it at once, so the round

@@ -146,6 +146,10 @@ class WorkerCore {
     bool again;
   };
   std::optional<Pending> pending_;
+  // A failed attempt at `round`'s gradient: the next request for it draws other minibatches.
+  void noteFailed(uint64_t round);
+  uint64_t failed_round_ = UINT64_MAX;  // the round whose gradient last failed (none: max)
+  uint32_t failed_attempts_ = 0;        // and how many times in a row
   uint64_t requests_ = 0;
   bool stopping_ = false;  // stop() was called
   bool left_ = false;      // a Leave went out

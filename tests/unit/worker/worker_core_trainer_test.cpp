@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/util/rng.hpp"
 #include "proto/model_spec.hpp"
 #include "worker/worker_core.hpp"
 
@@ -168,4 +169,45 @@ TEST_CASE(
   CHECK(core.stats().evaluations_unusable == 2);
   CHECK(core.stats().trainer_failures == 3);
   CHECK(core.stats().evaluations == 1);
+}
+
+TEST_CASE("a round asked again after its gradient failed draws other minibatches") {
+  // A failure tied to one minibatch (a bad row) must not repeat on every retry of the round.
+  WorkerCore core(options(), externalData(), 5);
+  core.start(0.0);
+  core.onMessage(welcome(kLayout), 10, 0.1);
+  REQUIRE(core.joined());
+  double now = 1.0;
+  auto ask = [&](uint64_t round) {
+    now += 0.5;
+    const Effects e = core.onMessage(roundStart(round, false), 40, now);
+    REQUIRE(e.compute.has_value());
+    return *e.compute;
+  };
+  auto fail = [&](const GradientRequest& r) {
+    GradientResult failed;
+    failed.request_id = r.id;
+    failed.failure = "a bad row";
+    now += 0.5;
+    CHECK(sitOutIn(core.onGradient(failed, now)) == "a bad row");
+  };
+  const GradientRequest first = ask(0);
+  CHECK(first.attempt == 0);
+  fail(first);
+  const GradientRequest second = ask(0);
+  CHECK(second.attempt == 1);
+  CHECK(worker::minibatchSeed(second) != worker::minibatchSeed(first));
+  fail(second);
+  const GradientRequest third = ask(0);
+  CHECK(third.attempt == 2);
+  CHECK(worker::minibatchSeed(third) != worker::minibatchSeed(second));
+  GradientResult good = gradientOf(8);
+  good.request_id = third.id;
+  CHECK(pushIn(core.onGradient(good, now + 0.5)) != nullptr);
+  const GradientRequest next = ask(1);
+  CHECK(next.attempt == 0);
+  // Without failures the seed is the one every trainer has always used.
+  GradientRequest plain = next;
+  CHECK(worker::minibatchSeed(plain) ==
+        deriveSeed(plain.plan.seed ^ (uint64_t(plain.worker_id) << 32), plain.round));
 }
