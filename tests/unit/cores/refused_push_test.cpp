@@ -655,9 +655,11 @@ TEST_CASE("when every worker's trainer fails a round, each is asked again at the
 
   Cluster c(2);
   int failures = 0;
+  std::vector<uint32_t> attempts;  // of round 3's requests, in the order asked
   for (size_t i = 0; i < 2; ++i) {
-    c.workers[i]->setFailure([&failures](const worker::GradientRequest& r) -> std::string {
+    c.workers[i]->setFailure([&](const worker::GradientRequest& r) -> std::string {
       // Round 3 fails on both workers, twice each (the first ask and the first ask again).
+      if (r.round == 3) attempts.push_back(r.attempt);
       if (r.round != 3 || failures >= 4) return "";
       ++failures;
       return "the trainer could not fit: boom";
@@ -671,8 +673,11 @@ TEST_CASE("when every worker's trainer fails a round, each is asked again at the
   CHECK(c.workers[0]->stats().trainer_failures == 2);
   CHECK(c.workers[0]->stats().last_trainer_error == "the trainer could not fit: boom");
   CHECK(c.coordinator->round() == clean.coordinator->round());
-  // Nothing of the failed asks reached a residual or the model: the clean run's model.
-  CHECK(c.coordinator->parameters() == clean.coordinator->parameters());
+  // Each ask again drew other minibatches (attempts 1 and 2 after the failed 0 and 1), so the
+  // model is not the clean run's; every replica is still the coordinator's.
+  std::sort(attempts.begin(), attempts.end());
+  CHECK(attempts == std::vector<uint32_t>{0, 0, 1, 1, 2, 2});
+  CHECK(c.coordinator->parameters() != clean.coordinator->parameters());
   for (const auto& w : c.workers) {
     CHECK(checksum(w->parameters()) == checksum(c.coordinator->parameters()));
   }
