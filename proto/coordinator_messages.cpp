@@ -44,6 +44,7 @@ Message finish(const FinishBody& body, Payload payload) {
   auto* f = m.envelope.mutable_finish();
   f->set_round(body.round);
   if (body.test_accuracy) f->set_test_accuracy(*body.test_accuracy);
+  f->set_full_model(body.full_model);
   return m;
 }
 

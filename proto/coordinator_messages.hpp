@@ -37,6 +37,7 @@ struct ErrorBody {
 struct FinishBody {
   uint64_t round = 0;
   std::optional<double> test_accuracy;
+  bool full_model = false;  // the payload is the whole model, not the last step
 };
 
 Message welcome(wire::Welcome body, Payload payload);

@@ -530,10 +530,18 @@ void CoordinatorCore::finishAll() {
   phase_.fire(PhaseEvent::kFinish);
   for (auto& [id, w] : membership_.all()) {
     // A worker marked gone but not forgotten is told too (not waited for, no last step).
+    // One step behind: the last step; further (benched, kept up by its probes only): the
+    // whole model, so that every replica ends as the coordinator's model.
     Payload last_step;
-    if (w.rec.alive && w.synced_round && *w.synced_round + 1 == round_)
+    bool full = false;
+    if (w.rec.alive && w.synced_round && *w.synced_round + 1 == round_ &&
+        !aggregator_.lastUpdate().empty()) {
       last_step = aggregator_.lastUpdate();
-    send(w, proto::finish({round_, last_accuracy_}, std::move(last_step)));
+    } else if (w.rec.alive && w.synced_round && *w.synced_round < round_) {
+      last_step = floatsToBytes(aggregator_.parameters());
+      full = true;
+    }
+    send(w, proto::finish({round_, last_accuracy_, full}, std::move(last_step)));
     told_to_finish_.insert(id);
     if (w.rec.alive && w.acks_finish) finish_unacked_.insert(id);
   }

@@ -84,16 +84,7 @@ bool Replica::applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>
 Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<const uint8_t> payload,
                                       std::string& error) {
   if (rs.full_model()) {
-    std::vector<float> model(params_->size());
-    if (!bytesToFloats(payload, model)) {
-      error = "full model has the wrong size";
-      return Sync::refused;
-    }
-    if (!compression::detail::allFinite(model)) {
-      error = "full model holds a non-finite value";
-      return Sync::refused;
-    }
-    params_ = std::make_shared<std::vector<float>>(std::move(model));
+    if (!takeWholeModel(payload, error)) return Sync::refused;
   } else if (!payload.empty()) {
     // An update that does not apply to the replica held: the whole model is needed again.
     if (round_ + 1 != rs.round()) return Sync::rejoin;
@@ -108,7 +99,27 @@ Replica::Sync Replica::takeRoundModel(const wire::RoundStart& rs, std::span<cons
   return Sync::done;
 }
 
-bool Replica::takeFinal(uint64_t round, std::span<const uint8_t> payload, std::string& error) {
+bool Replica::takeWholeModel(std::span<const uint8_t> payload, std::string& error) {
+  std::vector<float> model(params_->size());
+  if (!bytesToFloats(payload, model)) {
+    error = "full model has the wrong size";
+    return false;
+  }
+  if (!compression::detail::allFinite(model)) {
+    error = "full model holds a non-finite value";
+    return false;
+  }
+  params_ = std::make_shared<std::vector<float>>(std::move(model));
+  return true;
+}
+
+bool Replica::takeFinal(uint64_t round, std::span<const uint8_t> payload, bool full_model,
+                        std::string& error) {
+  if (full_model && !payload.empty()) {
+    if (!takeWholeModel(payload, error)) return false;
+    round_ = round;
+    return true;
+  }
   if (payload.empty() || round_ + 1 != round) return true;
   if (!applyUpdateTo(payload, writable(), error)) return false;
   round_ = round;

@@ -42,10 +42,14 @@ class Replica {
   enum class Sync { done, rejoin, refused };
   Sync takeRoundModel(const wire::RoundStart& rs, std::span<const uint8_t> payload,
                       std::string& error);
-  // The Finish's last update, if it follows the replica's round; false and `error` if it is bad.
-  bool takeFinal(uint64_t round, std::span<const uint8_t> payload, std::string& error);
+  // The Finish's last update, if it follows the replica's round, or its whole model (full_model);
+  // false and `error` if it is bad.
+  bool takeFinal(uint64_t round, std::span<const uint8_t> payload, bool full_model,
+                 std::string& error);
 
  private:
+  // The whole model from `payload` (its floats, all finite) as the replica.
+  bool takeWholeModel(std::span<const uint8_t> payload, std::string& error);
   // Decodes the coordinator's update strictly and adds it to `params`.
   bool applyUpdateTo(std::span<const uint8_t> payload, std::vector<float>& params,
                      std::string& error) const;

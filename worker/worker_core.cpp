@@ -184,7 +184,7 @@ Effects WorkerCore::handleAck(const wire::Ack& a, double now) {
 Effects WorkerCore::handleFinish(const Message& msg, double now) {
   const auto& f = msg.envelope.finish();
   std::string error;
-  if (joined() && !replica_.takeFinal(f.round(), msg.payload, error))
+  if (joined() && !replica_.takeFinal(f.round(), msg.payload, f.full_model(), error))
     refuse("bad final update: " + error);
   if (f.has_test_accuracy()) {
     spdlog::info("coordinator finished training at round {} (test accuracy {:.4f})", f.round(),

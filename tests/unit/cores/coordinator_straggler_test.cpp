@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "coordinator_harness.hpp"
@@ -93,6 +94,13 @@ TEST_CASE("with bench_after_misses 0 every round waits for the silent member") {
 
 namespace {
 
+// A and B joined to a core of `max_rounds` whose rounds close 2 s after they start.
+std::pair<uint32_t, uint32_t> joinedAB(Harness& h, uint64_t max_rounds) {
+  h.settings.max_rounds = max_rounds;
+  h.withTimers(2.0, 100.0);
+  return h.joinAB();
+}
+
 // Both push the open round (B first); the round closes at A's push.
 void roundOfBoth(Harness& h, uint32_t a, uint32_t b) {
   const uint64_t r = h.core->round();
@@ -133,9 +141,7 @@ TEST_CASE("a member that pushes only its probes holds up fewer and fewer rounds"
   // Back from the bench on probation, one miss benches it again and its probes come twice as
   // far apart each time: over 400 rounds it holds up 3 + one a probe, not 3 every 13 rounds.
   Harness h;
-  h.settings.max_rounds = 1000;
-  h.withTimers(2.0, 100.0);
-  const auto [a, b] = h.joinAB();
+  const auto [a, b] = joinedAB(h, 1000);
   std::vector<uint64_t> probes;
   const int waited = probeOnlyRounds(h, a, b, 400, probes);
   REQUIRE(probes.size() >= 4);
@@ -162,4 +168,25 @@ TEST_CASE("a member that keeps up for probe_every rounds after the bench is on p
   for (int r = 0; r < 3; ++r) CHECK_FALSE(roundOfA(h, a, b, 2.0, sent));
   CHECK(recordOf(*h.core, b).benched);
   CHECK(recordOf(*h.core, b).benchings == 1);
+}
+
+TEST_CASE("a member benched when the run ends is sent the whole final model with its Finish") {
+  Harness h;
+  const auto [a, b] = joinedAB(h, 8);
+  std::vector<Outgoing> sent;
+  while (!h.core->finished()) roundOfA(h, a, b, 2.0, sent);
+  const Message* finish = nullptr;
+  for (const auto& o : sent) {
+    if (o.peer == "B" && o.message.envelope.has_finish()) finish = &o.message;
+  }
+  REQUIRE(finish != nullptr);
+  CHECK(finish->envelope.finish().full_model());
+  const auto& params = h.core->parameters();
+  REQUIRE(finish->payload.size() == params.size() * sizeof(float));
+  CHECK(std::memcmp(finish->payload.data(), params.data(), finish->payload.size()) == 0);
+  // A, one step behind, gets the last step only.
+  for (const auto& o : sent) {
+    if (o.peer == "A" && o.message.envelope.has_finish())
+      CHECK_FALSE(o.message.envelope.finish().full_model());
+  }
 }

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -65,7 +66,7 @@ TEST_CASE(
   CHECK(r.params() == std::vector<float>{1.0f, 3.5f, 4.0f});
   // A Finish's update too: lent, then taken.
   const auto lent = r.lend();
-  CHECK(r.takeFinal(3, update({1.0f, 1.0f, 1.0f}), error));
+  CHECK(r.takeFinal(3, update({1.0f, 1.0f, 1.0f}), false, error));
   CHECK(*lent == std::vector<float>{1.0f, 3.5f, 4.0f});
   CHECK(r.params() == std::vector<float>{2.0f, 4.5f, 5.0f});
 }
@@ -125,9 +126,25 @@ TEST_CASE("the Finish's update is taken only when it follows the replica's round
   Replica r(1 << 20);
   r.reset({1.0f}, 2);
   std::string error;
-  CHECK(r.takeFinal(4, update({1.0f}), error));  // not the next round: left as it is
+  CHECK(r.takeFinal(4, update({1.0f}), false, error));  // not the next round: left as it is
   CHECK(r.round() == 2);
-  CHECK(r.takeFinal(3, update({1.0f}), error));
+  CHECK(r.takeFinal(3, update({1.0f}), false, error));
   CHECK(r.round() == 3);
   CHECK(r.params() == std::vector<float>{2.0f});
+}
+
+TEST_CASE("a Finish with the whole model brings a replica rounds behind to the final model") {
+  Replica r(1 << 20);
+  r.reset({1.0f, 2.0f}, 2);
+  std::string error;
+  const std::vector<float> final_model{0.25f, -3.0f};
+  CHECK(r.takeFinal(9, floatsToBytes(final_model), true, error));
+  CHECK(r.round() == 9);
+  CHECK(r.params() == final_model);
+  // A whole model of the wrong size or not finite is refused, the replica left as it was.
+  CHECK_FALSE(r.takeFinal(10, floatsToBytes(std::vector<float>{1.0f}), true, error));
+  CHECK(error.find("wrong size") != std::string::npos);
+  CHECK_FALSE(r.takeFinal(10, floatsToBytes(std::vector<float>{1.0f, std::nanf("")}), true, error));
+  CHECK(r.round() == 9);
+  CHECK(r.params() == final_model);
 }
