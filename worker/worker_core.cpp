@@ -120,8 +120,11 @@ std::vector<Message> WorkerCore::join(double now) {
 }
 
 std::vector<Message> WorkerCore::refuse(const std::string& why) {
-  ++stats_.rejected;
-  spdlog::warn("refused a coordinator message: {}", why);
+  // Counted every time; said the 1st, 2nd, 4th, 8th ... time, so that a coordinator (or a path)
+  // sending a stream of bad messages cannot fill the log.
+  const auto level =
+      std::has_single_bit(++stats_.rejected) ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level, "refused a coordinator message: {} ({} refused so far)", why, stats_.rejected);
   return {};
 }
 
