@@ -246,6 +246,13 @@ Effects WorkerCore::handleError(const wire::Error& e, double now) {
       if (!joined())
         return joinRefused("the coordinator refused this worker's shard", e, retry, now);
       break;
+    case wire::Error::LAYOUT_MISMATCH:
+      // The trainer trains another model than the coordinator's: a configuration to change on one
+      // side; asked again now and then (a coordinator restarted with the right model takes it).
+      if (!joined())
+        return joinRefused("the coordinator's model has another layout than this worker's trainer",
+                           e, retry, now);
+      break;
     case wire::Error::NAME_TAKEN:
       // Another process holds the name; it is free again once the coordinator marks it gone.
       if (!joined())

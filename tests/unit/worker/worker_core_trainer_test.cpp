@@ -211,3 +211,21 @@ TEST_CASE("a round asked again after its gradient failed draws other minibatches
   CHECK(worker::minibatchSeed(plain) ==
         deriveSeed(plain.plan.seed ^ (uint64_t(plain.worker_id) << 32), plain.round));
 }
+
+TEST_CASE("a join refused for its layout is not asked again at once, and asked again later") {
+  WorkerCore core(options(), externalData(), 5);
+  REQUIRE(core.start(0.0).send.size() == 1);
+  Message refusal;
+  refusal.envelope = makeEnvelope();
+  refusal.envelope.mutable_error()->set_code(wire::Error::LAYOUT_MISMATCH);
+  refusal.envelope.mutable_error()->set_text("the model has 8 values, the join's layout 6");
+  CHECK(core.onMessage(refusal, 10, 0.5).send.empty());
+  CHECK(core.fatalError().empty());
+  CHECK_FALSE(core.joined());
+  CHECK(core.onTick(5.0).send.empty());
+  // Asked again after the refusal's wait (max(10 s, the heartbeat period)), before the
+  // coordinator's patience would have made it re-join as if the coordinator were silent.
+  const Effects later = core.onTick(11.0);
+  REQUIRE(later.send.size() == 1);
+  CHECK(later.send[0].envelope.has_join());
+}
