@@ -276,7 +276,13 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
   try {
     compressed = compressor_->compressCorrected(inner.hasLevel() ? level : in_time.level, rng);
   } catch (const std::exception& e) {
-    // The residual is written only after the compressor succeeds: it is as it was.
+    // The gradient was finite, so the residual plus it overflowed (the residual holds a huge
+    // earlier gradient): kept, it would fail every later push the same way. It is dropped: what
+    // it owed is lost, the next round starts from the gradient alone.
+    if (compressor_->enabled()) {
+      compressor_->reset();
+      ++stats.residuals_dropped;
+    }
     return failed(e.what());
   }
   reportDeadline(round, in_time, most, level, overhead, d, stats);

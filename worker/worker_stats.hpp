@@ -16,6 +16,8 @@ struct WorkerStats {
   uint64_t repushes = 0;        // rounds the coordinator asked for again after refusing the push
   uint64_t taken_back = 0;      // pushes refused as late whose content went back into the residual
   uint64_t non_finite_gradients = 0;  // pushes without a gradient: it overflowed (not finite)
+  uint64_t residuals_dropped =
+      0;                 // error feedback's residual dropped: adding the gradient overflowed
   uint64_t trimmed = 0;  // threshold pushes cut to the largest that fit the coordinator's limit
   // Pushes cut below the cap (or the threshold's count) so that the fitted link carries them
   // within the round's deadline.

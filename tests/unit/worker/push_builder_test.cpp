@@ -70,6 +70,31 @@ TEST_CASE("a gradient that is not finite is pushed as a NaN loss without payload
   CHECK(stats.rounds == 0);
 }
 
+TEST_CASE("a residual that overflows with a finite gradient is dropped, not kept to fail again") {
+  config::WorkerSettings s;
+  s.compressor.name = "topk";
+  s.error_feedback_auto = false;
+  s.error_feedback = true;
+  worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
+  worker::LinkMonitor link(s.link, 30.0);
+  worker::WorkerStats stats;
+  Rng rng(1);
+  const float huge = 3e38f;
+  auto push = [&](const std::vector<float>& grad, uint64_t round) {
+    Message m = proto::pushMessage({1, 1}, round);
+    builder.roundStarts(0.0, std::nullopt, std::nullopt);
+    return builder.build(m, grad, 1.0, false, 1, link, 0.0, 0.0, rng, stats).computed;
+  };
+  CHECK(push({huge, huge * 0.5f, 1.0f}, 0));  // sends the first, keeps 1.5e38 owed
+  CHECK(builder.residual()[1] == huge * 0.5f);
+  CHECK_FALSE(push({1.0f, huge, 1.0f}, 1));  // 1.5e38 + 3e38 overflows
+  CHECK(stats.residuals_dropped == 1);
+  CHECK(stats.non_finite_gradients == 1);
+  CHECK(builder.residual().empty());
+  CHECK(push({1.0f, 2.0f, 1.0f}, 2));  // from the gradient alone again
+  CHECK(builder.residual() == std::vector<float>{1.0f, 0.0f, 1.0f});
+}
+
 TEST_CASE("the push strategy is decided once, from the compressor's kind") {
   config::WorkerSettings s;
   s.compressor.name = "stochastic";
