@@ -24,15 +24,30 @@ TEST_CASE("the largest fitting level is the largest level whose codec bound fits
   }
 }
 
-TEST_CASE("a top-k push carries the largest coordinates and the residual keeps the rest") {
+namespace {
+
+config::WorkerSettings topkWithFeedback() {
   config::WorkerSettings s;
   s.compressor.name = "topk";
   s.error_feedback_auto = false;
   s.error_feedback = true;
-  worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
-  worker::LinkMonitor link(s.link, 30.0);
+  return s;
+}
+
+// A top-k push builder with error feedback, its link, stats and generator.
+struct TopKRig {
+  config::WorkerSettings s = topkWithFeedback();
+  worker::PushBuilder builder{worker::workerOptions(s).push, 0.0, std::nullopt};
+  worker::LinkMonitor link{s.link, 30.0};
   worker::WorkerStats stats;
-  Rng rng(1);
+  Rng rng{1};
+};
+
+}  // namespace
+
+TEST_CASE("a top-k push carries the largest coordinates and the residual keeps the rest") {
+  TopKRig rig;
+  auto& [s, builder, link, stats, rng] = rig;
   const std::vector<float> grad{5.0f, -4.0f, 1.0f, 0.5f, 3.0f};
   Message m = proto::pushMessage({1, 1}, 0);
   builder.roundStarts(0.0, std::nullopt, std::nullopt);
@@ -71,14 +86,8 @@ TEST_CASE("a gradient that is not finite is pushed as a NaN loss without payload
 }
 
 TEST_CASE("a residual that overflows with a finite gradient is dropped, not kept to fail again") {
-  config::WorkerSettings s;
-  s.compressor.name = "topk";
-  s.error_feedback_auto = false;
-  s.error_feedback = true;
-  worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
-  worker::LinkMonitor link(s.link, 30.0);
-  worker::WorkerStats stats;
-  Rng rng(1);
+  TopKRig rig;
+  auto& [s, builder, link, stats, rng] = rig;
   const float huge = 3e38f;
   auto push = [&](const std::vector<float>& grad, uint64_t round) {
     Message m = proto::pushMessage({1, 1}, round);
