@@ -71,9 +71,27 @@ ExternalTrainer::ExternalTrainer(const config::TrainerSettings& settings, int64_
 }
 
 ExternalTrainer::~ExternalTrainer() {
+  // Whoever computed with it has stopped by now (the daemon's job thread goes first).
+  std::optional<std::string> done;
+  {
+    std::lock_guard lock(mutex_);
+    done = done_reason_;
+  }
+  if (done && !peer_.empty()) {
+    trainer::Envelope env;
+    env.set_version(kVersion);
+    env.mutable_done()->set_reason(*done);
+    channel_.socket().set(zmq::sockopt::linger, 1000);  // the context's end waits for it
+    sendEnvelope(peer_, env);
+  }
   if (socket_file_.empty()) return;
   std::error_code ec;
   std::filesystem::remove(socket_file_, ec);
+}
+
+void ExternalTrainer::sayDoneAtExit(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  done_reason_ = reason;
 }
 
 ExternalTrainerCounters ExternalTrainer::counters() const {

@@ -58,6 +58,10 @@ class ExternalTrainer final : public Trainer {
   std::optional<GradientResult> gradient(const GradientRequest& request) override;
   ExternalTrainerCounters counters() const;
   const std::string& endpoint() const { return endpoint_; }
+  // Training is over (the coordinator's Finish): when this object goes, the current trainer is
+  // told Done{reason} (given up to a second to leave), so that it may exit. Any thread; without
+  // it (a stop, a restart) the trainer is left waiting for the worker's return.
+  void sayDoneAtExit(const std::string& reason);
 
  private:
   struct Incoming;
@@ -97,7 +101,8 @@ class ExternalTrainer final : public Trainer {
   std::vector<ml::TensorShape> layout_;  // the first accepted trainer's
   std::optional<LocalData> described_;   // the first accepted trainer's description
   mutable std::mutex mutex_;
-  ExternalTrainerCounters counters_;  // guarded by mutex_
+  ExternalTrainerCounters counters_;        // guarded by mutex_
+  std::optional<std::string> done_reason_;  // guarded by mutex_: sayDoneAtExit's
 };
 
 }  // namespace tern::worker

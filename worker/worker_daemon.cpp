@@ -219,6 +219,9 @@ int WorkerDaemon::finish(bool was_joined, bool was_finished) {
     // uplink: it gets a few seconds (the unit allows 15 to stop).
     channel_.socket().set(zmq::sockopt::linger, 5000);
   }
+  if (was_finished && external_)
+    external_->sayDoneAtExit(core_.fatalError().empty() ? "the coordinator finished training"
+                                                        : core_.fatalError());
   publish(core_.finished() ? "finished" : "stopped");
   tel_.stopping("stopping");
   const auto fit = core_.link().fit();

@@ -150,6 +150,7 @@ class _Session:
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         self.sock.connect(endpoint)
         self.accepted = False
+        self.done = False  # the worker said Done: training is over
         self.hello_sent_at = None
         self.buffers = Buffers(self.layout.size)
 
@@ -190,6 +191,9 @@ class _Session:
             log.warning("the worker says: %s", env.error.text)
             if "hello" in env.error.text.lower():
                 self.send_hello("asked")
+        elif body == "done":
+            log.info("the worker is done: %s", env.done.reason or "training finished")
+            self.done = True
         else:
             self.sock.send_multipart(_error_reply(f"a trainer does not take {body or 'nothing'}"))
 
@@ -229,7 +233,8 @@ def _default_logging():
 
 def run_trainer(trainer: NumPyTrainer, endpoint: str, *, stop: Optional[threading.Event] = None,
                 handle_signals: bool = True, context: Optional[zmq.Context] = None) -> None:
-    """Serve ``trainer`` to the worker bound at ``endpoint`` until SIGTERM/SIGINT or ``stop``.
+    """Serve ``trainer`` to the worker bound at ``endpoint`` until SIGTERM/SIGINT, ``stop``, or
+    the worker's Done (training is over).
 
     Survives worker restarts (the socket reconnects and says Hello again). Raises
     TrainerRefused when the worker refuses the Hello (a layout other than its model's).
@@ -252,7 +257,7 @@ def _serve(session: "_Session", stop: threading.Event, endpoint: str) -> None:
     poller.register(session.sock, zmq.POLLIN)
     poller.register(session.monitor, zmq.POLLIN)
     log.info("trainer for %s: layout %s", endpoint, session.layout.describe())
-    while not stop.is_set():
+    while not stop.is_set() and not session.done:
         ready = dict(poller.poll(100))
         if session.monitor in ready:
             session.on_monitor()

@@ -429,3 +429,26 @@ TEST_CASE("a hang is a timeout even when every request is given up before the ti
   CHECK(answered->failure.empty());
   CHECK(answered->gradient == kGrad);
 }
+
+TEST_CASE("the trainer is told Done as the worker exits after training, and not after a stop") {
+  for (const bool finished : {true, false}) {
+    CAPTURE(finished);
+    TempDir dir;
+    auto trainer = std::make_unique<worker::ExternalTrainer>(settingsIn(dir), 1 << 20);
+    FakeTrainer fake(trainer->endpoint());
+    fake.hello();
+    REQUIRE(trainer->waitForHello({}).has_value());
+    REQUIRE(fake.receive().hello_reply().accepted());
+    if (finished) trainer->sayDoneAtExit("the coordinator finished training");
+    trainer.reset();
+    fake.sock.set(zmq::sockopt::rcvtimeo, 1000);
+    zmq::message_t m;
+    const bool got = fake.sock.recv(m).has_value();
+    CHECK(got == finished);
+    if (!got) continue;
+    trainer::Envelope e;
+    REQUIRE(e.ParseFromArray(m.data(), int(m.size())));
+    CHECK(e.has_done());
+    CHECK(e.done().reason() == "the coordinator finished training");
+  }
+}
