@@ -57,6 +57,13 @@ ExternalTrainer::ExternalTrainer(const config::TrainerSettings& settings, int64_
     std::error_code ec;
     std::filesystem::remove(socket_file_, ec);  // a stale one from a worker that died
   }
+  // Before the bind: every connection the socket accepts is seen.
+  const std::string monitor_at = "inproc://trainer-connections";
+  if (zmq_socket_monitor(channel_.socket().handle(), monitor_at.c_str(),
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    throw std::runtime_error("cannot watch the trainer socket's connections");
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(monitor_at);
   try {
     endpoint_ = channel_.bind(settings.endpoint);
   } catch (const zmq::error_t& e) {
@@ -117,8 +124,23 @@ void ExternalTrainer::sendError(const std::string& peer, const std::string& text
   sendEnvelope(peer, err);
 }
 
+void ExternalTrainer::takeConnectionEvents() {
+  zmq::message_t event, address;
+  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
+    if (event.more()) (void)monitor_.recv(address);  // the endpoint: not needed
+    if (event.size() < sizeof(uint16_t)) continue;
+    uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    if (id == ZMQ_EVENT_ACCEPTED) ++connections_;
+    if (id == ZMQ_EVENT_DISCONNECTED && connections_ > 0) --connections_;
+  }
+}
+
 std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms) {
-  if (!channel_.waitReadable(std::chrono::milliseconds(timeout_ms))) return std::nullopt;
+  zmq::socket_t* const also[] = {&monitor_};
+  const bool readable = channel_.waitReadable(std::chrono::milliseconds(timeout_ms), also);
+  takeConnectionEvents();
+  if (!readable) return std::nullopt;
   auto frames = channel_.receive();
   if (!frames) return std::nullopt;
   Incoming in;
@@ -357,9 +379,19 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
   // however often rounds move on before trainer.timeout_seconds.
   const auto timeout =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+  std::optional<Clock::time_point> none_since;  // no trainer connection open since
   while (busy_since_ && Clock::now() < *busy_since_ + timeout) {
     if (cancelled()) return std::nullopt;
     auto in = receive(kSliceMs);
+    // Every connection closed (the trainer crashed or was stopped mid-request): a restarted one
+    // gets a second to say Hello (and is sent the request), else the request fails at once.
+    if (connections_ > 0) {
+      none_since.reset();
+    } else if (!none_since) {
+      none_since = Clock::now();
+    } else if (Clock::now() - *none_since > std::chrono::duration<double>(kReconnectSeconds)) {
+      return noTrainer(request);
+    }
     if (!in) continue;
     if (in->env.has_hello()) {
       // A restarted trainer takes over: the request goes to it again.

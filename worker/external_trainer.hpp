@@ -87,12 +87,18 @@ class ExternalTrainer final : public Trainer {
   void sendEnvelope(const std::string& peer, const trainer::Envelope& env);
   void count(uint64_t ExternalTrainerCounters::*counter);
   bool cancelled() const { return cancelled_ && cancelled_(); }
+  // Counts the connection events that came (none waited for).
+  void takeConnectionEvents();
 
   std::string endpoint_;
   std::string socket_file_;  // ipc: the path to remove when done
   double timeout_seconds_;
   zmq::context_t ctx_{1};
   transport::Channel channel_;
+  // channel_'s connection events (a trainer connected, a connection closed: a trainer that
+  // crashed), counted in connections_ by takeConnectionEvents (the computing thread's).
+  zmq::socket_t monitor_{ctx_, zmq::socket_type::pair};
+  int connections_ = 0;
   std::function<bool()> cancelled_;
   std::string peer_;  // the current trainer's identity ("" = none)
   // When the current trainer was sent the oldest request it has not answered (none: it owes

@@ -452,3 +452,18 @@ TEST_CASE("the trainer is told Done as the worker exits after training, and not 
     CHECK(e.done().reason() == "the coordinator finished training");
   }
 }
+
+TEST_CASE("a trainer that goes away mid-request fails it within a second, not at the timeout") {
+  Rig rig(30.0);
+  const auto started = std::chrono::steady_clock::now();
+  auto got = ask(rig.trainer, request(30));
+  CHECK(rig.fake.receive().fit().id() == 30);
+  rig.fake.sock.close();  // the trainer process ends: its connection closes
+  const auto result = got.get();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  REQUIRE(result.has_value());
+  CHECK(result->failure == "no trainer connected to " + rig.trainer.endpoint());
+  CHECK(rig.trainer.counters().no_trainer == 1);
+  CHECK(waited < 10.0);
+}
