@@ -82,12 +82,18 @@ YAML
   trainers+=($!)
 done
 echo "run.sh: training $rounds rounds; progress in $out/coordinator.log"
-# Until the coordinator ends; a trainer that dies first (a Python error) ends the run with its log.
+# Until the coordinator ends; a trainer that fails first (a Python error) ends the run with its
+# log. One that ends cleanly was told by its worker that training is over.
 while kill -0 "${pids[0]}" 2>/dev/null; do
   for i in 0 1 2 3; do
+    [ -n "${trainers[$i]}" ] || continue
     if ! kill -0 "${trainers[$i]}" 2>/dev/null; then
+      trc=0
+      wait "${trainers[$i]}" || trc=$?
+      trainers[i]=""
+      [ "$trc" = 0 ] && continue
       tail -20 "$out/trainer-$i.log" >&2
-      echo "run.sh: trainer $i ended before the coordinator" >&2
+      echo "run.sh: trainer $i failed (status $trc) before the coordinator ended" >&2
       exit 1
     fi
   done
