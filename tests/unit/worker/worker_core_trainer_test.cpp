@@ -160,8 +160,8 @@ TEST_CASE(
   for (const Evaluation bad : {Evaluation{0.4, 85.0, 30}, Evaluation{std::nan(""), 0.5, 30}}) {
     GradientResult with_bad = gradientOf(8);
     with_bad.evaluation = bad;
-    const Message* pushed =
-        pushIn(answer(ask(4 + core.stats().evaluations_unusable, true), with_bad));
+    const Effects answered = answer(ask(4 + core.stats().evaluations_unusable, true), with_bad);
+    const Message* pushed = pushIn(answered);
     REQUIRE(pushed != nullptr);
     CHECK_FALSE(pushed->payload.empty());
     CHECK_FALSE(pushed->envelope.push().has_evaluation());
