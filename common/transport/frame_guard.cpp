@@ -54,6 +54,18 @@ struct FrameGuard::State {
 
 namespace {
 
+// Counts a connection closed by the guard and keeps `reason` with the peer's address as the
+// latest refusal.
+void noteRefusal(FrameGuard::State& st, const tcp::socket& s, const std::string& reason) {
+  error_code ec;
+  const auto peer = s.remote_endpoint(ec);
+  const std::string who =
+      ec ? std::string("a peer") : peer.address().to_string() + ":" + std::to_string(peer.port());
+  ++st.refused;
+  std::lock_guard lock(st.mu);
+  st.last_refusal = reason + " (from " + who + ")";
+}
+
 // One direction's buffer: starts small, doubles while reads keep filling it (a large message)
 // as long as the guard's growth budget allows; it keeps its size (no churn of large blocks).
 class RelayBuffer {
@@ -274,15 +286,7 @@ class Link : public std::enable_shared_from_this<Link> {
   }
 
   void refuse() {
-    error_code ec;
-    const auto peer = outside_.remote_endpoint(ec);
-    std::string who =
-        ec ? std::string("a peer") : peer.address().to_string() + ":" + std::to_string(peer.port());
-    ++st_.refused;
-    {
-      std::lock_guard lock(st_.mu);
-      st_.last_refusal = scanner_.reason() + " (from " + who + ")";
-    }
+    noteRefusal(st_, outside_, scanner_.reason());
     close();
   }
 
@@ -320,18 +324,12 @@ void tuneSocket(tcp::socket& s) {
 
 // Closes a connection accepted past max_connections, before it costs libzmq a descriptor.
 void refuseOverLimit(FrameGuard::State& st, tcp::socket& s) {
-  error_code ec;
-  const auto peer = s.remote_endpoint(ec);
-  const std::string who =
-      ec ? std::string("a peer") : peer.address().to_string() + ":" + std::to_string(peer.port());
-  ++st.refused;
   ++st.over_limit;
-  {
-    std::lock_guard lock(st.mu);
-    st.last_refusal = "too_many_connections: " + std::to_string(st.opts.max_connections) +
-                      " relayed already (from " + who + ")";
-  }
-  s.close(ec);
+  noteRefusal(
+      st, s,
+      "too_many_connections: " + std::to_string(st.opts.max_connections) + " relayed already");
+  error_code ignored;
+  s.close(ignored);
 }
 
 void acceptNext(FrameGuard::State& st) {
