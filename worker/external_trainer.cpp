@@ -91,6 +91,10 @@ ExternalTrainer::~ExternalTrainer() {
     channel_.socket().set(zmq::sockopt::linger, 1000);  // the context's end waits for it
     sendEnvelope(peer_, env);
   }
+  // No events after this, and none left in the monitor's pipe when its sockets close (libzmq
+  // leaks an event still in flight then).
+  zmq_socket_monitor(channel_.socket().handle(), nullptr, 0);
+  takeConnectionEvents();
   if (socket_file_.empty()) return;
   std::error_code ec;
   std::filesystem::remove(socket_file_, ec);
