@@ -130,8 +130,10 @@ void ExternalTrainer::sendError(const std::string& peer, const std::string& text
 
 void ExternalTrainer::takeConnectionEvents() {
   zmq::message_t event, address;
-  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
-    if (event.more()) (void)monitor_.recv(address);  // the endpoint: not needed
+  while (transport::receiveFrame(monitor_, event, zmq::recv_flags::dontwait)) {
+    if (event.more()) {
+      (void)transport::receiveFrame(monitor_, address, zmq::recv_flags::none);  // the endpoint
+    }
     if (event.size() < sizeof(uint16_t)) continue;
     uint16_t id = 0;
     std::memcpy(&id, event.data(), sizeof id);

@@ -6,6 +6,26 @@
 
 namespace tern::transport {
 
+bool sendFrame(zmq::socket_t& socket, zmq::message_t& frame, zmq::send_flags flags) {
+  for (;;) {
+    try {
+      return bool(socket.send(frame, flags));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+bool receiveFrame(zmq::socket_t& socket, zmq::message_t& frame, zmq::recv_flags flags) {
+  for (;;) {
+    try {
+      return bool(socket.recv(frame, flags));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
 int sendQueueFor(uint64_t largest_message_bytes, uint64_t budget_bytes) {
   const uint64_t fits = budget_bytes / std::max<uint64_t>(largest_message_bytes, 1);
   return int(std::clamp<uint64_t>(fits, 16, 1000));
@@ -93,14 +113,17 @@ std::optional<size_t> Channel::send(const std::string& peer, const std::string& 
   try {
     const bool has_payload = !payload.empty();
     if (router_) {
-      if (!socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      zmq::message_t to(peer.data(), peer.size());
+      if (!sendFrame(socket_, to, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
         return std::nullopt;
       }
     }
     auto flags = has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
-    if (!socket_.send(zmq::buffer(header), flags | zmq::send_flags::dontwait)) return std::nullopt;
+    zmq::message_t head(header.data(), header.size());
+    if (!sendFrame(socket_, head, flags | zmq::send_flags::dontwait)) return std::nullopt;
     if (has_payload) {
-      socket_.send(payloadFrame(payload, std::move(owner)), zmq::send_flags::none);
+      auto body = payloadFrame(payload, std::move(owner));
+      sendFrame(socket_, body, zmq::send_flags::none);
     }
     return header.size() + payload.size();
   } catch (const zmq::error_t& e) {
@@ -124,13 +147,7 @@ bool Channel::waitReadable(std::chrono::milliseconds timeout,
 }
 
 bool Channel::nextPart(zmq::message_t& part) {
-  for (;;) {
-    try {
-      return bool(socket_.recv(part, zmq::recv_flags::dontwait));
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) throw;
-    }
-  }
+  return receiveFrame(socket_, part, zmq::recv_flags::dontwait);
 }
 
 namespace {

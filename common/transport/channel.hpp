@@ -19,6 +19,11 @@ namespace tern::transport {
 // The most messages a daemon's loop takes from its channel before it runs its timers again.
 inline constexpr size_t kMaxMessagesPerTurn = 1000;
 
+// One frame sent or received on any socket, again when a signal lands inside the call (libzmq's
+// EINTR: the frame was not taken); false: it would block (or no frame is there).
+bool sendFrame(zmq::socket_t& socket, zmq::message_t& frame, zmq::send_flags flags);
+bool receiveFrame(zmq::socket_t& socket, zmq::message_t& frame, zmq::recv_flags flags);
+
 // CURVE security of a channel. No secret key: the NULL mechanism (plaintext, no authentication).
 struct CurveOptions {
   bool server = false;            // true: accepts clients (their keys are checked by ZAP)

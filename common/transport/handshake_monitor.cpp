@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/transport/channel.hpp"
+
 namespace tern::transport {
 namespace {
 
@@ -34,14 +36,9 @@ std::vector<HandshakeEvent> HandshakeMonitor::drain() {
   std::vector<HandshakeEvent> out;
   while (true) {
     zmq::message_t head, address;
-    try {
-      if (!events_.recv(head, zmq::recv_flags::dontwait)) break;
-      // A monitor event is two frames: 16-bit event and 32-bit value, then the endpoint.
-      if (head.more()) (void)events_.recv(address, zmq::recv_flags::none);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) break;
-      throw;
-    }
+    if (!receiveFrame(events_, head, zmq::recv_flags::dontwait)) break;
+    // A monitor event is two frames: 16-bit event and 32-bit value, then the endpoint.
+    if (head.more()) (void)receiveFrame(events_, address, zmq::recv_flags::none);
     if (head.size() < 6) continue;
     uint16_t event;
     uint32_t value;

@@ -1,5 +1,7 @@
 #include "common/transport/zap_handler.hpp"
 
+#include "common/transport/channel.hpp"
+
 namespace tern::transport {
 namespace {
 
@@ -50,23 +52,18 @@ std::vector<ZapVerdict> ZapHandler::serve() {
   while (true) {
     std::vector<std::string> request;
     zmq::message_t part;
-    try {
-      if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+    if (!receiveFrame(socket_, part, zmq::recv_flags::dontwait)) break;
+    request.push_back(part.to_string());
+    while (part.more()) {  // the rest of a multipart message is there
+      (void)receiveFrame(socket_, part, zmq::recv_flags::none);
       request.push_back(part.to_string());
-      while (part.more()) {
-        (void)socket_.recv(part,
-                           zmq::recv_flags::none);  // the rest of a multipart message is there
-        request.push_back(part.to_string());
-      }
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) break;
-      throw;
     }
     ZapVerdict v;
     auto frames = answerZapRequest(request, allowlist_, v);
     for (size_t i = 0; i < frames.size(); ++i) {
       auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      socket_.send(zmq::buffer(frames[i]), flags);
+      zmq::message_t frame(frames[i].data(), frames[i].size());
+      sendFrame(socket_, frame, flags);
     }
     ++(v.admitted ? admitted_ : refused_);
     verdicts.push_back(std::move(v));
