@@ -1,7 +1,5 @@
 #include "server/federated_evaluation.hpp"
 
-#include <cmath>
-
 #include "model_spec.hpp"
 
 namespace tern::server {
@@ -15,8 +13,7 @@ bool takeEvaluation(WorkerRecord& rec, const wire::Push& push, uint64_t round, u
   if (!push.has_evaluation()) return true;
   const auto& e = push.evaluation();
   const bool usable = e.round() == round && e.rows() > 0 && e.rows() <= max_rows &&
-                      std::isfinite(e.loss()) && std::isfinite(e.accuracy()) &&
-                      e.accuracy() >= 0.0 && e.accuracy() <= 1.0;
+                      ml::usableScores(e.loss(), e.accuracy());
   if (!usable) return false;
   rec.evaluation = {e.round(), e.loss(), e.accuracy(), e.rows(), true};
   return true;

@@ -119,11 +119,14 @@ std::vector<Message> WorkerCore::join(double now) {
   return {sendable(std::move(m), now)};
 }
 
+namespace {
+// Counts one more of a repeated event; true the 1st, 2nd, 4th, 8th ... time, when it is said (a
+// stream of bad messages or results cannot fill the log).
+bool countAndSayNow(uint64_t& count) { return std::has_single_bit(++count); }
+}  // namespace
+
 std::vector<Message> WorkerCore::refuse(const std::string& why) {
-  // Counted every time; said the 1st, 2nd, 4th, 8th ... time, so that a coordinator (or a path)
-  // sending a stream of bad messages cannot fill the log.
-  const auto level =
-      std::has_single_bit(++stats_.rejected) ? spdlog::level::warn : spdlog::level::debug;
+  const auto level = countAndSayNow(stats_.rejected) ? spdlog::level::warn : spdlog::level::debug;
   spdlog::log(level, "refused a coordinator message: {} ({} refused so far)", why, stats_.rejected);
   return {};
 }
@@ -412,14 +415,6 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   return out;
 }
 
-namespace {
-// A finite loss and an accuracy in [0, 1]: what the coordinator takes.
-bool usableEvaluation(const Evaluation& e) {
-  return std::isfinite(e.loss) && std::isfinite(e.accuracy) && e.accuracy >= 0.0 &&
-         e.accuracy <= 1.0;
-}
-}  // namespace
-
 Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (!pending_ || pending_->id != result.request_id) return effects();
   const Pending asked = *pending_;
@@ -428,9 +423,9 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
   if (asked.again) ++stats_.repushes;
   Message m = proto::pushMessage(session_.address(), asked.round);
   m.envelope.mutable_push()->set_samples_used(result.rows_used);
-  if (const auto& e = result.evaluation; e && !usableEvaluation(*e)) {
+  if (const auto& e = result.evaluation; e && !ml::usableScores(e->loss, e->accuracy)) {
     // The evaluation alone is dropped; the gradient still goes (docs/python.md).
-    if (std::has_single_bit(++stats_.evaluations_unusable))
+    if (countAndSayNow(stats_.evaluations_unusable))
       spdlog::warn(
           "round {}: the trainer's evaluation is not a finite loss and an accuracy in "
           "[0, 1] (accuracy {}): not reported ({} so far)",

@@ -206,6 +206,10 @@ std::unique_ptr<Model> makeModel(const ModelSpec& spec) {
                               "' (softmax | logistic | mlp | external)");
 }
 
+bool usableScores(double loss, double accuracy) {
+  return std::isfinite(loss) && std::isfinite(accuracy) && accuracy >= 0.0 && accuracy <= 1.0;
+}
+
 size_t chunkRows(size_t params) {
   return std::clamp(kChunkWork / std::max<size_t>(params, 1), kChunkMinRows, kChunkMaxRows);
 }

@@ -85,6 +85,9 @@ std::string labelsUnfit(const ModelSpec& spec, const Dataset& data);
 // How many rows one model evaluation over a large batch takes at a time: about kChunkWork rows x
 // parameters (a few GFLOP for the dense models: about a second on a small board), 256 to 4,096.
 inline constexpr size_t kChunkWork = size_t{1} << 28;
+// A held-out evaluation a coordinator takes: a finite loss and an accuracy in [0, 1].
+bool usableScores(double loss, double accuracy);
+
 inline constexpr size_t kChunkMinRows = 256;
 inline constexpr size_t kChunkMaxRows = 4096;
 size_t chunkRows(size_t params);

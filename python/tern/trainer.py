@@ -94,7 +94,8 @@ class Layout:
 
     def join(self, arrays: Sequence[np.ndarray], out: Optional[np.ndarray] = None) -> np.ndarray:
         """One little-endian fp32 vector of ``arrays`` (into ``out`` when given); ValueError
-        when they do not fit."""
+        when one's shape is not the layout's (a transposed matrix has the right size, not the
+        right shape)."""
         arrays = list(arrays)
         if len(arrays) != len(self.shapes):
             raise ValueError(f"{len(arrays)} arrays, the layout has {len(self.shapes)} tensors")
@@ -103,7 +104,7 @@ class Layout:
         at = 0
         for i, (a, shape, size) in enumerate(zip(arrays, self.shapes, self.sizes)):
             a = np.asarray(a)
-            if a.size != size:
+            if a.shape != shape:
                 raise ValueError(f"tensor {self.names[i]}: shape {list(a.shape)}, "
                                  f"the layout has {list(shape)}")
             out[at:at + size] = a.reshape(-1)

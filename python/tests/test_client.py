@@ -112,6 +112,24 @@ def test_fit_exception_and_non_finite_update_answer_an_error(serve, data):
     assert update is None and "non-finite" in result.error
 
 
+def test_an_update_of_the_right_size_in_the_wrong_shape_answers_an_error(serve, data):
+    class Transposed(SoftmaxTrainer):
+        def fit(self, parameters, config):
+            update, rows, metrics = super().fit(parameters, config)
+            if config["round"] == 1:
+                update = tern.Gradient([update.arrays[0].T, update.arrays[1]])
+            return update, rows, metrics
+
+    x, y, _, _ = data
+    worker = serve(Transposed(x, y, 3))
+    worker.handshake()
+    params = params_of(np.random.default_rng(6))
+    result, update = worker.fit(params, **request(round=1))
+    assert update is None and "shape [3, 5]" in result.error and "[5, 3]" in result.error
+    result, update = worker.fit(params, **request(round=2))
+    assert not result.error and update.size == 18
+
+
 def test_other_version_is_answered_with_an_error(serve, data):
     x, y, _, _ = data
     worker = serve(SoftmaxTrainer(x, y, 3))
