@@ -83,7 +83,7 @@ telemetry::NodeStatus coordinatorStatus(const config::CoordinatorSettings& s,
     p.name = w.name;
     p.alive = w.alive;
     p.cap = w.alive ? w.cap : 0;
-    p.share = w.share;
+    p.share = w.benched ? 0.0 : w.share;  // a benched straggler is outside the plan's shares
     p.level = w.level;
     p.predicted_cost = w.predicted_cost;
     p.predicted_improvement = w.predicted_improvement;
