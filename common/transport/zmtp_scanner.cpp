@@ -6,6 +6,8 @@
 #include <locale>
 #include <string_view>
 
+#include "common/util/printable.hpp"
+
 namespace tern::transport {
 
 namespace {
@@ -16,6 +18,11 @@ constexpr uint8_t kCommand = 0x04;
 constexpr size_t kGreetingBytes = 64;
 constexpr size_t kMechanismAt = 12;
 constexpr size_t kMechanismBytes = 20;
+
+// The socket types libzmq lets a ROUTER talk to; it closes any other peer without an event.
+bool routerTakes(std::string_view type) {
+  return type == "DEALER" || type == "REQ" || type == "ROUTER";
+}
 // A READY carries the socket type and a routing id of at most 255 bytes, and any metadata the
 // peer adds: 4 KiB is far more than a ZeroMQ peer sends.
 constexpr uint64_t kMaxFirstCommandBytes = 4096;
@@ -175,6 +182,13 @@ void ZmtpScanner::checkReady() {
     if (boost::algorithm::iequals(name, "Identity", std::locale::classic()) && value_len > 0 &&
         p[value_at] == 0) {
       refuse("reserved_identity: a routing id starting with a zero byte, which libzmq reserves");
+      return;
+    }
+    const std::string_view value(body.data() + value_at, value_len);
+    if (boost::algorithm::iequals(name, "Socket-Type", std::locale::classic()) &&
+        !routerTakes(value)) {
+      refuse("bad_socket_type: a " + printable(value, 32) +
+             " socket, which a ROUTER does not take (DEALER, REQ or ROUTER)");
       return;
     }
     at = value_at + value_len;

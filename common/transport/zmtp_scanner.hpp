@@ -29,7 +29,9 @@ class ZmtpScanner {
   // Why the stream was refused: "too_many_frames", "frame_too_large", "message_too_large",
   // "reserved_identity" (a READY naming a routing id that starts with a zero byte, the form libzmq
   // gives its peers: claiming one could collide with a generated id, which aborts libzmq, or take
-  // over a gone peer's) or "not_zmtp3_null", with detail after a colon; empty while it is fine.
+  // over a gone peer's), "bad_socket_type" (a READY naming a socket type a ROUTER does not take,
+  // which libzmq would close uncounted) or "not_zmtp3_null", with detail after a colon; empty
+  // while it is fine.
   const std::string& reason() const { return reason_; }
   uint64_t messages() const { return messages_; }  // whole messages seen so far
   // Bytes of the current frame's body still to come (0 outside a body): they carry nothing the

@@ -222,6 +222,23 @@ TEST_CASE("a READY naming a routing id that starts with a zero byte is refused, 
                      5));
 }
 
+TEST_CASE(
+    "a READY naming a socket type a ROUTER does not take is refused; DEALER, REQ, ROUTER pass") {
+  for (const std::string type : {"PUB", "SUB", "PUSH", "PAIR", "dealer", "NONSENSE\n"}) {
+    ZmtpScanner s(ZmtpLimits{});
+    const Bytes value(type.begin(), type.end());
+    CHECK_FALSE(feedInChunks(s, greeting() + ready({{"Socket-Type", value}}) + frame(0x00, 1), 3));
+    CHECK(s.reason().rfind("bad_socket_type:", 0) == 0);
+    CHECK(s.reason().find('\n') == std::string::npos);  // the peer's bytes made printable
+  }
+  for (const std::string type : {"DEALER", "REQ", "ROUTER"}) {
+    ZmtpScanner s(ZmtpLimits{});
+    const Bytes value(type.begin(), type.end());
+    CHECK(feedInChunks(s, greeting() + ready({{"socket-type", value}}) + frame(0x00, 1), 3));
+    CHECK(s.messages() == 1);
+  }
+}
+
 TEST_CASE("a first command over 4 KiB is refused at its size") {
   ZmtpScanner s(ZmtpLimits{});
   CHECK_FALSE(feedInChunks(s, greeting() + frame(0x04, 4097), 64));
