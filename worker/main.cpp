@@ -73,10 +73,20 @@ std::shared_ptr<const ml::Dataset> loadEvalData(const config::WorkerSettings& s,
   return eval;
 }
 
+// A hard threshold of 0 sends every coordinate: the coordinator's caps do not limit it (they
+// bound the sparsifiers' counts), only a threshold it sends (allocation.method dagc-a) does.
+void warnIfUncapped(const compression::CompressorSpec& c) {
+  if (c.name != "threshold" || c.threshold > 0.0) return;
+  spdlog::warn(
+      "compression threshold with compression.threshold 0 sends every coordinate until the "
+      "coordinator sends a threshold (allocation.method dagc-a): its caps do not limit it");
+}
+
 int runWorker(const config::WorkerSettings& s, const telemetry::TelemetryOptions& tel_opts) {
   // First: a stop requested while the data loads is honoured by the loop, not by a kill.
   daemon::installSignalHandlers();
   daemon::configureLogging(s.logging.level, s.logging.json, "worker", s.name);
+  warnIfUncapped(s.compressor);
   if (s.trainer.external()) return runExternal(s, tel_opts);
   uint64_t partition = 0;
   auto shard = loadTrainData(s, partition);

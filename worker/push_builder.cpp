@@ -174,6 +174,12 @@ PushBuilder::InTime PushBuilder::inTime(uint32_t most, size_t overhead_bytes, ui
 
 namespace {
 
+// The coordinates a push of dimension d carries: its decoded form's (all d when a scheme that
+// sends every coordinate was not asked for one).
+uint32_t carried(const compression::SparseGradient& decoded, uint32_t d) {
+  return decoded.dim == 0 ? d : uint32_t(decoded.nonZeros());
+}
+
 // Warns, on the first such push and every 100th (count), that `what` was held to the deadline:
 // the journal is not flooded, and the count is in the metrics.
 void sayInTime(uint64_t round, double budget, double left, bool probe_ahead,
@@ -286,7 +292,10 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
     return failed(e.what());
   }
   reportDeadline(round, in_time, most, level, overhead, d, stats);
-  stats.last_level = level;
+  // The level reported is what the push carries: a scheme without one (identity, fp16, qsgd, the
+  // threshold) sends as many coordinates as its data gives, whatever the cap.
+  const uint32_t sent = inner.hasLevel() ? level : carried(compressed.decoded, d);
+  stats.last_level = sent;
   // The tuner's predictions are for the level it chose; a level clamped into [1, cap] has none.
   const bool as_chosen = level == decision.level;
   stats.last_predicted_cost = as_chosen ? decision.predicted_cost : 0.0;
@@ -295,7 +304,7 @@ PushBuilder::Built PushBuilder::build(Message& m, std::span<const float> grad, d
   remember(round, std::move(compressed.decoded));
   stats.last_loss = loss;
   ++stats.rounds;
-  setReport(*p, loss, compute_seconds, level,
+  setReport(*p, loss, compute_seconds, sent,
             {stats.last_predicted_cost, stats.last_predicted_improvement, stats.last_step});
   m.payload = std::move(compressed.bytes);
   return {true, !in_time.bound || in_time.probe_ahead};

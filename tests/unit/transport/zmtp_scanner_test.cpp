@@ -223,7 +223,8 @@ TEST_CASE("a READY naming a routing id that starts with a zero byte is refused, 
 }
 
 TEST_CASE(
-    "a READY naming a socket type a ROUTER does not take is refused; DEALER, REQ, ROUTER pass") {
+    "a READY naming a socket type a ROUTER does not take is refused and DEALER or REQ or ROUTER "
+    "pass") {
   for (const std::string type : {"PUB", "SUB", "PUSH", "PAIR", "dealer", "NONSENSE\n"}) {
     ZmtpScanner s(ZmtpLimits{});
     const Bytes value(type.begin(), type.end());

@@ -124,3 +124,30 @@ TEST_CASE("the push strategy is decided once, from the compressor's kind") {
   s.compressor.name = "no-such";
   CHECK_THROWS(worker::workerOptions(s));
 }
+
+TEST_CASE("a push of a scheme without a level reports the coordinates it carries and not the cap") {
+  std::vector<float> grad(40, 0.01f);
+  grad[3] = 5.0f;
+  grad[17] = -4.0f;
+  grad[30] = 2.0f;
+  for (const char* name : {"threshold", "identity", "fp16"}) {
+    CAPTURE(name);
+    config::WorkerSettings s;
+    s.compressor.name = name;
+    s.compressor.threshold = 1.0;
+    worker::PushBuilder builder(worker::workerOptions(s).push, 0.0, std::nullopt);
+    worker::LinkMonitor link(s.link, 30.0);
+    worker::WorkerStats stats;
+    Rng rng(1);
+    Message m = proto::pushMessage({1, 1}, 0);
+    builder.roundStarts(0.0, std::nullopt, std::nullopt);
+    REQUIRE(builder.build(m, grad, 0.5, false, 10, link, 0.0, 0.0, rng, stats).computed);
+    // The reference: the coordinates the payload decodes to.
+    auto decoded = compression::decode(m.payload, {});
+    REQUIRE(decoded.value.has_value());
+    const auto carried = uint32_t(decoded.value->nonZeros());
+    CHECK(carried == (std::string(name) == "threshold" ? 3u : 40u));
+    CHECK(m.envelope.push().level() == carried);
+    CHECK(stats.last_level == carried);
+  }
+}
