@@ -60,6 +60,29 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
 
 namespace {
 
+// The budget's options fit the method (as the configuration's allocation section is checked);
+// else the first fault is said on stderr.
+bool checkBudgetOptions(const AllocateOptions& o) {
+  const auto refuse = [](const std::string& why) {
+    std::cerr << "tern-coordinator allocate: " << why << '\n';
+    return false;
+  };
+  if (!(o.mean_ratio > 0.0)) return refuse("--mean-ratio must be above 0");
+  if (o.method == "dagc-a" && !(o.mean_threshold > 0.0)) {
+    return refuse("--method dagc-a needs --mean-threshold above 0");
+  }
+  if (o.bytes_per_round > 0.0 && o.seconds_per_round > 0.0) {
+    return refuse("--bytes-per-round and --seconds-per-round are two budgets: give one of them");
+  }
+  const bool seconds = o.seconds_per_round > 0.0 || o.deadline > 0.0 || o.round_overhead > 0.0;
+  if (o.method != "cost-aware" && (seconds || o.whole_packets)) {
+    return refuse(
+        "--seconds-per-round, --deadline, --round-overhead and --whole-packets are read by "
+        "--method cost-aware only");
+  }
+  return true;
+}
+
 // The options' values are usable; else the first fault is said on stderr.
 bool checkAllocateOptions(const AllocateOptions& o) {
   for (double s : o.shares) {
@@ -91,7 +114,7 @@ bool checkAllocateOptions(const AllocateOptions& o) {
     std::cerr << "tern-coordinator allocate: --dim must be positive\n";
     return false;
   }
-  return true;
+  return checkBudgetOptions(o);
 }
 
 allocation::Budget budgetOf(const AllocateOptions& o) {
@@ -136,7 +159,13 @@ int runAllocate(const AllocateOptions& o) {
     std::cerr << "tern-coordinator allocate: " << e.what() << '\n';
     return 2;
   }
-  auto plan = allocator->allocate(loads, o.dim, b);
+  allocation::Allocation plan;
+  try {
+    plan = allocator->allocate(loads, o.dim, b);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "tern-coordinator allocate: " << e.what() << '\n';
+    return 2;
+  }
   std::cout << allocation::allocationToJson(loads, o.dim, b, plan, o.method) << std::endl;
   return 0;
 }

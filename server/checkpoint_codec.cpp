@@ -185,15 +185,23 @@ wire::Checkpoint parse(const std::string& body) {
   return c;
 }
 
+// "mlp, 200 features, 3 classes, 64 hidden units": what shapes a model of the kind.
+std::string modelShape(const std::string& kind, uint64_t features, uint64_t classes,
+                       uint64_t hidden) {
+  std::string out =
+      kind + ", " + std::to_string(features) + " features, " + std::to_string(classes) + " classes";
+  if (kind == "mlp") out += ", " + std::to_string(hidden) + " hidden units";
+  return out;
+}
+
 void checkModel(const wire::ModelSpec& got, const ml::ModelSpec& want) {
   // The hidden width only shapes an MLP; the linear models ignore it.
   if (got.kind() != want.kind || got.features() != want.features || got.classes() != want.classes ||
       (want.kind == "mlp" && got.hidden() != want.hidden)) {
-    throw std::runtime_error(
-        "checkpoint holds a " + got.kind() + " model with " + std::to_string(got.features()) +
-        " features and " + std::to_string(got.classes()) + " classes; the configuration asks for " +
-        want.kind + " with " + std::to_string(want.features) + " and " +
-        std::to_string(want.classes));
+    throw std::runtime_error("checkpoint holds a model of " +
+                             modelShape(got.kind(), got.features(), got.classes(), got.hidden()) +
+                             "; the configuration asks for " +
+                             modelShape(want.kind, want.features, want.classes, want.hidden));
   }
   if (want.kind == "external" && fromWire(got.tensors()) != want.tensors) {
     throw std::runtime_error("checkpoint holds an external model of layout " +

@@ -88,8 +88,18 @@ void readModel(MapReader m, ml::ModelSpec& s, std::string& file) {
       m.inRange<uint32_t>("features", m.get<uint32_t>("features", s.features), 0, ml::kMaxFeatures);
   s.classes =
       m.inRange<uint32_t>("classes", m.get<uint32_t>("classes", s.classes), 2, ml::kMaxClasses);
+  if (s.kind != "mlp" && m.has("hidden")) {
+    m.fail("hidden", "'model.hidden' is read by kind mlp only, not by " + s.kind);
+  }
   s.hidden = m.inRange<uint32_t>("hidden", m.get<uint32_t>("hidden", s.hidden), 1, ml::kMaxHidden);
   s.l2 = m.inRange("l2", m.get<double>("l2", s.l2), 0.0, 1e6);
+  // Features inferred from the data (0) are checked once known, by the model's constructor.
+  if (const uint64_t n = ml::paramsOf(s); s.features > 0 && n > ml::kMaxParams) {
+    const std::string key = m.has("classes") ? "classes" : "features";
+    m.fail(key, "'model." + key + "': a " + s.kind + " model of " + std::to_string(n) +
+                    " parameters, more than the " + std::to_string(ml::kMaxParams) +
+                    " tern trains");
+  }
   m.done();
 }
 
@@ -150,6 +160,10 @@ void readAllocation(MapReader m, AllocationSettings& s) {
         m.has("mean_threshold") ? "mean_threshold" : "method",
         "'dagc-a' sets each worker's threshold from the mean one: it needs 'mean_threshold' > 0");
   }
+  if (m.has("bytes_per_round") && m.has("seconds_per_round")) {
+    m.fail("seconds_per_round",
+           "'bytes_per_round' and 'seconds_per_round' are two budgets: give one of them");
+  }
   if (b.whole_packets && !(b.seconds_per_round > 0.0)) {
     m.fail("whole_packets",
            "'whole_packets' prices uploads in link seconds: it needs 'seconds_per_round' > 0");
@@ -185,9 +199,11 @@ void readCoordinatorLimits(MapReader& m, CoordinatorSettings& s) {
       m.inRange("quorum_share", m.get<double>("quorum_share", s.quorum_share), 0.0, 1.0);
   s.heartbeat_seconds = m.inRange(
       "heartbeat_seconds", m.get<double>("heartbeat_seconds", s.heartbeat_seconds), 1e-3, 3600.0);
+  // At least 0.1 s: a worker heartbeats at most every 0.01 s, and three heartbeats must fit in
+  // the patience with room for a loaded machine's scheduling (below it rounds never closed).
   s.worker_patience_seconds =
       m.inRange("worker_patience_seconds",
-                m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 1e-3, 86400.0);
+                m.get<double>("worker_patience_seconds", s.worker_patience_seconds), 0.1, 86400.0);
   s.eval_every =
       m.inRange<uint64_t>("eval_every", m.get<uint64_t>("eval_every", s.eval_every), 1, 1ull << 40);
 }
@@ -209,6 +225,9 @@ void readAggregation(MapReader m, AggregationSettings& s) {
     m.fail("clip_multiple",
            "'clip_multiple' must be 0 (off) or at least 1: the median push "
            "itself would be clipped");
+  }
+  if (s.robust != RobustRule::kTrimmedMean && m.has("trim_fraction")) {
+    m.fail("trim_fraction", "'aggregation.trim_fraction' is read with robust: trimmed_mean only");
   }
   s.trim_fraction =
       m.inRange("trim_fraction", m.get<double>("trim_fraction", s.trim_fraction), 0.0, 0.49);

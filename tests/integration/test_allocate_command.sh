@@ -103,4 +103,11 @@ for bad in "--costs -0.001,0.001" "--costs nan,0.001" "--fixed-costs -5,0" "--de
   check_refused "${bad%% *}" --shares 1,1 --dim 100000 --method cost-aware $bad
 done
 check_refused "unknown allocator 'nosuch'" --shares 1,1 --dim 100 --method nosuch
+# Budgets the method would not read, or that it cannot plan by: exit 2, naming the options.
+check_refused "--method dagc-a needs --mean-threshold" --shares 1,1 --dim 100 --method dagc-a
+check_refused "--mean-ratio must be above 0" --shares 1,1 --dim 100 --mean-ratio 0
+check_refused "read by --method cost-aware only" --shares 1,1 --dim 100 --method uniform \
+  --seconds-per-round 1
+check_refused "give one of them" --shares 1,1 --dim 100 --method cost-aware \
+  --seconds-per-round 1 --bytes-per-round 600
 echo "PASS: allocate prints the closed-form plans and refuses bad arguments"

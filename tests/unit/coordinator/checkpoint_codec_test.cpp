@@ -193,3 +193,21 @@ TEST_CASE("a worker named as no join may be named is forgotten, the rest restore
   CHECK(out.workers.size() == 1);
   CHECK(out.workers.count(1) == 1);
 }
+
+TEST_CASE("a checkpoint of an MLP of another hidden width is refused naming both widths") {
+  auto c = settings();
+  c.model.kind = "mlp";
+  c.model.hidden = 64;
+  const auto s = coordinatorOptions(c);
+  const std::string good = encodeCheckpoint(state(s));
+  auto narrower = s;
+  narrower.model.hidden = 32;
+  try {
+    decodeCheckpoint(good, narrower);
+    FAIL("a checkpoint of 64 hidden units was taken for 32");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("64 hidden units") != std::string::npos);
+    CHECK(what.find("32 hidden units") != std::string::npos);
+  }
+}
