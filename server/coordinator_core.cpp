@@ -519,6 +519,10 @@ void CoordinatorCore::completeRound(RoundRecord rec, bool last) {
   if (last || reached || (every > 0 && round_ % every == 0)) out_.checkpoint_due = true;
   last_record_ = rec;
   out_.closed_rounds.push_back(std::move(rec));
+  if (reached) {
+    spdlog::info("round {}: test accuracy {:.4f} reached target_accuracy {}: training is over",
+                 last_record_.round, lastAccuracy(), options_.target_accuracy);
+  }
   if (last || reached) {
     finishAll();
   } else {

@@ -40,6 +40,7 @@ class PushBuilder {
   size_t largestPush(uint32_t dim);
   void keepFitOf(const PushBuilder& previous) { policy_.keepFitOf(previous.policy_); }
   void setDeadline(std::optional<double> seconds) { round_deadline_ = seconds; }
+  std::optional<double> deadline() const { return round_deadline_; }  // the welcome's
   // A round starts at `now`: its deadline left (nullopt: the welcome's) and the coordinator's
   // learning rate (nullopt: not a step, the paper's is priced).
   void roundStarts(double now, std::optional<double> deadline_left,

@@ -97,6 +97,8 @@ class WorkerCore {
   const std::vector<float>& parameters() const { return replica_.params(); }
   const WorkerStats& stats() const { return stats_; }
   const LinkMonitor& link() const { return link_; }
+  // The round deadline the last welcome said (0 before one, or when it said none).
+  double roundDeadline() const { return push_ ? push_->deadline().value_or(0.0) : 0.0; }
   // The error-feedback residual (empty before the first push or with feedback off).
   const std::vector<float>& residual() const;
 

@@ -99,6 +99,7 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const Worker
   st.round = core.replicaRound();
   st.rounds_completed = stats.rounds;
   st.time_s = time_s;
+  st.round_deadline_seconds = core.roundDeadline();
   st.train_loss = stats.last_loss;
   st.upload_bytes = stats.pushed_bytes + stats.probe_bytes;  // as the coordinator counts them
   st.download_bytes = stats.received_bytes;

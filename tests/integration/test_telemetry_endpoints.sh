@@ -178,6 +178,8 @@ for path in sorted(glob.glob(f"{scrapes}/*.status")):
         # Its cap is one the coordinator set, and the level it sent is within it.
         assert me["cap"] in all_caps, (me["cap"], all_caps)
         assert 1 <= me["level"] <= me["cap"], doc
+        # The round deadline its welcome said: the coordinator's (write_coordinator's 2 s).
+        assert doc["round_deadline_seconds"] == 2.0, doc["round_deadline_seconds"]
         n_worker_status += 1
     n_status += 1
 assert n_worker_status > 0, "no /status from a worker that had trained"
