@@ -148,7 +148,10 @@ void CoordinatorCore::handleFinished(const std::string& peer, const wire::Envelo
 
 void CoordinatorCore::handleLeave(Worker& w, const wire::Leave& leave) {
   tallyStale();
-  spdlog::info("worker {} ({}) left: {}", w.rec.id, w.rec.name, printable(leave.reason()));
+  // A worker that cannot train (its data does not fit the model) is a fault the operator fixes.
+  const bool fault = leave.reason().rfind("cannot train", 0) == 0;
+  spdlog::log(fault ? spdlog::level::warn : spdlog::level::info, "worker {} ({}) left: {}",
+              w.rec.id, w.rec.name, printable(leave.reason()));
   w.rec.alive = false;
   // The Leave is in, and all the worker sent before it: it may close its connection.
   send(w, proto::ack({.leave = true}));
