@@ -22,6 +22,8 @@ constexpr int kSliceMs = 50;  // a wait's slice: a stop is noticed within it
 // How long a request with no trainer to go to waits for one (restarting) to say Hello.
 constexpr double kReconnectSeconds = 1.0;
 constexpr size_t kMaxDimensions = 8;  // a tensor of more is no model's
+// The most rows the coordinator takes from one worker's join (Membership::kMaxSamplesPerWorker).
+constexpr uint64_t kMaxTrainRows = uint64_t{1} << 40;
 constexpr std::string_view kIpc = "ipc://";
 
 using Clock = std::chrono::steady_clock;
@@ -177,6 +179,10 @@ std::string ExternalTrainer::helloProblem(const trainer::Envelope& env) const {
   if (h.tensors().empty()) return "the Hello describes no tensors";
   if (h.train_rows() == 0) {
     return "train_rows is 0: the coordinator weighs a worker by its rows and takes none without";
+  }
+  if (h.train_rows() > kMaxTrainRows) {
+    return "train_rows " + std::to_string(h.train_rows()) +
+           " is more than the coordinator takes (" + std::to_string(kMaxTrainRows) + ")";
   }
   for (const auto& t : h.tensors()) {
     if (size_t(t.shape().size()) > kMaxDimensions) {
@@ -348,10 +354,21 @@ void ExternalTrainer::takeStray(const Incoming& in) {
     onHello(in.peer, in.env);
     return;
   }
+  if (!in.env.has_result() && !in.env.has_error()) {
+    // A worker's message (HelloReply, FitRequest, Done) or no body: what a trainer never sends.
+    count(&ExternalTrainerCounters::malformed);
+    sendError(in.peer, "a trainer sends Hello, FitResult or Error, not this message");
+    return;
+  }
   // The trainer answered a request given up: it is working again, and owes nothing now.
-  if (in.peer == peer_ && (in.env.has_result() || in.env.has_error())) busy_since_.reset();
+  if (in.peer == peer_) busy_since_.reset();
   count(&ExternalTrainerCounters::late_answers);
-  spdlog::debug("a trainer message answering no waiting request: ignored");
+  const uint64_t late = counters().late_answers;
+  const auto level = std::has_single_bit(late) ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level,
+              "a trainer answer to no waiting request (id {}: given up, or never asked) ignored "
+              "({} so far)",
+              in.env.has_result() ? std::to_string(in.env.result().id()) : "none", late);
 }
 
 bool ExternalTrainer::awaitTrainer(const GradientRequest& request) {

@@ -37,7 +37,7 @@ struct ExternalTrainerCounters {
   uint64_t trainer_errors = 0;  // requests the trainer said it could not fit
   uint64_t bad_answers = 0;     // answers of the wrong size, kind or form
   uint64_t malformed = 0;       // messages that are no trainer-protocol envelope
-  uint64_t late_answers = 0;    // answers to requests already given up, ignored
+  uint64_t late_answers = 0;    // answers to no waiting request (given up, never asked), ignored
   std::string last_error;
 };
 

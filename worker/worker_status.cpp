@@ -64,10 +64,12 @@ void addTrainerCounters(const ExternalTrainerCounters& t,
                            "Gradient requests the trainer said it could not fit."};
   out["trainer_bad_answers"] = {t.bad_answers,
                                 "Trainer answers of the wrong size or kind, refused."};
-  out["trainer_malformed"] = {t.malformed,
-                              "Trainer messages that were no trainer-protocol envelope."};
-  out["trainer_late_answers"] = {t.late_answers,
-                                 "Trainer answers to requests already given up, ignored."};
+  out["trainer_malformed"] = {
+      t.malformed,
+      "Trainer messages that were no trainer-protocol envelope, or a worker's message."};
+  out["trainer_late_answers"] = {
+      t.late_answers,
+      "Trainer answers to no waiting request (given up, or an id never asked), ignored."};
 }
 
 // The trainer as /status shows it: the core's failures and, for an external one, its connection.

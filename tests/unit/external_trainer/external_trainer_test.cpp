@@ -148,6 +148,17 @@ struct Waiting {
   }
 };
 
+// A Hello of one 4-value tensor claiming `train_rows` rows.
+trainer::Envelope oneTensorHello(uint64_t train_rows) {
+  trainer::Envelope e;
+  e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  auto* t = e.mutable_hello()->add_tensors();
+  t->set_name("w");
+  t->add_shape(4);
+  e.mutable_hello()->set_train_rows(train_rows);
+  return e;
+}
+
 }  // namespace
 
 TEST_CASE("a trainer's Hello is accepted and describes the worker's data") {
@@ -384,12 +395,7 @@ TEST_CASE("a message that does not parse, or comes before a Hello, is answered w
 
 TEST_CASE("a Hello with no training rows is refused: the coordinator takes no worker without") {
   Waiting w;
-  trainer::Envelope e;
-  e.set_version(trainer::TRAINER_PROTOCOL_VERSION);
-  auto* t = e.mutable_hello()->add_tensors();
-  t->set_name("w");
-  t->add_shape(4);
-  w.fake.send(e, nullptr);  // train_rows left 0
+  w.fake.send(oneTensorHello(0), nullptr);
   const auto reply = w.fake.receive();
   CHECK_FALSE(reply.hello_reply().accepted());
   CHECK(reply.hello_reply().reason().find("train_rows is 0") != std::string::npos);
@@ -466,4 +472,31 @@ TEST_CASE("a trainer that goes away mid-request fails it within a second, not at
   CHECK(result->failure == "no trainer connected to " + rig.trainer.endpoint());
   CHECK(rig.trainer.counters().no_trainer == 1);
   CHECK(waited < 10.0);
+}
+
+TEST_CASE("a Hello claiming more rows than the coordinator takes from a worker is refused") {
+  Waiting w;
+  w.fake.send(oneTensorHello((uint64_t{1} << 40) + 1), nullptr);
+  const auto reply = w.fake.receive();
+  CHECK_FALSE(reply.hello_reply().accepted());
+  CHECK(reply.hello_reply().reason().find("more than the coordinator takes") != std::string::npos);
+  CHECK(w.stopWithoutHello());
+}
+
+TEST_CASE("a worker's message sent by a trainer is answered with an Error and a request goes on") {
+  Rig rig;
+  auto pending = ask(rig.trainer, request(21));
+  CHECK(rig.fake.receive().fit().id() == 21);
+  trainer::Envelope wrong;
+  wrong.set_version(trainer::TRAINER_PROTOCOL_VERSION);
+  wrong.mutable_done()->set_reason("not a trainer's to say");
+  rig.fake.send(wrong, nullptr);
+  CHECK(rig.fake.receive().error().text().find("a trainer sends Hello") != std::string::npos);
+  rig.fake.answer(99, {0, 0, 0, 0, 0, 0, 0, 0, 0});  // an id never asked: ignored
+  rig.fake.answer(21, kGrad);
+  const auto result = pending.get();
+  REQUIRE(result.has_value());
+  CHECK(result->gradient == kGrad);
+  CHECK(rig.trainer.counters().malformed == 1);
+  CHECK(rig.trainer.counters().late_answers == 1);
 }
