@@ -1,6 +1,6 @@
 // libFuzzer target: the frame guard's ZMTP scanner on arbitrary bytes, fed whole and in pieces as
 // a socket would deliver them. Beyond "no crash, no UB": both ways give the same verdict and the
-// same count of whole messages, a refusal carries one of the four documented reasons, and no
+// same count of whole messages, a refusal carries one of the documented reasons, and no
 // more than the limit's frames of one message ever pass.
 #include <cstddef>
 #include <cstdint>
@@ -19,8 +19,8 @@ using tern::transport::ZmtpLimits;
 using tern::transport::ZmtpScanner;
 
 bool documented(const std::string& reason) {
-  for (const char* r :
-       {"too_many_frames:", "frame_too_large:", "message_too_large:", "not_zmtp3_null:"}) {
+  for (const char* r : {"too_many_frames:", "frame_too_large:", "message_too_large:",
+                        "not_zmtp3_null:", "reserved_identity:", "bad_socket_type:"}) {
     if (reason.rfind(r, 0) == 0) return true;
   }
   return false;
