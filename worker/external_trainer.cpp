@@ -373,8 +373,8 @@ void ExternalTrainer::takeStray(const Incoming& in) {
 
 bool ExternalTrainer::awaitTrainer(const GradientRequest& request) {
   peer_.clear();
-  const auto deadline =
-      Clock::now() + std::chrono::duration<double>(std::min(timeout_seconds_, kReconnectSeconds));
+  const auto deadline = Clock::now() + std::chrono::duration<double>(
+                                           std::min(timeoutFor(request), kReconnectSeconds));
   while (Clock::now() < deadline && !cancelled()) {
     auto in = receive(kSliceMs);
     if (!in) continue;
@@ -387,11 +387,35 @@ bool ExternalTrainer::awaitTrainer(const GradientRequest& request) {
   return false;
 }
 
-std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& request) {
-  // What came while no request waited first: a restarted trainer's Hello, late answers.
-  while (channel_.waitReadable(std::chrono::milliseconds(0))) {
+double ExternalTrainer::timeoutFor(const GradientRequest& request) const {
+  if (timeout_seconds_) return *timeout_seconds_;
+  return request.deadline_seconds > 0 ? request.deadline_seconds
+                                      : config::kDefaultTrainerTimeoutSeconds;
+}
+
+void ExternalTrainer::takeWaiting() {
+  for (size_t taken = 0; taken < transport::kMaxMessagesPerTurn; ++taken) {
+    if (!channel_.waitReadable(std::chrono::milliseconds(0))) return;
     if (auto in = receive(0)) takeStray(*in);
   }
+}
+
+void ExternalTrainer::serveIdle() {
+  takeWaiting();
+  takeConnectionEvents();
+  if (connections_ > 0 || peer_.empty()) return;
+  // Every connection closed while it owed nothing: the trainer stopped or crashed between rounds.
+  spdlog::warn("the trainer at {} disconnected; the next request waits for one to say Hello",
+               endpoint_);
+  peer_.clear();
+  busy_since_.reset();
+  std::lock_guard lock(mutex_);
+  counters_.connected = false;
+}
+
+std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& request) {
+  // What came while no request waited first: a restarted trainer's Hello, late answers.
+  takeWaiting();
   if (cancelled()) return std::nullopt;
   if ((peer_.empty() || !sendFit(request)) && !awaitTrainer(request)) {
     if (cancelled()) return std::nullopt;
@@ -400,8 +424,9 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
   // The time runs from the oldest request the trainer has not answered: one still busy with a
   // request given up (its round moved on) has had its time since then, so a hang is a timeout
   // however often rounds move on before trainer.timeout_seconds.
+  const double timeout_seconds = timeoutFor(request);
   const auto timeout =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   std::optional<Clock::time_point> none_since;  // no trainer connection open since
   while (busy_since_ && Clock::now() < *busy_since_ + timeout) {
     if (cancelled()) return std::nullopt;
@@ -437,7 +462,7 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
   }
   // Said once per timeout: the next request's time runs from now (the trainer may still be busy).
   busy_since_ = Clock::now();
-  return failed(request, fmt::format("the trainer did not answer within {:g} s", timeout_seconds_),
+  return failed(request, fmt::format("the trainer did not answer within {:g} s", timeout_seconds),
                 &ExternalTrainerCounters::timeouts);
 }
 

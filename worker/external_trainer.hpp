@@ -5,7 +5,8 @@
 // a FitResult with the gradient (or a local-steps delta). A trainer that crashes, hangs or answers
 // wrongly fails the request (GradientResult::failure) and the worker sits the round out.
 // The socket is used from one thread at a time: waitForHello before the compute thread starts,
-// gradient() on it afterwards; counters() may be read from any thread.
+// then gradient() on the computing thread and serveIdle() on the daemon's between requests;
+// counters() may be read from any thread.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,11 @@ class ExternalTrainer final : public Trainer {
   // nullopt when `stop` said stop first.
   std::optional<LocalData> waitForHello(const std::function<bool()>& stop);
   std::optional<GradientResult> gradient(const GradientRequest& request) override;
+  // Between requests: answers a (restarted) trainer's Hello, counts late answers and strays, and
+  // notes a trainer whose connections all closed (not connected); never blocks.
+  void serveIdle();
+  // The socket serveIdle reads (the daemon's loop wakes on it between requests).
+  zmq::socket_t& socket() { return channel_.socket(); }
   ExternalTrainerCounters counters() const;
   const std::string& endpoint() const { return endpoint_; }
   // Training is over (the coordinator's Finish): when this object goes, the current trainer is
@@ -82,6 +88,10 @@ class ExternalTrainer final : public Trainer {
   GradientResult noTrainer(const GradientRequest& request);
   // A message no request waits for: a Hello is taken, anything else counted and dropped.
   void takeStray(const Incoming& in);
+  // Takes what is queued (at most a turn's worth), each as a stray.
+  void takeWaiting();
+  // A request's timeout: the setting, else the request's round deadline, else the default.
+  double timeoutFor(const GradientRequest& request) const;
   // Answers `peer` with Error{text}.
   void sendError(const std::string& peer, const std::string& text);
   void sendEnvelope(const std::string& peer, const trainer::Envelope& env);
@@ -91,8 +101,8 @@ class ExternalTrainer final : public Trainer {
   void takeConnectionEvents();
 
   std::string endpoint_;
-  std::string socket_file_;  // ipc: the path to remove when done
-  double timeout_seconds_;
+  std::string socket_file_;                // ipc: the path to remove when done
+  std::optional<double> timeout_seconds_;  // unset: timeoutFor the round deadline
   zmq::context_t ctx_{1};
   transport::Channel channel_;
   // channel_'s connection events (a trainer connected, a connection closed: a trainer that

@@ -36,6 +36,9 @@ struct GradientRequest {
   // > 0: the round's gradient asked again after this many failed attempts (a trainer's error):
   // the minibatches are drawn anew (minibatchSeed), so a failure tied to one does not repeat.
   uint32_t attempt = 0;
+  // The round deadline the coordinator's welcome said (0: none): an external trainer's timeout
+  // when its settings give none.
+  double deadline_seconds = 0.0;
 };
 
 // The seed of a request's minibatches: the coordinator's training seed, this worker's id and the

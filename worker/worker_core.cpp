@@ -412,6 +412,7 @@ Effects WorkerCore::handleRoundStart(const Message& msg, double now) {
   out.compute = GradientRequest{pending_->id, rs.round(), id(),         replica_.lend(),
                                 model_,       plan_,      rs.evaluate()};
   if (failed_round_ == rs.round()) out.compute->attempt = failed_attempts_;
+  out.compute->deadline_seconds = roundDeadline();
   return out;
 }
 

@@ -147,6 +147,12 @@ daemon::Phase WorkerDaemon::training() {
     // The join queued on a failed connection went with it: it goes again now.
     if (reconnected && !core_.joined()) dispatch(core_.start(now()));
   })};
+  // Between requests the trainer's socket is the loop's: a restarted trainer's Hello is answered
+  // at once and a trainer gone shows as not connected (during one, gradient() reads it).
+  if (external_) {
+    p.watches.push_back({&external_->socket(), [this] { external_->serveIdle(); },
+                         [this] { return !loop_.jobRunning(); }});
+  }
   p.on_message = [this](daemon::Incoming& in) {
     dispatch(core_.onMessage(in.message, in.bytes, now()));
     // Once the welcome has given the model: its gradients and updates reuse heap pages.

@@ -193,12 +193,17 @@ struct LinkSettings {
   uint32_t alternate_rounds = 0;
 };
 
+// An external trainer's request timeout when neither its settings nor the welcome give one.
+inline constexpr double kDefaultTrainerTimeoutSeconds = 60.0;
+
 // Who computes the worker's gradients (docs/python.md): the built-in model over its data, or an
 // external trainer process that connects to `endpoint` (where the worker binds for it).
 struct TrainerSettings {
-  std::string kind = "builtin";   // builtin | external
-  std::string endpoint;           // external: ipc://PATH (or tcp://127.0.0.1:PORT)
-  double timeout_seconds = 60.0;  // external: a request unanswered this long fails its round
+  std::string kind = "builtin";  // builtin | external
+  std::string endpoint;          // external: ipc://PATH (or tcp://127.0.0.1:PORT)
+  // external: a request unanswered this long fails its round; unset: the round deadline the
+  // coordinator's welcome says (kDefaultTrainerTimeoutSeconds when it says none)
+  std::optional<double> timeout_seconds;
   bool external() const { return kind == "external"; }
 };
 

@@ -104,8 +104,10 @@ void readTrainer(MapReader& parent, TrainerSettings& t) {
   } else if (m.has("endpoint")) {
     m.fail("endpoint", "'trainer.endpoint' needs 'kind: external'");
   }
-  t.timeout_seconds = m.inRange("timeout_seconds",
-                                m.get<double>("timeout_seconds", t.timeout_seconds), 0.01, 86400.0);
+  if (m.has("timeout_seconds")) {
+    t.timeout_seconds =
+        m.inRange("timeout_seconds", m.get<double>("timeout_seconds", 0.0), 0.01, 86400.0);
+  }
   m.done();
 }
 

@@ -29,7 +29,7 @@ void PollLoop::turn(const Phase& phase) {
   // A stop ends the computation between its chunks: the Leave must not wait for a whole gradient.
   if (stopping()) job_.requestStop();
   for (const auto& w : phase.watches) {
-    if (w.serve) w.serve();
+    if (w.serve && w.active()) w.serve();
   }
   if (options_.on_reload && options_.reload && options_.reload->exchange(false)) {
     options_.on_reload();
@@ -54,7 +54,9 @@ bool PollLoop::wait(const Phase& phase) {
   std::vector<zmq::pollitem_t> items;
   const bool take = bool(phase.on_message) && !(phase.ends_on_stop && stopping());
   if (take) items.push_back({channel_.socket().handle(), 0, ZMQ_POLLIN, 0});
-  for (const auto& w : phase.watches) items.push_back({w.socket->handle(), 0, ZMQ_POLLIN, 0});
+  for (const auto& w : phase.watches) {
+    if (w.active()) items.push_back({w.socket->handle(), 0, ZMQ_POLLIN, 0});
+  }
   if (job_.busy()) items.push_back({nullptr, job_.fd(), ZMQ_POLLIN, 0});
   if (items.empty()) {
     std::this_thread::sleep_for(timeout);

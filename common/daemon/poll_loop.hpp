@@ -49,10 +49,16 @@ struct Incoming {
 };
 
 // A socket a phase wakes on besides the channel. `serve` runs every turn of the phase, readable
-// or not (it drains without blocking and may keep rate-limited logs); it must not block.
+// or not (it drains without blocking and may keep rate-limited logs); it must not block. With
+// `when` set, the socket is polled and served only in turns where when() is true (a socket that
+// a job's thread uses meanwhile is left to it).
 struct Watch {
+  Watch(zmq::socket_t* s, std::function<void()> serve_fn, std::function<bool()> when_fn = {})
+      : socket(s), serve(std::move(serve_fn)), when(std::move(when_fn)) {}
   zmq::socket_t* socket = nullptr;
   std::function<void()> serve;
+  std::function<bool()> when;
+  bool active() const { return !when || when(); }
 };
 
 // One stage of a daemon's life: what ends it and what each turn does. Unset hooks do nothing.

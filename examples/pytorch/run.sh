@@ -68,7 +68,7 @@ for i in 0 1 2 3; do
   cat > "$out/worker-$i.yaml" <<YAML
 name: worker-$i
 coordinator: $endpoint
-trainer: {kind: external, endpoint: ipc://$out/w$i.sock, timeout_seconds: 50}
+trainer: {kind: external, endpoint: ipc://$out/w$i.sock}
 compression: {name: topk, error_feedback: true}
 heartbeat_seconds: 1
 coordinator_patience_seconds: 60

@@ -120,3 +120,51 @@ use_fake_trainer() {
   FAKE=("$PY" "$SRC/tests/integration/fake_trainer.py" --pb-dir "$WORK")
   "${FAKE[@]}" --write-model "$WORK/model.bin"
 }
+
+# write_ext_coordinator MIN_WORKERS ROUNDS DEADLINE [extra yaml]: $WORK/coord.yaml for the fake
+# trainer's model ($WORK/model.bin, from use_fake_trainer).
+write_ext_coordinator() {
+  cat > "$WORK/coord.yaml" <<YAML
+bind: tcp://127.0.0.1:0
+endpoint_file: $WORK/endpoint
+min_workers: $1
+max_rounds: $2
+round_deadline_seconds: $3
+heartbeat_seconds: 0.5
+worker_patience_seconds: 5
+model: {kind: external, file: $WORK/model.bin}
+optimizer: {lr: 0.5}
+training: {batch_size: 32, seed: 3}
+allocation: {method: uniform, mean_ratio: 0.5}
+logging: {level: info}
+security: none
+${4:-}
+YAML
+}
+
+# start_trainer NAME SEED [fake_trainer.py options]: NAME's fake trainer at ipc://$WORK/NAME.sock,
+# its output appended to $WORK/NAME-trainer.log; sets TPID.
+start_trainer() {
+  local name=$1 seed=$2
+  shift 2
+  "${FAKE[@]}" --endpoint "ipc://$WORK/$name.sock" --seed "$seed" "$@" >> "$WORK/$name-trainer.log" 2>&1 &
+  TPID=$!; PIDS+=($TPID)
+}
+
+# start_ext_worker NAME [TIMEOUT]: a worker whose trainer is NAME's (trainer.timeout_seconds
+# TIMEOUT; none: the round deadline's), output in $WORK/NAME.{out,err}, /status URL in NAME.url.
+start_ext_worker() {
+  cat > "$WORK/$1.yaml" <<YAML
+name: $1
+coordinator: $EP
+trainer: {kind: external, endpoint: ipc://$WORK/$1.sock${2:+, timeout_seconds: $2}}
+compression: {name: topk, error_feedback: true}
+heartbeat_seconds: 0.5
+coordinator_patience_seconds: 5
+logging: {level: info}
+security: none
+YAML
+  "$BIN/tern-worker" --config "$WORK/$1.yaml" --http 127.0.0.1:0 --http-url-file "$WORK/$1.url" \
+    > "$WORK/$1.out" 2> "$WORK/$1.err" &
+  PIDS+=($!)
+}

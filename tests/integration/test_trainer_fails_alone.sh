@@ -8,38 +8,10 @@ source "$(dirname "$0")/lib.sh"
 use_fake_trainer
 
 ROUNDS=10
-cat > "$WORK/coord.yaml" <<YAML
-bind: tcp://127.0.0.1:0
-endpoint_file: $WORK/endpoint
-min_workers: 1
-max_rounds: $ROUNDS
-round_deadline_seconds: 1
-heartbeat_seconds: 0.5
-worker_patience_seconds: 5
-model: {kind: external, file: $WORK/model.bin}
-optimizer: {lr: 0.5}
-training: {batch_size: 32, seed: 3}
-allocation: {method: uniform, mean_ratio: 0.5}
-http: {bind: "127.0.0.1:0", url_file: $WORK/coord.url}
-logging: {level: info}
-security: none
-YAML
+write_ext_coordinator 1 "$ROUNDS" 1 "http: {bind: \"127.0.0.1:0\", url_file: $WORK/coord.url}"
 start_coordinator
-cat > "$WORK/alone.yaml" <<YAML
-name: alone
-coordinator: $EP
-trainer: {kind: external, endpoint: ipc://$WORK/alone.sock, timeout_seconds: 1}
-compression: {name: topk, error_feedback: true}
-heartbeat_seconds: 0.5
-coordinator_patience_seconds: 5
-logging: {level: info}
-security: none
-YAML
-"$BIN/tern-worker" --config "$WORK/alone.yaml" > "$WORK/alone.out" 2> "$WORK/alone.err" &
-PIDS+=($!)
-"${FAKE[@]}" --endpoint "ipc://$WORK/alone.sock" --seed 1 --misbehave nan --at 3 --times 2 \
-  >> "$WORK/alone-trainer.log" 2>&1 &
-PIDS+=($!)
+start_ext_worker alone 1
+start_trainer alone 1 --misbehave nan --at 3 --times 2
 
 wait_for_line "$WORK/alone.out" "the trainer failed (.*non-finite value.*); sitting the round out" \
   "the worker did not log its trainer's failure"

@@ -10,53 +10,10 @@ source "$(dirname "$0")/lib.sh"
 use_fake_trainer
 
 ROUNDS=${ROUNDS:-800}
-cat > "$WORK/coord.yaml" <<YAML
-bind: tcp://127.0.0.1:0
-endpoint_file: $WORK/endpoint
-min_workers: 5
-max_rounds: $ROUNDS
-round_deadline_seconds: 2
-heartbeat_seconds: 0.5
-worker_patience_seconds: 5
-model: {kind: external, file: $WORK/model.bin}
-optimizer: {lr: 0.5}
-training: {batch_size: 32, seed: 3}
-allocation: {method: uniform, mean_ratio: 0.5}
-logging: {level: info}
-security: none
-YAML
+write_ext_coordinator 5 "$ROUNDS" 2
 start_coordinator
 
-# start_trainer NAME SEED [fake_trainer.py options]: NAME's trainer; sets TPID.
-start_trainer() {
-  local name=$1 seed=$2
-  shift 2
-  "${FAKE[@]}" --endpoint "ipc://$WORK/$name.sock" --seed "$seed" "$@" >> "$WORK/$name-trainer.log" 2>&1 &
-  TPID=$!; PIDS+=($TPID)
-}
-
-# start_ext_worker NAME: a worker whose trainer is NAME's, with its /status URL in NAME.url.
-start_ext_worker() {
-  cat > "$WORK/$1.yaml" <<YAML
-name: $1
-coordinator: $EP
-trainer: {kind: external, endpoint: ipc://$WORK/$1.sock, timeout_seconds: 1}
-compression: {name: topk, error_feedback: true}
-heartbeat_seconds: 0.5
-coordinator_patience_seconds: 5
-logging: {level: info}
-security: none
-YAML
-  "$BIN/tern-worker" --config "$WORK/$1.yaml" --http 127.0.0.1:0 --http-url-file "$WORK/$1.url" \
-    > "$WORK/$1.out" 2> "$WORK/$1.err" &
-  PIDS+=($!)
-}
-
-start_ext_worker clean
-start_ext_worker nan
-start_ext_worker size
-start_ext_worker hang
-start_ext_worker crash
+for w in clean nan size hang crash; do start_ext_worker "$w" 1; done
 wait_for_line "$WORK/crash.out" "waiting for the trainer at ipc://" "the worker did not wait for its trainer"
 start_trainer clean 1
 start_trainer nan 2 --misbehave nan --at 4 --times 2

@@ -114,3 +114,13 @@ TEST_CASE("a worker with neither data nor an external trainer is told it needs o
   CHECK(has(why, "a worker needs 'data'"));
   CHECK(has(why, "kind: external"));
 }
+
+TEST_CASE("an external trainer's timeout left out is taken from the round deadline, not set") {
+  const auto path =
+      writeYaml("trainer-no-timeout", "trainer: {kind: external, endpoint: 'ipc:///tmp/t.sock'}\n");
+  CHECK_FALSE(loadWorkerSettings(path).trainer.timeout_seconds.has_value());
+  const auto low = writeYaml("trainer-low-timeout",
+                             "trainer: {kind: external, endpoint: 'ipc:///tmp/t.sock', "
+                             "timeout_seconds: 0.001}\n");
+  CHECK(has(errorOf([&] { loadWorkerSettings(low); }), "timeout_seconds"));
+}

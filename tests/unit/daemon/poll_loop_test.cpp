@@ -44,6 +44,18 @@ struct Pair {
   }
 };
 
+// A second socket pair beside the loop's channel, with one event queued on `in`.
+struct SideEvent {
+  zmq::socket_t in;
+  zmq::socket_t out;
+  SideEvent(Pair& pair, const std::string& name)
+      : in(pair.ctx, zmq::socket_type::pair), out(pair.ctx, zmq::socket_type::pair) {
+    in.bind("inproc://" + name);
+    out.connect("inproc://" + name);
+    out.send(zmq::str_buffer("event"), zmq::send_flags::none);
+  }
+};
+
 // A phase that gives up after `seconds`: a test that fails does not hang.
 Phase bounded(double seconds) {
   Phase p;
@@ -166,11 +178,8 @@ TEST_CASE(
 
 TEST_CASE("watched sockets wake the wait and are served every turn, a SIGHUP is served once") {
   Pair pair("watch");
-  zmq::socket_t side_in(pair.ctx, zmq::socket_type::pair);
-  zmq::socket_t side_out(pair.ctx, zmq::socket_type::pair);
-  side_in.bind("inproc://watch-side");
-  side_out.connect("inproc://watch-side");
-  side_out.send(zmq::str_buffer("event"), zmq::send_flags::none);
+  SideEvent side(pair, "watch-side");
+  auto& side_in = side.in;
   pair.reload = true;
   auto options = pair.options();
   int reloads = 0;
@@ -285,4 +294,29 @@ TEST_CASE("timers keep running while a job computes: heartbeats are not held bac
   CHECK(loop.run(phase) == Exit::done);
   CHECK(beats >= 3);
   CHECK(*result == 7);
+}
+
+TEST_CASE("a watch whose when() is false is neither polled nor served, and wakes the loop after") {
+  Pair pair("watch-when");
+  SideEvent side(pair, "watch-when-side");
+  auto& side_in = side.in;
+  PollLoop loop(pair.router, pair.options());
+  bool open = false;
+  int served_closed = 0;
+  int events = 0;
+  int turns = 0;
+  Phase phase = bounded(5.0);
+  phase.max_wait_seconds = 0.01;
+  phase.watches = {{&side_in,
+                    [&] {
+                      if (!open) ++served_closed;
+                      zmq::message_t m;
+                      while (side_in.recv(m, zmq::recv_flags::dontwait)) ++events;
+                    },
+                    [&] { return open; }}};
+  phase.on_turn = [&] { open = ++turns >= 3; };
+  phase.done = [&] { return events == 1; };
+  CHECK(loop.run(phase) == Exit::done);
+  CHECK(served_closed == 0);
+  CHECK(turns == 4);  // closed through the third turn (the event waited), served in the fourth
 }

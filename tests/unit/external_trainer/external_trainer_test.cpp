@@ -500,3 +500,57 @@ TEST_CASE("a worker's message sent by a trainer is answered with an Error and a 
   CHECK(rig.trainer.counters().malformed == 1);
   CHECK(rig.trainer.counters().late_answers == 1);
 }
+
+TEST_CASE(
+    "between requests a trainer gone shows as not connected and a new one's Hello is answered") {
+  Rig rig;
+  rig.fake.sock.close();  // the trainer process ends between rounds
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (rig.trainer.counters().connected && std::chrono::steady_clock::now() < until) {
+    rig.trainer.serveIdle();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK_FALSE(rig.trainer.counters().connected);
+  FakeTrainer restarted(rig.trainer.endpoint());
+  restarted.hello();
+  std::atomic<bool> replied{false};
+  auto serving = std::async(std::launch::async, [&] {
+    while (!replied) {
+      rig.trainer.serveIdle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  // Answered with no request out: the worker's loop serves the socket between rounds.
+  const bool accepted = restarted.receive().hello_reply().accepted();
+  replied = true;
+  serving.get();
+  CHECK(accepted);
+  CHECK(rig.trainer.counters().connected);
+  CHECK(rig.trainer.counters().connections == 2);
+  auto got = ask(rig.trainer, request(40));
+  CHECK(restarted.receive().fit().id() == 40);
+  restarted.answer(40, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->gradient == kGrad);
+  CHECK(rig.trainer.counters().no_trainer == 0);
+}
+
+TEST_CASE("without a timeout of its own a request times out at the round deadline it was given") {
+  TempDir dir;
+  auto settings = settingsIn(dir);
+  settings.timeout_seconds.reset();
+  worker::ExternalTrainer trainer(settings, 1 << 20);
+  FakeTrainer fake(trainer.endpoint());
+  fake.hello();
+  REQUIRE(trainer.waitForHello({}).has_value());
+  REQUIRE(fake.receive().hello_reply().accepted());
+  auto r = request(41);
+  r.deadline_seconds = 0.3;
+  auto got = ask(trainer, r);
+  CHECK(fake.receive().fit().id() == 41);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->failure == "the trainer did not answer within 0.3 s");
+  CHECK(trainer.counters().timeouts == 1);
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A worker's trainer socket is served between rounds (docs/trainer-faults.md): while no round
+# runs (the coordinator waits for a second worker), a trainer that stops shows in /status as not
+# connected, and a restarted one's Hello is answered at once, not at the next round's request.
+# Then a second worker comes and both train to the end.
+source "$(dirname "$0")/lib.sh"
+
+use_fake_trainer
+
+ROUNDS=20
+write_ext_coordinator 2 "$ROUNDS" 2
+start_coordinator
+
+# trainer_state NAME CONNECTED: waits (10 s at most) until NAME's /status says trainer.connected
+# is CONNECTED (True/False); prints the trainer's status.
+trainer_state() {
+  "$PY" - "$(cat "$WORK/$1.url")" "$2" <<'PY'
+import json, sys, time, urllib.request
+want = sys.argv[2] == "True"
+for _ in range(100):
+    st = json.load(urllib.request.urlopen(sys.argv[1] + "/status", timeout=5))
+    if st["trainer"]["connected"] == want:
+        print(st["trainer"], st["counters"]["trainer_connections"])
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(f"trainer.connected stayed {st['trainer']['connected']}: {st['trainer']}")
+PY
+}
+
+start_ext_worker a
+wait_for_line "$WORK/a.out" "waiting for the trainer at ipc://" "worker a did not wait for its trainer"
+start_trainer a 1
+wait_for_line "$WORK/a.out" "trainer connected at" "worker a did not take its trainer"
+wait_for_file "$WORK/a.url"
+trainer_state a True || fail "worker a's trainer is not shown connected"
+
+# No round runs (one worker of two): the trainer stops and is seen gone.
+kill "$TPID"; wait "$TPID" 2> /dev/null || true
+trainer_state a False || fail "a trainer gone between rounds is still shown connected"
+grep -q "disconnected" "$WORK/a.out" || fail "the worker did not log its trainer's going"
+
+# A restarted trainer is answered within seconds with no request out.
+start_trainer a 1
+for _ in $(seq 1 30); do grep -q "hello accepted" "$WORK/a-trainer.log" && break; sleep 0.1; done
+grep -q "hello accepted" "$WORK/a-trainer.log" || fail "the restarted trainer's Hello was not answered between rounds"
+trainer_state a True || fail "the restarted trainer is not shown connected"
+! grep -q '^fit ' "$WORK/a-trainer.log" || fail "a request went out before any round"
+[ "$(grep -c "hello accepted" "$WORK/a-trainer.log")" = 2 ] || fail "two Hellos, two answers expected"
+
+start_ext_worker b
+start_trainer b 2
+wait "$CPID" || fail "coordinator exited with $?"
+grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || { tail -n 20 "$WORK/coord.err"; fail "the coordinator did not finish"; }
+grep -q '^fit ' "$WORK/a-trainer.log" || fail "the restarted trainer was never asked to fit"
+echo "PASS: the trainer socket is served between rounds"
