@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/allocation/allocator.hpp"
+#include "common/allocation/budget_rules.hpp"
 #include "common/config/command_line.hpp"
 
 namespace tern::server {
@@ -60,25 +61,38 @@ void addAllocateOptions(CLI::App& app, AllocateOptions& o) {
 
 namespace {
 
-// The budget's options fit the method (as the configuration's allocation section is checked);
-// else the first fault is said on stderr.
+allocation::Budget budgetOf(const AllocateOptions& o) {
+  allocation::Budget b;
+  b.mean_ratio = o.mean_ratio;
+  b.bytes_per_round = o.bytes_per_round;
+  b.seconds_per_round = o.seconds_per_round;
+  b.mean_threshold = o.mean_threshold;
+  b.deadline_seconds = o.deadline;
+  b.round_overhead_seconds = o.round_overhead;
+  b.whole_packets = o.whole_packets;
+  b.bytes_per_coordinate = o.bytes_per_coordinate;
+  b.bytes_per_push = o.bytes_per_push;
+  b.packet_bytes = o.packet_bytes;
+  return b;
+}
+
+// The flag that sets a Budget field.
+std::string flagOf(const std::string& field) {
+  if (field == "deadline_seconds") return "--deadline";
+  if (field == "round_overhead_seconds") return "--round-overhead";
+  std::string flag = "--" + field;
+  for (char& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+// The budget's options fit the method (the configuration's allocation section meets the same
+// rules); else the first fault is said on stderr. An unknown method is makeAllocator's to say.
 bool checkBudgetOptions(const AllocateOptions& o) {
-  const auto refuse = [](const std::string& why) {
-    std::cerr << "tern-coordinator allocate: " << why << '\n';
+  const auto method = allocation::methodNamed(o.method);
+  if (!method) return true;
+  if (auto fault = allocation::budgetFault(*method, budgetOf(o), flagOf)) {
+    std::cerr << "tern-coordinator allocate: " << fault->why << '\n';
     return false;
-  };
-  if (!(o.mean_ratio > 0.0)) return refuse("--mean-ratio must be above 0");
-  if (o.method == "dagc-a" && !(o.mean_threshold > 0.0)) {
-    return refuse("--method dagc-a needs --mean-threshold above 0");
-  }
-  if (o.bytes_per_round > 0.0 && o.seconds_per_round > 0.0) {
-    return refuse("--bytes-per-round and --seconds-per-round are two budgets: give one of them");
-  }
-  const bool seconds = o.seconds_per_round > 0.0 || o.deadline > 0.0 || o.round_overhead > 0.0;
-  if (o.method != "cost-aware" && (seconds || o.whole_packets)) {
-    return refuse(
-        "--seconds-per-round, --deadline, --round-overhead and --whole-packets are read by "
-        "--method cost-aware only");
   }
   return true;
 }
@@ -106,30 +120,11 @@ bool checkAllocateOptions(const AllocateOptions& o) {
                  "--worker-bytes-per-coordinate\n";
     return false;
   }
-  if (o.whole_packets && !(o.seconds_per_round > 0.0)) {
-    std::cerr << "tern-coordinator allocate: --whole-packets needs --seconds-per-round\n";
-    return false;
-  }
   if (o.dim == 0) {
     std::cerr << "tern-coordinator allocate: --dim must be positive\n";
     return false;
   }
   return checkBudgetOptions(o);
-}
-
-allocation::Budget budgetOf(const AllocateOptions& o) {
-  allocation::Budget b;
-  b.mean_ratio = o.mean_ratio;
-  b.bytes_per_round = o.bytes_per_round;
-  b.seconds_per_round = o.seconds_per_round;
-  b.mean_threshold = o.mean_threshold;
-  b.deadline_seconds = o.deadline;
-  b.round_overhead_seconds = o.round_overhead;
-  b.whole_packets = o.whole_packets;
-  b.bytes_per_coordinate = o.bytes_per_coordinate;
-  b.bytes_per_push = o.bytes_per_push;
-  b.packet_bytes = o.packet_bytes;
-  return b;
 }
 
 }  // namespace

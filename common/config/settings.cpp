@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/allocation/budget_rules.hpp"
 #include "common/config/data_source_reader.hpp"
 #include "common/config/worker_data_reader.hpp"
 #include "common/config/yaml_reader.hpp"
@@ -140,33 +141,15 @@ void readAllocation(MapReader m, AllocationSettings& s) {
       m.inRange("round_overhead_seconds",
                 m.get<double>("round_overhead_seconds", b.round_overhead_seconds), 0.0, 86400.0);
   b.whole_packets = m.get<bool>("whole_packets", b.whole_packets);
-  if (s.method != allocation::Method::kCostAware) {
-    // Link-seconds budgets are cost-aware's: another method would ignore them.
-    for (const std::string key :
-         {"seconds_per_round", "deadline_seconds", "round_overhead_seconds", "whole_packets"}) {
-      if (m.has(key)) {
-        m.fail(key, "'allocation." + key + "' is read by method cost-aware only, not by " + method);
-      }
-    }
-  }
   // Absent: the coordinator measures what its workers' pushes cost (the default until the
   // first pushes arrive); given: that price, and no fixed bytes per push.
   s.measure_push_bytes = !m.has("bytes_per_coordinate");
   b.bytes_per_coordinate =
       m.inRange("bytes_per_coordinate",
                 m.get<double>("bytes_per_coordinate", b.bytes_per_coordinate), 0.125, 64.0);
-  if (s.method == allocation::Method::kDagcA && !(b.mean_threshold > 0.0)) {
-    m.fail(
-        m.has("mean_threshold") ? "mean_threshold" : "method",
-        "'dagc-a' sets each worker's threshold from the mean one: it needs 'mean_threshold' > 0");
-  }
-  if (m.has("bytes_per_round") && m.has("seconds_per_round")) {
-    m.fail("seconds_per_round",
-           "'bytes_per_round' and 'seconds_per_round' are two budgets: give one of them");
-  }
-  if (b.whole_packets && !(b.seconds_per_round > 0.0)) {
-    m.fail("whole_packets",
-           "'whole_packets' prices uploads in link seconds: it needs 'seconds_per_round' > 0");
+  const auto key = [](const std::string& field) { return "'allocation." + field + "'"; };
+  if (auto fault = allocation::budgetFault(s.method, b, key)) {
+    m.fail(m.has(fault->field) ? fault->field : "method", fault->why);
   }
   s.reallocate_every = m.get<uint64_t>("reallocate_every", s.reallocate_every);
   m.done();

@@ -93,8 +93,8 @@ check_refused "--worker-bytes-per-coordinate needs one value per share" --shares
   --dim 100 --bytes-per-round 600 --worker-bytes-per-coordinate 5
 check_refused "--worker-bytes-per-push needs --worker-bytes-per-coordinate" --shares 0.5,0.5 \
   --dim 100 --bytes-per-round 600 --worker-bytes-per-push 50,50
-check_refused "--whole-packets needs --seconds-per-round" --shares 0.5,0.5 --dim 100 \
-  --method uniform --mean-ratio 0.1 --whole-packets
+check_refused "--whole-packets prices uploads in link seconds: it needs --seconds-per-round above 0" \
+  --shares 0.5,0.5 --dim 100 --method cost-aware --mean-ratio 0.1 --whole-packets
 # Values no link or budget has: refused with exit 2, not taken as "unfitted" or ignored.
 for bad in "--costs -0.001,0.001" "--costs nan,0.001" "--fixed-costs -5,0" "--deadline nan" \
   "--deadline -5" "--round-overhead -1" "--bytes-per-round -1" "--seconds-per-round inf" \
@@ -104,10 +104,12 @@ for bad in "--costs -0.001,0.001" "--costs nan,0.001" "--fixed-costs -5,0" "--de
 done
 check_refused "unknown allocator 'nosuch'" --shares 1,1 --dim 100 --method nosuch
 # Budgets the method would not read, or that it cannot plan by: exit 2, naming the options.
-check_refused "--method dagc-a needs --mean-threshold" --shares 1,1 --dim 100 --method dagc-a
+check_refused "dagc-a sets each worker's threshold from the mean one: it needs --mean-threshold above 0" --shares 1,1 --dim 100 --method dagc-a
 check_refused "--mean-ratio must be above 0" --shares 1,1 --dim 100 --mean-ratio 0
-check_refused "read by --method cost-aware only" --shares 1,1 --dim 100 --method uniform \
-  --seconds-per-round 1
+check_refused "--seconds-per-round is read by method cost-aware only, not by uniform" --shares 1,1 \
+  --dim 100 --method uniform --seconds-per-round 1
+check_refused "--deadline is read by method cost-aware only" --shares 1,1 --dim 100 \
+  --method dagc-r --deadline 2
 check_refused "give one of them" --shares 1,1 --dim 100 --method cost-aware \
   --seconds-per-round 1 --bytes-per-round 600
 echo "PASS: allocate prints the closed-form plans and refuses bad arguments"

@@ -346,7 +346,7 @@ TEST_CASE("whole-packet pricing is read, and refused without a link-seconds budg
                 "security: none\nallocation:\n  method: cost-aware\n  whole_packets: true\n");
   const std::string error = errorOf([&] { loadCoordinatorSettings(bad); });
   CHECK(error.find("packets-bad.yaml:4:") != std::string::npos);
-  CHECK(error.find("needs 'seconds_per_round'") != std::string::npos);
+  CHECK(error.find("needs 'allocation.seconds_per_round' above 0") != std::string::npos);
 }
 
 TEST_CASE(
@@ -360,7 +360,7 @@ TEST_CASE(
         writeTemp("dagc-a-bad.yaml", "security: none\nallocation:\n  method: dagc-a\n"));
   });
   CHECK(missing.find("dagc-a-bad.yaml:3:") != std::string::npos);
-  CHECK(missing.find("needs 'mean_threshold' > 0") != std::string::npos);
+  CHECK(missing.find("needs 'allocation.mean_threshold' above 0") != std::string::npos);
   const std::string zero = errorOf([&] {
     loadCoordinatorSettings(
         writeTemp("dagc-a-zero.yaml",
@@ -634,16 +634,25 @@ TEST_CASE("a target accuracy without test data: the workers' evaluations, or ref
 
 TEST_CASE("link-seconds allocation keys under a method other than cost-aware are refused") {
   for (const std::string key : {"seconds_per_round: 0.06", "deadline_seconds: 1",
-                                "round_overhead_seconds: 0.3", "whole_packets: false"}) {
+                                "round_overhead_seconds: 0.3", "whole_packets: true"}) {
     CAPTURE(key);
     auto f = writeTemp("alloc-method.yaml",
                        "security: none\nallocation:\n  method: dagc-r\n  " + key + "\n");
     CHECK(errorOf([&] { loadCoordinatorSettings(f); }) ==
           f + ":4:" + std::to_string(key.find(':') + 5) + ": 'allocation." +
               key.substr(0, key.find(':')) + "' is read by method cost-aware only, not by dagc-r");
-    auto ok = writeTemp("alloc-cost-aware.yaml",
-                        "security: none\nallocation:\n  method: cost-aware\n  " + key + "\n");
+    // Whole packets are priced in link seconds: cost-aware needs its seconds budget with them.
+    const std::string budget = key.starts_with("whole") ? "  seconds_per_round: 0.06\n" : "";
+    auto ok =
+        writeTemp("alloc-cost-aware.yaml",
+                  "security: none\nallocation:\n  method: cost-aware\n  " + key + "\n" + budget);
     CHECK_NOTHROW(loadCoordinatorSettings(ok));
+    // Set to 0 (false), the key is off: nothing for another method to ignore.
+    const std::string off =
+        key.substr(0, key.find(':')) + (key.starts_with("whole") ? ": false" : ": 0");
+    auto zero = writeTemp("alloc-off.yaml",
+                          "security: none\nallocation:\n  method: dagc-r\n  " + off + "\n");
+    CHECK_NOTHROW(loadCoordinatorSettings(zero));
   }
   // The method's default is cost-aware, which reads them.
   auto f = writeTemp("alloc-default.yaml", "security: none\nallocation: {deadline_seconds: 2}\n");
