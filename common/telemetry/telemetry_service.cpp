@@ -116,6 +116,13 @@ void TelemetryService::exportNode(const NodeStatus& s) {
              s.alive_workers);
   m.setCounterTotal("tern_late_pushes_total", "Pushes that arrived after their round closed.", {},
                     double(s.late_pushes));
+  if (s.trainer) {
+    m.setGauge(
+        "tern_trainer_connected",
+        "1 while the worker has a trainer: built in, or an external one connected (its Hello "
+        "accepted, its connection open); else 0.",
+        {}, s.trainer->connected ? 1.0 : 0.0);
+  }
   for (const auto& [reason, n] : s.rejected) {
     m.setCounterTotal("tern_rejected_messages_total", "Messages refused, by reason.",
                       {{"reason", reason}}, double(n));

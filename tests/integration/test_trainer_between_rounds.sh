@@ -12,14 +12,16 @@ write_ext_coordinator 2 "$ROUNDS" 2
 start_coordinator
 
 # trainer_state NAME CONNECTED: waits (10 s at most) until NAME's /status says trainer.connected
-# is CONNECTED (True/False); prints the trainer's status.
+# is CONNECTED (True/False) and its /metrics tern_trainer_connected 1 (0); prints the status.
 trainer_state() {
   "$PY" - "$(cat "$WORK/$1.url")" "$2" <<'PY'
 import json, sys, time, urllib.request
 want = sys.argv[2] == "True"
 for _ in range(100):
     st = json.load(urllib.request.urlopen(sys.argv[1] + "/status", timeout=5))
-    if st["trainer"]["connected"] == want:
+    metrics = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode()
+    gauge = f"tern_trainer_connected {int(want)}" in metrics.splitlines()
+    if st["trainer"]["connected"] == want and gauge:
         print(st["trainer"], st["counters"]["trainer_connections"])
         sys.exit(0)
     time.sleep(0.1)

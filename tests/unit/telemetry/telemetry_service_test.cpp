@@ -361,3 +361,17 @@ TEST_CASE("/metrics carries this process's own process_* metrics") {
   CHECK(m.at("process_start_time_seconds") <= unixNow());
   CHECK(m.at("process_start_time_seconds") > unixNow() - 24 * 3600.0);
 }
+
+TEST_CASE("a worker's trainer connection is a gauge, a coordinator has none") {
+  TelemetryService t([] { return 0.0; });
+  NodeStatus s = sampleStatus();
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).count("tern_trainer_connected") == 0);
+  s.role = "worker";
+  s.trainer = TrainerStatus{"external", true, "numpy", 0, ""};
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_trainer_connected") == 1);
+  s.trainer->connected = false;
+  t.publish(s);
+  CHECK(parseExposition(t.metricsText()).at("tern_trainer_connected") == 0);
+}
