@@ -25,6 +25,8 @@ constexpr size_t kMaxDimensions = 8;  // a tensor of more is no model's
 // The most rows the coordinator takes from one worker's join (Membership::kMaxSamplesPerWorker).
 constexpr uint64_t kMaxTrainRows = uint64_t{1} << 40;
 constexpr std::string_view kIpc = "ipc://";
+// Without a timeout of its own, a request times out at this share of the round deadline.
+constexpr double kDeadlineShareOfTimeout = 0.8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -142,6 +144,12 @@ void ExternalTrainer::takeConnectionEvents() {
     if (id == ZMQ_EVENT_ACCEPTED) ++connections_;
     if (id == ZMQ_EVENT_DISCONNECTED && connections_ > 0) --connections_;
   }
+  if (connections_ > 0) return;
+  // Every connection closed: no trainer is there (a restarted one's Hello says so again).
+  std::lock_guard lock(mutex_);
+  if (!counters_.connected) return;
+  counters_.connected = false;
+  spdlog::warn("the trainer at {} disconnected; requests wait for one to say Hello", endpoint_);
 }
 
 std::optional<ExternalTrainer::Incoming> ExternalTrainer::receive(int timeout_ms) {
@@ -389,7 +397,9 @@ bool ExternalTrainer::awaitTrainer(const GradientRequest& request) {
 
 double ExternalTrainer::timeoutFor(const GradientRequest& request) const {
   if (timeout_seconds_) return *timeout_seconds_;
-  return request.deadline_seconds > 0 ? request.deadline_seconds
+  // Below the deadline: the request is sent after the round's clock started, and a failure said
+  // before the round closes reaches the coordinator as this round's.
+  return request.deadline_seconds > 0 ? kDeadlineShareOfTimeout * request.deadline_seconds
                                       : config::kDefaultTrainerTimeoutSeconds;
 }
 
@@ -403,14 +413,10 @@ void ExternalTrainer::takeWaiting() {
 void ExternalTrainer::serveIdle() {
   takeWaiting();
   takeConnectionEvents();
-  if (connections_ > 0 || peer_.empty()) return;
-  // Every connection closed while it owed nothing: the trainer stopped or crashed between rounds.
-  spdlog::warn("the trainer at {} disconnected; the next request waits for one to say Hello",
-               endpoint_);
+  if (connections_ > 0) return;
+  // The trainer is gone and owes nothing: the next request waits for a new one's Hello.
   peer_.clear();
   busy_since_.reset();
-  std::lock_guard lock(mutex_);
-  counters_.connected = false;
 }
 
 std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& request) {

@@ -201,8 +201,8 @@ inline constexpr double kDefaultTrainerTimeoutSeconds = 60.0;
 struct TrainerSettings {
   std::string kind = "builtin";  // builtin | external
   std::string endpoint;          // external: ipc://PATH (or tcp://127.0.0.1:PORT)
-  // external: a request unanswered this long fails its round; unset: the round deadline the
-  // coordinator's welcome says (kDefaultTrainerTimeoutSeconds when it says none)
+  // external: a request unanswered this long fails its round; unset: 0.8 of the round deadline
+  // the coordinator's welcome says (kDefaultTrainerTimeoutSeconds when it says none)
   std::optional<double> timeout_seconds;
   bool external() const { return kind == "external"; }
 };

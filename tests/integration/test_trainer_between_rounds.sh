@@ -2,12 +2,13 @@
 # A worker's trainer socket is served between rounds (docs/trainer-faults.md): while no round
 # runs (the coordinator waits for a second worker), a trainer that stops shows in /status as not
 # connected, and a restarted one's Hello is answered at once, not at the next round's request.
-# Then a second worker comes and both train to the end.
+# Then a second worker comes and both train; its trainer, killed while rounds run, shows as gone
+# too, and once restarted both train to the end.
 source "$(dirname "$0")/lib.sh"
 
 use_fake_trainer
 
-ROUNDS=20
+ROUNDS=300
 write_ext_coordinator 2 "$ROUNDS" 2
 start_coordinator
 
@@ -50,6 +51,12 @@ trainer_state a True || fail "the restarted trainer is not shown connected"
 [ "$(grep -c "hello accepted" "$WORK/a-trainer.log")" = 2 ] || fail "two Hellos, two answers expected"
 
 start_ext_worker b
+start_trainer b 2
+wait_for_line "$WORK/b-trainer.log" "^fit 5 " "worker b's trainer was not asked to fit"
+wait_for_file "$WORK/b.url"
+kill "$TPID"; wait "$TPID" 2> /dev/null || true
+trainer_state b False || fail "a trainer killed while rounds run is still shown connected"
+kill -0 "$CPID" 2> /dev/null || fail "the run ended before the trainer's kill was seen"
 start_trainer b 2
 wait "$CPID" || fail "coordinator exited with $?"
 grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || { tail -n 20 "$WORK/coord.err"; fail "the coordinator did not finish"; }

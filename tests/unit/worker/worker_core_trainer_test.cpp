@@ -229,3 +229,18 @@ TEST_CASE("a join refused for its layout is not asked again at once, and asked a
   REQUIRE(later.send.size() == 1);
   CHECK(later.send[0].envelope.has_join());
 }
+
+TEST_CASE("a gradient request carries the welcome's round deadline, 0 when it said none") {
+  for (double deadline : {0.0, 7.5}) {
+    CAPTURE(deadline);
+    WorkerCore core(options(), externalData(), 5);
+    core.start(0.0);
+    Message w = welcome(kLayout);
+    w.envelope.mutable_welcome()->set_round_deadline_seconds(deadline);
+    core.onMessage(w, 10, 0.1);
+    REQUIRE(core.joined());
+    const Effects e = core.onMessage(roundStart(0, false), 40, 1.0);
+    REQUIRE(e.compute.has_value());
+    CHECK(e.compute->deadline_seconds == deadline);
+  }
+}
