@@ -431,6 +431,11 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
   // request given up (its round moved on) has had its time since then, so a hang is a timeout
   // however often rounds move on before trainer.timeout_seconds.
   const double timeout_seconds = timeoutFor(request);
+  if (timeout_seconds != said_timeout_) {
+    said_timeout_ = timeout_seconds;
+    spdlog::info("a trainer request times out after {:g} s{}", timeout_seconds,
+                 timeout_seconds_ ? "" : " (none set: 0.8 of the round deadline, or 60 s)");
+  }
   const auto timeout =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   std::optional<Clock::time_point> none_since;  // no trainer connection open since

@@ -103,6 +103,7 @@ class ExternalTrainer final : public Trainer {
   std::string endpoint_;
   std::string socket_file_;                // ipc: the path to remove when done
   std::optional<double> timeout_seconds_;  // unset: timeoutFor the round deadline
+  double said_timeout_ = 0.0;              // the timeout last logged
   zmq::context_t ctx_{1};
   transport::Channel channel_;
   // channel_'s connection events (a trainer connected, a connection closed: a trainer that
