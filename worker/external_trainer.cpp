@@ -244,17 +244,21 @@ bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& 
     d.eval_rows = h.eval_rows();
     described_ = std::move(d);
   }
+  // The same connection's trainer saying Hello again (asked to, or on a request before its
+  // reply) is a refresh, not another trainer.
+  const bool refresh = peer == peer_;
   peer_ = peer;
   busy_since_.reset();  // a new trainer owes nothing yet
   {
     std::lock_guard lock(mutex_);
     counters_.connected = true;
     counters_.framework = h.framework();
-    ++counters_.connections;
+    if (!refresh) ++counters_.connections;
   }
-  spdlog::info("trainer connected at {} ({}): {}, {} rows", endpoint_,
-               h.framework().empty() ? "framework not given" : h.framework(),
-               ml::describeLayout(layout_), h.train_rows());
+  spdlog::log(refresh ? spdlog::level::debug : spdlog::level::info,
+              "trainer {} at {} ({}): {}, {} rows", refresh ? "said Hello again" : "connected",
+              endpoint_, h.framework().empty() ? "framework not given" : h.framework(),
+              ml::describeLayout(layout_), h.train_rows());
   return true;
 }
 

@@ -28,15 +28,17 @@ void Session::welcomed(const proto::WorkerAddress& address, bool acks_leave,
   standing_ = Standing::joined;
   unfit_welcomes_ = 0;
   unfit_welcome_.clear();
+  refusal_.clear();
   // Silences from now on are judged by connections made after this welcome's.
   connected_since_join_ = false;
   fitTimersTo(coordinator_heartbeat, coordinator_patience);
   acks_leave_ = acks_leave;
 }
 
-void Session::refusedUntil(double at) {
+void Session::refusedUntil(double at, const std::string& why) {
   retry_join_at_ = at;
   standing_ = Standing::refused;
+  refusal_ = why;
 }
 
 double Session::unfit(const std::string& why, double now) {
@@ -45,7 +47,7 @@ double Session::unfit(const std::string& why, double now) {
   const double wait = std::min(600.0, 30.0 * std::pow(2.0, double(unfit_welcomes_)));
   ++unfit_welcomes_;
   unfit_welcome_ = why;
-  refusedUntil(now + wait);
+  refusedUntil(now + wait, why);
   return wait;
 }
 

@@ -25,8 +25,8 @@ class Session {
   uint64_t joining(double now);
   void welcomed(const proto::WorkerAddress& address, bool acks_leave, double coordinator_heartbeat,
                 double coordinator_patience);
-  // The join was refused: ask again at `at`.
-  void refusedUntil(double at);
+  // The join was refused (`why`): ask again at `at`.
+  void refusedUntil(double at, const std::string& why);
   // The welcome's model does not fit the shard (`why`): asked again later, longer each time.
   // Returns the wait.
   double unfit(const std::string& why, double now);
@@ -54,6 +54,8 @@ class Session {
   bool acksLeave() const { return acks_leave_; }
   bool leaveUnanswered() const { return leave_unanswered_; }
   const std::string& unfitWelcome() const { return unfit_welcome_; }
+  // Why the last join or welcome was refused; "" once welcomed.
+  const std::string& refusal() const { return refusal_; }
   double silenceAllowed() const { return patience_ * silence_factor_; }
   double heartbeatInterval() const { return heartbeat_; }
   double patience() const { return patience_; }
@@ -74,6 +76,7 @@ class Session {
   bool connected_since_join_ = false;  // a handshake completed since the last silent re-join
   uint32_t unfit_welcomes_ = 0;        // welcomes in a row whose model does not fit the shard
   std::string unfit_welcome_;          // why the last of them did not
+  std::string refusal_;                // why the last join or welcome was refused, until welcomed
   bool acks_leave_ = false;
   bool leave_unanswered_ = false;
 };

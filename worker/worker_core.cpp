@@ -210,7 +210,7 @@ Effects WorkerCore::handleFinish(const Message& msg, double now) {
 Effects WorkerCore::joinRefused(const std::string& what, const wire::Error& e, double wait,
                                 double now) {
   spdlog::error("{}: {}", what, printable(e.text()));
-  session_.refusedUntil(now + wait);
+  session_.refusedUntil(now + wait, what + ": " + printable(e.text()));
   return effects();
 }
 

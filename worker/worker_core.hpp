@@ -82,6 +82,8 @@ class WorkerCore {
   bool joined() const { return session_.joined(); }
   // Why the last welcome was refused as one this shard cannot train under (empty if it was not).
   const std::string& unfitWelcome() const { return session_.unfitWelcome(); }
+  // Why the coordinator did not admit this worker the last time it asked; "" once welcomed.
+  const std::string& joinRefusal() const { return session_.refusal(); }
   // How long the coordinator may stay silent before this worker re-joins.
   double silenceAllowed() const { return session_.silenceAllowed(); }
   double heartbeatInterval() const { return session_.heartbeatInterval(); }

@@ -121,6 +121,9 @@ void WorkerDaemon::onTurn() {
 }
 
 void WorkerDaemon::publish(const std::string& state) {
+  // Not admitted (a model of another layout, a full table, a name taken): /healthz says why.
+  const std::string& refusal = core_.joinRefusal();
+  tel_.setDegraded(refusal.empty() ? "" : "not admitted: " + refusal);
   const auto& st = core_.stats();
   if (!first_round_at_ && st.rounds > 0) first_round_at_ = now();
   published_rounds_ = st.rounds;

@@ -167,6 +167,11 @@ class _Session:
         if event == zmq.EVENT_CONNECTED:
             self.send_hello("connected")
         elif event == zmq.EVENT_DISCONNECTED:
+            # What the worker said before it went is read first: a Done ends the session.
+            while not self.done and self.sock.poll(0):
+                self.on_message()
+            if self.done:
+                return
             log.warning("the worker went away; reconnecting")
             self.accepted = False
 
@@ -259,7 +264,9 @@ def _serve(session: "_Session", stop: threading.Event, endpoint: str) -> None:
     log.info("trainer for %s: layout %s", endpoint, session.layout.describe())
     while not stop.is_set() and not session.done:
         ready = dict(poller.poll(100))
-        if session.monitor in ready:
-            session.on_monitor()
+        # Messages first: a worker that exits says Done before its connection closes, and both
+        # may be seen in one poll.
         if session.sock in ready:
             session.on_message()
+        if session.monitor in ready and not session.done:
+            session.on_monitor()

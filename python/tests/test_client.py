@@ -154,16 +154,19 @@ def test_refused_hello_stops_the_trainer(serve, data):
     assert "layout differs" in str(worker.errors[0])
 
 
-def test_done_ends_run_trainer_without_an_error(serve, data):
+def test_done_ends_run_trainer_without_an_error(serve, data, caplog):
     x, y, _, _ = data
     worker = serve(SoftmaxTrainer(x, y, 3))
     worker.handshake()
     result, _ = worker.fit(params_of(np.random.default_rng(5)), **request())
     assert not result.error
     worker.send(envelope(done=pb.Done(reason="the coordinator finished training")))
+    worker.sock.close(1000)  # the worker exits right after its Done, as the daemon does
     worker.thread.join(5)
     assert not worker.thread.is_alive()
     assert worker.errors == []
+    # Done said, the connection's end is no worker gone away.
+    assert not [r for r in caplog.records if "went away" in r.getMessage()]
 
 
 def test_hello_again_after_a_worker_restart(serve, data):

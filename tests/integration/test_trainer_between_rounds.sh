@@ -2,6 +2,7 @@
 # A worker's trainer socket is served between rounds (docs/trainer-faults.md): while no round
 # runs (the coordinator waits for a second worker), a trainer that stops shows in /status as not
 # connected, and a restarted one's Hello is answered at once, not at the next round's request.
+# A worker whose trainer trains another model is not admitted, and its /healthz says why.
 # Then a second worker comes and both train; its trainer, killed while rounds run, shows as gone
 # too, and once restarted both train to the end.
 source "$(dirname "$0")/lib.sh"
@@ -49,6 +50,27 @@ grep -q "hello accepted" "$WORK/a-trainer.log" || fail "the restarted trainer's 
 trainer_state a True || fail "the restarted trainer is not shown connected"
 ! grep -q '^fit ' "$WORK/a-trainer.log" || fail "a request went out before any round"
 [ "$(grep -c "hello accepted" "$WORK/a-trainer.log")" = 2 ] || fail "two Hellos, two answers expected"
+
+# A trainer of another model (10 features, not 20): the coordinator refuses the join.
+start_ext_worker odd
+start_trainer odd 3 --features 10
+wait_for_line "$WORK/odd.out" "another layout than this worker's trainer" "the odd worker was not refused"
+wait_for_file "$WORK/odd.url"
+"$PY" - "$(cat "$WORK/odd.url")" <<'PY' || fail "the refused worker's /healthz does not say why"
+import sys, time, urllib.error, urllib.request
+for _ in range(100):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/healthz", timeout=5)
+        body = "ok"
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        if e.code == 503 and "not admitted: the coordinator's model has another layout" in body:
+            print("odd /healthz:", body.strip())
+            sys.exit(0)
+    time.sleep(0.1)
+sys.exit(f"/healthz said {body!r}")
+PY
+kill "${PIDS[-2]}" "$TPID"  # the odd worker and its trainer
 
 start_ext_worker b
 start_trainer b 2

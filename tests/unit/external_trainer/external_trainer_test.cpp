@@ -572,3 +572,21 @@ TEST_CASE("a trainer gone while every request is cancelled early still shows as 
   CHECK_FALSE(rig.trainer.counters().connected);
   CHECK(rig.trainer.counters().no_trainer == 0);
 }
+
+TEST_CASE("a Hello again on the same connection is a refresh, not another trainer") {
+  Rig rig;
+  rig.fake.hello();
+  std::atomic<bool> replied{false};
+  auto serving = std::async(std::launch::async, [&] {
+    while (!replied) {
+      rig.trainer.serveIdle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const bool accepted = rig.fake.receive().hello_reply().accepted();
+  replied = true;
+  serving.get();
+  CHECK(accepted);
+  CHECK(rig.trainer.counters().connections == 1);
+  CHECK(rig.trainer.counters().connected);
+}

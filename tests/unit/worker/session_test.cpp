@@ -36,7 +36,8 @@ TEST_CASE("a session fits its timers to the coordinator's: a third of its patien
 TEST_CASE("a refused join is asked again at its time, sooner once a connection comes up") {
   Session s(5.0, 30.0);
   s.joining(0.0);
-  s.refusedUntil(12.0);
+  s.refusedUntil(12.0, "the coordinator admits no more workers now");
+  CHECK(s.refusal() == "the coordinator admits no more workers now");
   CHECK(s.standing() == Standing::refused);
   CHECK_FALSE(s.awaitingWelcome());
   CHECK(s.due(11.9) == Session::Due::nothing);
@@ -45,6 +46,9 @@ TEST_CASE("a refused join is asked again at its time, sooner once a connection c
   CHECK(s.due(1.25) == Session::Due::retry_join);
   CHECK(s.joining(1.25) == 2);
   CHECK(s.standing() == Standing::joining);
+  CHECK_FALSE(s.refusal().empty());  // said until a welcome, not only while waiting to ask
+  s.welcomed({1, 1}, false, 0.0, 0.0);
+  CHECK(s.refusal().empty());
 }
 
 TEST_CASE("an unfit welcome waits 30 s, then twice as long each time, up to 10 minutes") {
@@ -58,8 +62,10 @@ TEST_CASE("an unfit welcome waits 30 s, then twice as long each time, up to 10 m
     CHECK(s.nextWakeup() == doctest::Approx(std::min(expected, 600.0)));
     expected *= 2.0;
   }
+  CHECK(s.refusal() == "features");
   s.welcomed({1, 1}, false, 0.0, 0.0);
   CHECK(s.unfitWelcome().empty());
+  CHECK(s.refusal().empty());
 }
 
 TEST_CASE("silences over a live connection are allowed twice as long each time, up to 8 times") {

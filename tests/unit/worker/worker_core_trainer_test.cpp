@@ -222,6 +222,10 @@ TEST_CASE("a join refused for its layout is not asked again at once, and asked a
   CHECK(core.onMessage(refusal, 10, 0.5).send.empty());
   CHECK(core.fatalError().empty());
   CHECK_FALSE(core.joined());
+  // Said (the daemon's /healthz) until a welcome comes.
+  CHECK(core.joinRefusal() ==
+        "the coordinator's model has another layout than this worker's trainer: the model has 8 "
+        "values, the join's layout 6");
   CHECK(core.onTick(5.0).send.empty());
   // Asked again after the refusal's wait (max(10 s, the heartbeat period)), before the
   // coordinator's patience would have made it re-join as if the coordinator were silent.
