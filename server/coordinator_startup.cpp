@@ -41,6 +41,9 @@ std::shared_ptr<const ml::Dataset> loadTestData(config::CoordinatorSettings& s) 
 
 namespace {
 
+// optimizer.lr over training.local_lr beyond which a run with local steps is warned about.
+constexpr double kOverstepWarning = 2.0;
+
 // A resumed run that had already finished: why, and how to train on.
 void warnFinished(const config::CoordinatorSettings& s, const CoordinatorCore& core) {
   const bool at_limit = core.round() >= s.max_rounds;
@@ -59,9 +62,22 @@ void warnFinished(const config::CoordinatorSettings& s, const CoordinatorCore& c
       core.round(), why, s.checkpoint.path, previousCheckpointPath(s.checkpoint.path));
 }
 
+// With local steps a push is the workers' delta over local_lr: a step of optimizer.lr =
+// local_lr takes their mean delta as it is (FedAvg). Far above it, rounds overshoot.
+void warnIfOverstepping(const config::CoordinatorSettings& s) {
+  const double times = s.optimizer.lr / s.training.local_lr;
+  if (s.training.local_steps <= 1 || times <= kOverstepWarning) return;
+  spdlog::warn(
+      "optimizer.lr {:g} is {:g} times training.local_lr {:g}: with local_steps {} each round "
+      "moves the model {:g} times the workers' mean delta (optimizer.lr = local_lr averages "
+      "them as FedAvg does)",
+      s.optimizer.lr, times, s.training.local_lr, s.training.local_steps, times);
+}
+
 }  // namespace
 
 StartedCore startCore(config::CoordinatorSettings& s, bool evaluates) {
+  warnIfOverstepping(s);
   auto model = ml::makeModel(s.model);
   if (!s.max_message_bytes_given) {
     s.max_message_bytes = config::autoMaxMessageBytes(model->numParams());

@@ -77,4 +77,15 @@ for args in "--workers 0" "--max-rounds 0"; do
     "$BIN/tern-sim" --config "$SRC/deploy/config/sim-quick.yaml" $args
 done
 
+# Settings that work but rarely as meant are warned about at start: a server step far above the
+# local one with local steps (each round moves the model 20 times the workers' mean delta).
+sed -e 's|^optimizer: .*|optimizer: {lr: 1.0}|' \
+  -e 's|^training: .*|training: {batch_size: 64, seed: 3, local_steps: 5, local_lr: 0.05}|' \
+  "$WORK/c.yaml" > "$WORK/overstep.yaml"
+set +e
+(cd "$WORK" && timeout 3 "$BIN/tern-coordinator" --config "$WORK/overstep.yaml" > overstep.out 2>&1)
+set -e
+grep -q "optimizer.lr 1 is 20 times training.local_lr 0.05: with local_steps 5" "$WORK/overstep.out" \
+  || { cat "$WORK/overstep.out"; fail "no warning of a server step 20 times the local one"; }
+
 echo "PASS: settings that cannot work exit 2 at once, naming the key or flag"
