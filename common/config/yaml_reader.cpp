@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -11,9 +12,47 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 
 namespace tern::config {
+
+namespace {
+
+// Keys longer than this are not matched against the known ones (none is near that long).
+constexpr size_t kMaxGuessedKeyBytes = 64;
+
+// Levenshtein distance between a and b (insertions, deletions and substitutions of one byte).
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'K'?)" for the known key nearest `key` when it is a likely slip (at most a
+// quarter of its letters off, at least one), else "".
+std::string didYouMean(const std::string& key, const std::set<std::string>& known,
+                       const std::string& path) {
+  if (key.size() > kMaxGuessedKeyBytes) return "";  // no key is that long: no quadratic guess
+  const std::string* best = nullptr;
+  size_t best_distance = std::max<size_t>(1, key.size() / 4) + 1;
+  for (const auto& k : known) {
+    const size_t d = editDistance(key, k);
+    if (d < best_distance) best = &k, best_distance = d;
+  }
+  return best ? " (did you mean '" + path + *best + "'?)" : "";
+}
+
+}  // namespace
 
 std::string formatNumber(double value) {
   if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e15) {
@@ -143,7 +182,8 @@ void MapReader::done() const {
       throw ConfigError(where(kv.first.Mark(), key) + ": '" + path_ + key + "' has no value");
     }
     if (!seen_.count(key)) {
-      throw ConfigError(where(kv.first.Mark(), key) + ": unknown key '" + path_ + key + "'");
+      throw ConfigError(where(kv.first.Mark(), key) + ": unknown key '" + path_ + key + "'" +
+                        didYouMean(key, seen_, path_));
     }
   }
 }

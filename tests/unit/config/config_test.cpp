@@ -778,3 +778,19 @@ TEST_CASE("a coordinator's max_message_bytes is auto unless given: what the dens
   CHECK(autoMaxMessageBytes(1000000) == 8000000u + (64u << 10));
   CHECK(autoMaxMessageBytes(size_t(1) << 40) == size_t(1) << 32);
 }
+
+TEST_CASE("an unknown key that is a slip of a known one is said with the key meant") {
+  auto f = writeTemp("slip.yaml",
+                     "security: none\ndata: {format: synthetic, rows: 10, features: 3}\n"
+                     "coordinater: tcp://127.0.0.1:5555\n");
+  CHECK(errorOf([&] { loadWorkerSettings(f); }) ==
+        f + ":3:1: unknown key 'coordinater' (did you mean 'coordinator'?)");
+  auto nested =
+      writeTemp("slip-nested.yaml", "security: none\noptimizer: {lr: 0.1, momentun: 0.5}\n");
+  CHECK(errorOf([&] {
+          loadCoordinatorSettings(nested);
+        }).ends_with("unknown key 'optimizer.momentun' (did you mean 'optimizer.momentum'?)"));
+  // Nothing near: no guess.
+  auto far = writeTemp("far.yaml", "security: none\nflux_capacitor: 1\n");
+  CHECK(errorOf([&] { loadCoordinatorSettings(far); }).ends_with("unknown key 'flux_capacitor'"));
+}
