@@ -438,6 +438,10 @@ Effects WorkerCore::onGradient(const GradientResult& result, double now) {
     ev->set_accuracy(e->accuracy);
     ev->set_rows(e->rows);
     ++stats_.evaluations;
+    stats_.last_eval_round = asked.round;
+    stats_.last_eval_loss = e->loss;
+    stats_.last_eval_accuracy = e->accuracy;
+    stats_.last_eval_rows = e->rows;
   }
   if (auto report = link_report_.forPush(asked.round, link_.toWire()))
     *m.envelope.mutable_push()->mutable_link() = std::move(*report);

@@ -36,6 +36,11 @@ struct WorkerStats {
   double last_predicted_improvement = 0.0;
   double last_step = 0.0;  // the step that prediction assumes
   double last_loss = 0.0;
+  // The last federated evaluation it reported (round 0 and rows 0: none yet).
+  uint64_t last_eval_round = 0;
+  double last_eval_loss = 0.0;
+  double last_eval_accuracy = 0.0;
+  uint64_t last_eval_rows = 0;
   double data_share = 0.0;  // p_i, as the coordinator last said
 };
 

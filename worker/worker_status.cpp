@@ -124,6 +124,10 @@ telemetry::NodeStatus workerStatus(const config::WorkerSettings& s, const Worker
   self.download_bytes = stats.received_bytes;
   self.share = stats.data_share;
   self.link = {fit.a, fit.b, fit.r2, fit.samples, fit.packet_bytes, fit.a_stderr, fit.b_stderr};
+  if (stats.last_eval_rows > 0) {
+    self.evaluation = telemetry::EvaluationStatus{stats.last_eval_round, stats.last_eval_loss,
+                                                  stats.last_eval_accuracy, stats.last_eval_rows};
+  }
   st.workers.push_back(std::move(self));
   return st;
 }

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 use_fake_trainer
 
 ROUNDS=300
-write_ext_coordinator 2 "$ROUNDS" 2
+write_ext_coordinator 2 "$ROUNDS" 2 "eval_every: 2"
 start_coordinator
 
 # trainer_state NAME CONNECTED: waits (10 s at most) until NAME's /status says trainer.connected
@@ -79,6 +79,13 @@ wait_for_file "$WORK/b.url"
 kill "$TPID"; wait "$TPID" 2> /dev/null || true
 trainer_state b False || fail "a trainer killed while rounds run is still shown connected"
 kill -0 "$CPID" 2> /dev/null || fail "the run ended before the trainer's kill was seen"
+# Worker a's /status has the last evaluation it reported (its trainer's 400 held-out rows).
+"$PY" - "$(cat "$WORK/a.url")" <<'PY' || fail "worker a's /status has no evaluation of its own"
+import json, sys, urllib.request
+ev = json.load(urllib.request.urlopen(sys.argv[1] + "/status", timeout=5))["workers"][0]["evaluation"]
+assert ev and ev["rows"] == 400 and 0 < ev["accuracy"] <= 1 and ev["round"] % 2 == 0, ev
+print("worker a's last evaluation:", ev)
+PY
 start_trainer b 2
 wait "$CPID" || fail "coordinator exited with $?"
 grep -q "^final: rounds=$ROUNDS " "$WORK/coord.out" || { tail -n 20 "$WORK/coord.err"; fail "the coordinator did not finish"; }
