@@ -142,6 +142,7 @@ void ExternalTrainer::takeConnectionEvents() {
     uint16_t id = 0;
     std::memcpy(&id, event.data(), sizeof id);
     if (id == ZMQ_EVENT_ACCEPTED) ++connections_;
+    if (id == ZMQ_EVENT_DISCONNECTED) ++disconnects_;
     if (id == ZMQ_EVENT_DISCONNECTED && connections_ > 0) --connections_;
   }
   if (connections_ > 0) return;
@@ -219,6 +220,12 @@ std::string ExternalTrainer::helloProblem(const trainer::Envelope& env) const {
   return "";
 }
 
+bool ExternalTrainer::isRefresh(const std::string& peer) const {
+  // An identity a trainer chose itself may come back on a new connection: after any connection
+  // closed, a Hello is taken as a new trainer's.
+  return !peer_.empty() && peer == peer_ && disconnects_ == peer_disconnects_;
+}
+
 bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& env) {
   const std::string why = helloProblem(env);
   trainer::Envelope reply;
@@ -246,9 +253,10 @@ bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& 
   }
   // The same connection's trainer saying Hello again (asked to, or on a request before its
   // reply) is a refresh, not another trainer.
-  const bool refresh = peer == peer_;
+  const bool refresh = isRefresh(peer);
   peer_ = peer;
-  busy_since_.reset();  // a new trainer owes nothing yet
+  peer_disconnects_ = disconnects_;
+  if (!refresh) busy_since_.reset();  // a new trainer owes nothing yet
   {
     std::lock_guard lock(mutex_);
     counters_.connected = true;
@@ -457,8 +465,10 @@ std::optional<GradientResult> ExternalTrainer::gradient(const GradientRequest& r
     }
     if (!in) continue;
     if (in->env.has_hello()) {
-      // A restarted trainer takes over: the request goes to it again.
-      if (onHello(in->peer, in->env) && !sendFit(request)) return noTrainer(request);
+      // A restarted trainer (another connection) takes over: the request goes to it again. The
+      // same connection's Hello again is a refresh: the request is still its to answer.
+      const bool refresh = isRefresh(in->peer);
+      if (onHello(in->peer, in->env) && !refresh && !sendFit(request)) return noTrainer(request);
       continue;
     }
     const bool current = in->peer == peer_;

@@ -73,6 +73,8 @@ class ExternalTrainer final : public Trainer {
   struct Incoming;
   // The next message within `timeout_ms` (0: only what is there); nullopt when none.
   std::optional<Incoming> receive(int timeout_ms);
+  // Whether a Hello from `peer` is the current trainer's again on its same connection.
+  bool isRefresh(const std::string& peer) const;
   // Takes a Hello from `peer`: answers it; true when it was accepted.
   bool onHello(const std::string& peer, const trainer::Envelope& env);
   // Why a Hello's description is unfit, or "".
@@ -110,6 +112,8 @@ class ExternalTrainer final : public Trainer {
   // crashed), counted in connections_ by takeConnectionEvents (the computing thread's).
   zmq::socket_t monitor_{ctx_, zmq::socket_type::pair};
   int connections_ = 0;
+  uint64_t disconnects_ = 0;       // connections closed so far
+  uint64_t peer_disconnects_ = 0;  // disconnects_ when peer_ said its accepted Hello
   std::function<bool()> cancelled_;
   std::string peer_;  // the current trainer's identity ("" = none)
   // When the current trainer was sent the oldest request it has not answered (none: it owes

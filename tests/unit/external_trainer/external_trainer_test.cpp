@@ -590,3 +590,20 @@ TEST_CASE("a Hello again on the same connection is a refresh, not another traine
   CHECK(rig.trainer.counters().connections == 1);
   CHECK(rig.trainer.counters().connected);
 }
+
+TEST_CASE("a Hello again on the connection a request is out on does not send the request twice") {
+  Rig rig;
+  auto got = ask(rig.trainer, request(60));
+  CHECK(rig.fake.receive().fit().id() == 60);
+  rig.fake.hello();  // the trainer says Hello again (asked to, say) while it works on 60
+  CHECK(rig.fake.receive().hello_reply().accepted());
+  rig.fake.answer(60, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->gradient == kGrad);
+  // Nothing more came: no second FitRequest for 60.
+  rig.fake.sock.set(zmq::sockopt::rcvtimeo, 200);
+  zmq::message_t extra;
+  CHECK_FALSE(rig.fake.sock.recv(extra).has_value());
+  CHECK(rig.trainer.counters().connections == 1);
+}
