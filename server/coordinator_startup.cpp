@@ -69,8 +69,8 @@ void warnIfOverstepping(const config::CoordinatorSettings& s) {
   if (s.training.local_steps <= 1 || times <= kOverstepWarning) return;
   spdlog::warn(
       "optimizer.lr {:g} is {:g} times training.local_lr {:g}: with local_steps {} each round "
-      "moves the model {:g} times the workers' mean delta (optimizer.lr = local_lr averages "
-      "them as FedAvg does)",
+      "moves the model {:g} times the workers' mean delta (optimizer.lr = local_lr with "
+      "momentum 0 averages them as FedAvg does)",
       s.optimizer.lr, times, s.training.local_lr, s.training.local_steps, times);
 }
 

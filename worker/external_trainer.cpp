@@ -260,7 +260,7 @@ bool ExternalTrainer::onHello(const std::string& peer, const trainer::Envelope& 
   {
     std::lock_guard lock(mutex_);
     counters_.connected = true;
-    counters_.framework = h.framework();
+    if (!refresh || !h.framework().empty()) counters_.framework = h.framework();
     if (!refresh) ++counters_.connections;
   }
   spdlog::log(refresh ? spdlog::level::debug : spdlog::level::info,

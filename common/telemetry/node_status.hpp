@@ -57,7 +57,7 @@ struct PeerStatus {
   LinkStatus link;
   bool benched = false;         // coordinator: a straggler not waited for
   uint64_t pushes_clipped = 0;  // coordinator: its pushes clipped to the round's norm bound
-  std::optional<EvaluationStatus> evaluation;  // coordinator: its last evaluation
+  std::optional<EvaluationStatus> evaluation;  // the last evaluation it reported
 };
 
 // A further cumulative counter: /metrics shows it as tern_NAME_total with `help` as its HELP text.

@@ -216,3 +216,29 @@ def test_fit_sees_the_parameters_as_received_after_evaluate_and_earlier_requests
         result, update = worker.fit(params, **request(id=seed, evaluate=seed == 8))
         assert result.id == seed
         np.testing.assert_array_equal(update, np.concatenate([p.ravel() for p in params]))
+
+
+def test_a_done_before_the_connection_ends_is_read_first(ctx, tmp_path, data, caplog):
+    """Both the Done and the connection's end are waiting when the trainer looks (the order a
+    busy trainer sees them in): the Done is taken first, and no "went away" is said."""
+    from conftest import FakeWorker
+
+    from tern.client import _Session
+    x, y, _, _ = data
+    worker = FakeWorker(ctx, f"ipc://{tmp_path}/trainer.sock")
+    session = _Session(ctx, SoftmaxTrainer(x, y, 3), worker.endpoint)
+    try:
+        assert session.monitor.poll(5000)
+        session.on_monitor()  # connected: the Hello goes out
+        worker.handshake()
+        assert session.sock.poll(5000)
+        session.on_message()
+        assert session.accepted
+        worker.send(envelope(done=pb.Done(reason="the coordinator finished training")))
+        worker.sock.close(1000)
+        assert session.monitor.poll(5000)  # the disconnection, with the Done still unread
+        session.on_monitor()
+        assert session.done
+        assert not [r for r in caplog.records if "went away" in r.getMessage()]
+    finally:
+        session.close()

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "common/util/rng.hpp"
@@ -40,10 +41,11 @@ config::TrainerSettings settingsIn(const TempDir& dir, double timeout = 5.0) {
 struct FakeTrainer {
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  // Connects to `endpoint` at once; "" leaves the connect to the test (after its options).
   explicit FakeTrainer(const std::string& endpoint) {
     sock.set(zmq::sockopt::linger, 0);
     sock.set(zmq::sockopt::rcvtimeo, 5000);
-    sock.connect(endpoint);
+    if (!endpoint.empty()) sock.connect(endpoint);
   }
   void hello(std::vector<uint64_t> weight_shape = {2, 3}) {
     trainer::Envelope e;
@@ -606,4 +608,37 @@ TEST_CASE("a Hello again on the connection a request is out on does not send the
   zmq::message_t extra;
   CHECK_FALSE(rig.fake.sock.recv(extra).has_value());
   CHECK(rig.trainer.counters().connections == 1);
+}
+
+TEST_CASE("a trainer back under the identity it chose, on a new connection, is sent the request") {
+  TempDir dir;
+  worker::ExternalTrainer trainer(settingsIn(dir), 1 << 20);
+  auto named = [&] {
+    auto f = std::make_unique<FakeTrainer>("");
+    f->sock.set(zmq::sockopt::routing_id, "trainer-7");
+    f->sock.connect(trainer.endpoint());
+    return f;
+  };
+  auto first = named();
+  first->hello();
+  REQUIRE(trainer.waitForHello({}).has_value());
+  REQUIRE(first->receive().hello_reply().accepted());
+  auto got = ask(trainer, request(70));
+  CHECK(first->receive().fit().id() == 70);
+  first.reset();  // the process dies with the request
+  // Its connection's end seen (libzmq would refuse the identity while the old one is open).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (trainer.counters().connected && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE_FALSE(trainer.counters().connected);
+  auto second = named();
+  second->hello();
+  CHECK(second->receive().hello_reply().accepted());
+  CHECK(second->receive().fit().id() == 70);  // the same identity, but not the same connection
+  second->answer(70, kGrad);
+  const auto result = got.get();
+  REQUIRE(result.has_value());
+  CHECK(result->gradient == kGrad);
+  CHECK(trainer.counters().connections == 2);
 }
